@@ -1,0 +1,92 @@
+"""The errors agentsnap raises.
+
+One root, :class:`AgentSnapError`; subclasses exist only where a caller can act on them.
+Every message says what happened and, where it can, what to do next.
+"""
+
+from __future__ import annotations
+
+
+class AgentSnapError(Exception):
+    """Root of every error agentsnap raises on purpose."""
+
+
+class StoreNotFound(AgentSnapError):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"no agentsnap store found at or above {path!r}; run 'agentsnap init' first")
+
+
+class UnsupportedFormat(AgentSnapError):
+    def __init__(self, what: str, version: object, supported: object) -> None:
+        self.what, self.version, self.supported = what, version, supported
+        super().__init__(
+            f"{what} has format version {version!r}, this agentsnap understands {supported!r}; "
+            "upgrade agentsnap to read it"
+        )
+
+
+class ObjectMissing(AgentSnapError):
+    def __init__(self, oid: str) -> None:
+        self.oid = oid
+        super().__init__(f"object {oid} is missing from the store; run 'agentsnap verify'")
+
+
+class ObjectCorrupt(AgentSnapError):
+    def __init__(self, oid: str, expected: str, got: str, reason: str = "digest mismatch") -> None:
+        self.oid, self.expected, self.got, self.reason = oid, expected, got, reason
+        super().__init__(f"object {oid} is corrupt ({reason}: expected {expected}, got {got})")
+
+
+class UnknownSnapshot(AgentSnapError):
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        super().__init__(f"unknown snapshot, branch or tag: {spec!r} (see 'agentsnap log --all')")
+
+
+class AmbiguousId(AgentSnapError):
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.prefix, self.candidates = prefix, candidates
+        shown = ", ".join(c[:12] for c in candidates[:5])
+        super().__init__(f"short id {prefix!r} is ambiguous ({shown}); give more characters")
+
+
+class RefConflict(AgentSnapError):
+    def __init__(self, name: str, expected: str | None, actual: str | None) -> None:
+        self.name, self.expected, self.actual = name, expected, actual
+        super().__init__(
+            f"ref {name} moved while you worked (expected {_short(expected)}, found {_short(actual)}); "
+            "another writer won the race - nothing was lost, re-run the command"
+        )
+
+
+class RefExists(AgentSnapError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"ref {name} already exists; pick another name or delete it first")
+
+
+class InvalidRefName(AgentSnapError):
+    def __init__(self, name: str, reason: str) -> None:
+        self.name = name
+        super().__init__(f"invalid name {name!r}: {reason}")
+
+
+class UnsafeSnapshot(AgentSnapError):
+    def __init__(self, path: str, reason: str) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"refusing unsafe snapshot entry {path!r}: {reason}; nothing was written")
+
+
+class TargetNotEmpty(AgentSnapError):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"restore target {path!r} exists and is not empty; choose an empty or new directory")
+
+
+class InvalidInput(AgentSnapError):
+    """A value given by the user cannot be used (the message says which and why)."""
+
+
+def _short(oid: str | None) -> str:
+    return "nothing" if oid is None else oid[:12]

