@@ -98,4 +98,4 @@ def agentsnap_merge_state(base: Any, ours: Any, theirs: Any, context: dict[str, 
 
 @hookspec(firstresult=True)
 def agentsnap_summarize_branch(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any] | None:
-    """Fold a branch's trace tail into one note message, or None for the default."""
+    """Return one note message folding a branch's trace tail, or None for the default."""

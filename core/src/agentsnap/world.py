@@ -9,7 +9,9 @@ Capture is incremental: a stat cache (like git's index) maps each path to its
 ``(size, mtime, ctime, inode, mode)`` and content id, so an unchanged file is not re-read.
 Git's "racily clean" problem - a file rewritten with the same size within one timestamp
 tick after it was cached - is handled by never trusting cache entries whose timestamps are
-within :data:`RACY_WINDOW_NS` of the capture that recorded them.
+within :data:`RACY_WINDOW_NS` (or two timestamp ticks, on coarse filesystems) of the capture
+that recorded them: such a file could be rewritten after we read it without its timestamps
+changing, so it is re-read next time (git does the same against its index file's mtime).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ TREE_FORMAT = 1
 IGNORE_FILE = ".agentsnapignore"
 DEFAULT_IGNORES = (".agentsnap", ".git/")
 #: cache entries whose timestamps fall this close to the capture are re-hashed next time
-RACY_WINDOW_NS = 2_000_000_000
+RACY_WINDOW_NS = 100_000_000
 #: filesystem timestamp tick; tests raise it to simulate coarse filesystems
 TIMESTAMP_GRANULARITY_NS = 1
 MAX_PATH = 4096
@@ -136,6 +138,7 @@ def capture(
 ) -> tuple[list[Entry], StatCache, CaptureStats]:
     """Capture ``root``; with ``store=None`` only compute ids (used by status/diff)."""
     start_ns = _tick(time.time_ns())
+    window = max(RACY_WINDOW_NS, 2 * TIMESTAMP_GRANULARITY_NS) if RACY_WINDOW_NS >= 0 else RACY_WINDOW_NS
     old = cache.entries if cache else {}
     new: dict[str, list[Any]] = {}
     entries: list[Entry] = []
@@ -180,7 +183,7 @@ def capture(
                     changed = True
                 entries[idx] = (path, kind, mode, size, oid)
                 key = _stat_key(st)
-                racy = changed or key[1] >= start_ns - RACY_WINDOW_NS or key[2] >= start_ns - RACY_WINDOW_NS
+                racy = changed or key[1] >= start_ns - window or key[2] >= start_ns - window
                 new[rel] = key + [oid, racy]
                 stats.files_hashed += 1
                 stats.bytes_hashed += st.st_size
