@@ -1,0 +1,35 @@
+"""agentsnap adapter for AutoGen AgentChat 0.7: atomic snapshot, restore and fork of whole teams."""
+
+from __future__ import annotations
+
+from ._bridge import run_sync
+from ._config import REDACTED, MissingSecret, SuppliedModelClient, model_slots, redact
+from ._team import (
+    IncompatibleTarget,
+    TeamRunning,
+    build,
+    capture_layers,
+    fork,
+    load,
+    restore,
+    snapshot,
+    trace_of,
+)
+
+__all__ = [
+    "REDACTED",
+    "IncompatibleTarget",
+    "MissingSecret",
+    "SuppliedModelClient",
+    "TeamRunning",
+    "build",
+    "capture_layers",
+    "fork",
+    "load",
+    "model_slots",
+    "redact",
+    "restore",
+    "run_sync",
+    "snapshot",
+    "trace_of",
+]

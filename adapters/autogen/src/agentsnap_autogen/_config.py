@@ -1,0 +1,199 @@
+"""Component configurations: secrets redacted on capture, model clients re-supplied on restore.
+
+A stored config never holds a secret: every ``SecretStr`` and every string under a secret-looking
+key (``api_key``, ``token``, ``password``, ``Authorization`` ...) is replaced by a
+:data:`REDACTED` marker. On restore each ``model_client`` component is replaced by the live
+client the caller re-supplies for its *slot* (the ``name`` of the agent or team that owns it),
+and remaining markers are filled from ``secrets={field: value}``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from autogen_core import Component, ComponentBase
+from pydantic import BaseModel, SecretStr
+from pydantic_core import to_jsonable_python
+
+from agentsnap.errors import AgentSnapError
+
+REDACTED = "$agentsnap-redacted"
+_SECRET_KEY = re.compile(
+    r"^(?:.*[_-])?(?:api[_-]?key|apikey|secret|secret[_-]key|password|passwd|token|access[_-]token|"
+    r"refresh[_-]token|auth[_-]token|bearer|authorization|private[_-]key|credentials?|connection[_-]string)$",
+    re.IGNORECASE,
+)
+
+#: what a caller passes to re-supply model clients: one client for every slot, a mapping slot -> client,
+#: or a callable ``(slot, stored component dict) -> client``
+ModelClients = Any
+
+
+class MissingSecret(AgentSnapError):
+    """A redacted secret or model client was not re-supplied on restore."""
+
+    def __init__(self, what: list[str], slots: list[str]) -> None:
+        self.what, self.slots = what, slots
+        super().__init__(
+            f"the snapshot's config had secrets redacted at {', '.join(what)}; re-supply them: "
+            f"model_clients={{slot: client}} for slots {slots} or secrets={{field: value}}"
+        )
+
+
+def to_plain(value: Any) -> Any:
+    """AutoGen state/config -> msgpack-able data (datetimes as ISO strings, models as dicts)."""
+    return to_jsonable_python(value, fallback=repr)
+
+
+def redact(config: Any) -> tuple[Any, list[str]]:
+    """Return ``(config with secrets replaced by markers, the dotted paths redacted)``."""
+    found: list[str] = []
+
+    def walk(value: Any, path: str, key: str) -> Any:
+        if isinstance(value, SecretStr):
+            found.append(path)
+            return {REDACTED: key}
+        if isinstance(value, BaseModel):
+            value = value.model_dump()
+        if isinstance(value, Mapping):
+            return {k: walk(v, f"{path}.{k}" if path else str(k), str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v, f"{path}[{i}]", key) for i, v in enumerate(value)]
+        if isinstance(value, (str, bytes)) and value and _SECRET_KEY.match(key):
+            found.append(path)
+            return {REDACTED: key}
+        return value
+
+    return to_plain(walk(config, "", "")), found
+
+
+def model_slots(config: Any) -> dict[str, dict[str, Any]]:
+    """``{slot: stored model_client component}``; a slot is the ``name`` of the client's owner."""
+    out: dict[str, dict[str, Any]] = {}
+    for slot, comp, _owner in _model_clients(config):
+        out[slot] = comp
+    return out
+
+
+def _model_clients(config: Any, owner: str = "") -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    if isinstance(config, dict):
+        name = config.get("name") if isinstance(config.get("name"), str) else owner
+        for k, v in config.items():
+            if k == "model_client" and isinstance(v, dict) and "provider" in v:
+                yield name or "model_client", v, config
+            else:
+                yield from _model_clients(v, name or owner)
+    elif isinstance(config, list):
+        for v in config:
+            yield from _model_clients(v, owner)
+
+
+def _has_marker(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        if set(value) == {REDACTED}:
+            return [str(value[REDACTED])]
+        return [m for v in value.values() for m in _has_marker(v)]
+    if isinstance(value, list):
+        return [m for v in value for m in _has_marker(v)]
+    return []
+
+
+def _fill(value: Any, secrets: Mapping[str, str]) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {REDACTED} and str(value[REDACTED]) in secrets:
+            return secrets[str(value[REDACTED])]
+        return {k: _fill(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, secrets) for v in value]
+    return value
+
+
+_supplied: ContextVar[dict[str, Any]] = ContextVar("agentsnap_autogen_supplied", default={})
+
+
+def prepare(config: dict[str, Any], model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Make a stored config loadable: ``(config, {slot: live client})``.
+
+    Every re-supplied slot's component becomes a placeholder that :func:`loading` resolves to the
+    live client; markers left anywhere raise :class:`MissingSecret`.
+    """
+    config = _fill(config, dict(secrets or {}))
+    live: dict[str, Any] = {}
+    slots = model_slots(config)
+
+    def supplied(slot: str, comp: dict[str, Any]) -> Any:
+        if model_clients is None:
+            return None
+        if isinstance(model_clients, Mapping):
+            return model_clients.get(slot)
+        if callable(model_clients) and not hasattr(model_clients, "create"):
+            return model_clients(slot, comp)
+        return model_clients  # one client for every slot
+
+    def replace(value: Any, owner: str) -> Any:
+        if isinstance(value, dict):
+            name = value.get("name") if isinstance(value.get("name"), str) else owner
+            out = {}
+            for k, v in value.items():
+                if k == "model_client" and isinstance(v, dict) and "provider" in v:
+                    slot = name or "model_client"
+                    client = supplied(slot, v)
+                    if client is not None:
+                        live[slot] = client
+                        v = {
+                            "provider": f"{__name__}.SuppliedModelClient",
+                            "component_type": "model",
+                            "config": {"slot": slot},
+                        }
+                    out[k] = v
+                else:
+                    out[k] = replace(v, name or owner)
+            return out
+        if isinstance(value, list):
+            return [replace(v, owner) for v in value]
+        return value
+
+    config = replace(config, "")
+    missing = _has_marker(config)
+    if missing:
+        raise MissingSecret(sorted(set(missing)), sorted(slots))
+    return config, live
+
+
+@contextmanager
+def loading(live: dict[str, Any]) -> Iterator[None]:
+    """Within the block, :class:`SuppliedModelClient` placeholders load as the live clients."""
+    token = _supplied.set(live)
+    try:
+        yield
+    finally:
+        _supplied.reset(token)
+
+
+class _SuppliedConfig(BaseModel):
+    slot: str
+
+
+class SuppliedModelClient(ComponentBase[_SuppliedConfig], Component[_SuppliedConfig]):
+    """Placeholder component: ``load_component`` turns it into the caller's live client for ``slot``."""
+
+    component_type = "model"
+    component_config_schema = _SuppliedConfig
+    component_provider_override = "agentsnap_autogen._config.SuppliedModelClient"
+
+    def _to_config(self) -> _SuppliedConfig:  # pragma: no cover - never instantiated
+        raise TypeError("SuppliedModelClient is a load-time placeholder")
+
+    @classmethod
+    def _from_config(cls, config: _SuppliedConfig) -> Any:
+        live = _supplied.get()
+        if config.slot not in live:
+            raise MissingSecret([f"model_client of {config.slot}"], sorted(live))
+        return live[config.slot]
+
+
+Resolver = Callable[[str, dict[str, Any]], Any]

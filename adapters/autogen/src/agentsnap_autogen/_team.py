@@ -1,0 +1,234 @@
+"""Capture and restore of AutoGen teams and agents (``save_state`` + ``dump_component``).
+
+The ``state`` layer of a snapshot holds, in one value (so one manifest names all of it, atomically):
+the redacted component config, the whole team's ``save_state()`` (every participant and the group
+chat manager), the AutoGen versions and, for a snapshot taken between turns, the speakers the
+manager had already asked to speak. The ``trace`` layer is the manager's message thread (or an
+agent's model context) as agentsnap messages.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from autogen_agentchat.base import ChatAgent, Team
+from autogen_core import ComponentLoader
+
+from agentsnap import Repo, Snapshot
+from agentsnap.errors import AgentSnapError, InvalidInput
+
+from ._config import ModelClients, loading, prepare, redact, to_plain
+
+FORMAT = "agentsnap-autogen"
+FORMAT_VERSION = 1
+
+
+class TeamRunning(AgentSnapError):
+    """The team is inside ``run()`` / ``run_stream()``; its state is changing under us."""
+
+    def __init__(self, name: str, action: str) -> None:
+        self.name = name
+        super().__init__(
+            f"cannot {action} team {name!r} while a run is in flight; wait for run()/run_stream() to return, "
+            "or attach agentsnap_autogen.TurnSnapshots to snapshot between turns without stopping it"
+        )
+
+
+class IncompatibleTarget(AgentSnapError):
+    """The object given to restore into does not match the snapshot (kind or participants)."""
+
+
+def kind_of(obj: Any) -> str | None:
+    """``"team"``, ``"agent"`` or None for objects this adapter does not handle."""
+    if isinstance(obj, Team) and hasattr(obj, "dump_component"):
+        return "team"
+    if isinstance(obj, ChatAgent) and hasattr(obj, "dump_component"):
+        return "agent"
+    return None
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for dist in ("autogen-agentchat", "autogen-core", "autogen-ext"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _running(obj: Any) -> bool:
+    return bool(getattr(obj, "_is_running", False))
+
+
+def _name(obj: Any) -> str:
+    return str(getattr(obj, "name", type(obj).__name__))
+
+
+async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return ``{"state": payload, "trace": messages}`` for a team or agent.
+
+    Raises:
+        TeamRunning: the team is inside a run (use :class:`TurnSnapshots` for in-run snapshots).
+    """
+    kind = kind_of(obj)
+    if kind is None:
+        raise InvalidInput(f"{type(obj).__name__} is not an AutoGen team or agent")
+    if _running(obj) and _between_turns is None:
+        raise TeamRunning(_name(obj), "snapshot")
+    state = to_plain(await obj.save_state())
+    config, redacted = redact(obj.dump_component())
+    payload: dict[str, Any] = {
+        "format": FORMAT,
+        "v": FORMAT_VERSION,
+        "kind": kind,
+        "versions": versions(),
+        "config": config,
+        "state": state,
+        "redacted": redacted,
+    }
+    if _between_turns is not None:
+        payload["between_turns"] = _between_turns
+    return {"state": payload, "trace": trace_of(kind, state)}
+
+
+def trace_of(kind: str, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The conversation as agentsnap trace messages (id, role, name, content, type)."""
+    if kind == "team":
+        thread = _manager_state(state).get("message_thread", [])
+        return [
+            {
+                "id": str(m.get("id") or f"thread-{i}"),
+                "role": "user" if m.get("source") == "user" else "assistant",
+                "name": m.get("source", ""),
+                "content": m.get("content", ""),
+                "type": m.get("type", ""),
+            }
+            for i, m in enumerate(thread)
+        ]
+    context = state.get("llm_context", {}).get("messages", [])
+    roles = {"SystemMessage": "system", "UserMessage": "user", "AssistantMessage": "assistant"}
+    return [
+        {
+            "id": f"context-{i}",
+            "role": roles.get(m.get("type", ""), "tool"),
+            "name": m.get("source", ""),
+            "content": m.get("content", ""),
+            "type": m.get("type", ""),
+        }
+        for i, m in enumerate(context)
+    ]
+
+
+def _manager_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    for value in state.get("agent_states", {}).values():
+        if isinstance(value, Mapping) and "message_thread" in value:
+            return value
+    return {}
+
+
+def check_payload(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise IncompatibleTarget("this snapshot has no AutoGen state layer (was it taken with agentsnap-autogen?)")
+    if payload.get("v") != FORMAT_VERSION:
+        from agentsnap.errors import UnsupportedFormat
+
+        raise UnsupportedFormat("AutoGen state layer", payload.get("v"), FORMAT_VERSION)
+    return payload
+
+
+async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
+    """Load a captured payload into an existing, compatible team or agent (not running)."""
+    payload = check_payload(payload)
+    kind = kind_of(obj)
+    if kind != payload["kind"]:
+        raise IncompatibleTarget(f"snapshot holds an AutoGen {payload['kind']}, not a {kind or type(obj).__name__}")
+    if _running(obj):
+        raise TeamRunning(_name(obj), "restore into")
+    if kind == "team":
+        want = sorted(payload["state"].get("agent_states", {}))
+        names = [p.name for p in getattr(obj, "_participants", [])]
+        missing = [n for n in names if n not in want]
+        if missing:
+            raise IncompatibleTarget(f"team participants {missing} are not in the snapshot (it has {want})")
+    await obj.load_state(payload["state"])
+
+
+def build(payload: Mapping[str, Any], model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None) -> Any:
+    """A fresh team or agent from the stored component config (without its state).
+
+    Args:
+        payload: the ``state`` layer of a snapshot.
+        model_clients: one client for every slot, ``{slot: client}`` or ``fn(slot, stored) -> client``;
+            a slot is the name of the agent (or team, for a selector) owning the client.
+        secrets: values for redacted fields, by field name (``{"api_key": ...}``).
+    """
+    payload = check_payload(payload)
+    config, live = prepare(payload["config"], model_clients, secrets)
+    with loading(live):
+        return ComponentLoader.load_component(config)
+
+
+async def snapshot(
+    repo: Repo,
+    obj: Any,
+    message: str = "",
+    *,
+    branch: str | None = None,
+    capture_world: bool = False,
+    meta: dict[str, Any] | None = None,
+    **kw: Any,
+) -> Snapshot:
+    """Snapshot a team or agent atomically; ``branch`` commits to that branch instead of HEAD's."""
+    layers = await capture_layers(obj)
+    return _commit(repo, obj, layers, message, branch=branch, capture_world=capture_world, meta=meta, **kw)
+
+
+def _commit(repo: Repo, obj: Any, layers: dict[str, Any], message: str, *, branch: str | None, **kw: Any) -> Snapshot:
+    trace = layers.pop("trace")
+    if branch is not None:
+        kw["ref"] = f"refs/heads/{branch}"
+    return repo.snapshot(message or f"autogen: {_name(obj)}", agent=f"autogen:{_name(obj)}", layers=layers, trace=trace, **kw)
+
+
+async def load(
+    repo: Repo, spec: str | None = None, *, model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None
+) -> Any:
+    """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded."""
+    payload = check_payload(repo.read_layer(repo.get(spec), "state"))
+    obj = build(payload, model_clients, secrets)
+    await restore_state(obj, payload)
+    return obj
+
+
+async def restore(repo: Repo, obj: Any, spec: str | None = None) -> Snapshot:
+    """Load snapshot ``spec`` into an existing compatible team or agent (keeps its live model clients)."""
+    snap = repo.get(spec)
+    await restore_state(obj, repo.read_layer(snap, "state"))
+    return snap
+
+
+async def fork(
+    repo: Repo,
+    spec: str | None,
+    n: int,
+    *,
+    model_clients: Sequence[ModelClients] | Callable[[int], ModelClients] | None = None,
+    secrets: Mapping[str, str] | None = None,
+    prefix: str = "attempt",
+) -> list[tuple[str, Any]]:
+    """``n`` branches at ``spec`` and ``n`` independent fresh teams restored from it.
+
+    ``model_clients`` gives each fork its own clients: a list (one entry per fork) or ``fn(i)``.
+    Returns ``[(branch name, team), ...]``; snapshot fork ``i`` with ``snapshot(..., branch=name)``.
+    """
+    if model_clients is not None and not callable(model_clients) and len(model_clients) != n:
+        raise InvalidInput(f"model_clients has {len(model_clients)} entries for {n} forks")
+    branches = repo.fork(spec, n, prefix=prefix)
+    out = []
+    for i, item in enumerate(branches):
+        clients = None if model_clients is None else model_clients(i) if callable(model_clients) else model_clients[i]
+        out.append((item["branch"], await load(repo, item["id"], model_clients=clients, secrets=secrets)))
+    return out
