@@ -23,7 +23,13 @@ nox.options.error_on_missing_interpreters = True
 #: adapter -> {matrix id: pinned framework requirements}. The oldest supported and the newest available.
 ADAPTERS: dict[str, dict[str, list[str]]] = {
     "langgraph": {
-        "lg=1.2": ["langgraph==1.2.22", "langgraph-checkpoint==4.3.2"],
+        "lg=1.2": [
+            "langgraph==1.2.22",
+            "langgraph-checkpoint==4.3.2",
+            "langgraph-checkpoint-sqlite==3.1.2",
+            "langgraph-checkpoint-conformance==0.0.2",
+            "langchain-core==1.7.*",
+        ],
     },
     "crewai": {"crewai=1.15": ["crewai==1.15.30"]},
     "autogen": {"autogen=0.7": ["autogen-agentchat==0.7.5", "autogen-core==0.7.5", "autogen-ext==0.7.5"]},

@@ -1,0 +1,261 @@
+"""The checkpoint index: a SQLite file inside the store directory (``langgraph.sqlite``).
+
+It answers LangGraph's queries fast (latest checkpoint of a thread, listing, pending writes);
+the checkpoints themselves are agentsnap snapshots and their channel values content-addressed
+objects, named here by id. Commits use WAL with ``synchronous=NORMAL`` (no fsync per put):
+durability comes from :meth:`PFSaver.flush`, which makes the objects durable and then moves the
+thread refs in one compare-and-swap transaction. A row whose snapshot was never flushed is
+checked on the next open (see :meth:`CheckpointIndex.unflushed`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS lg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS lg_checkpoints (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    parent_id TEXT,
+    snapshot TEXT NOT NULL,
+    run_id TEXT,
+    ckpt_type TEXT NOT NULL,
+    ckpt BLOB NOT NULL,
+    meta_type TEXT NOT NULL,
+    meta BLOB NOT NULL,
+    flushed INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (thread_id, checkpoint_ns, checkpoint_id)
+);
+CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
+CREATE INDEX IF NOT EXISTS lg_checkpoints_unflushed ON lg_checkpoints(flushed) WHERE flushed = 0;
+CREATE TABLE IF NOT EXISTS lg_blobs (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    version TEXT NOT NULL,
+    type TEXT NOT NULL,
+    oid TEXT,
+    PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+);
+CREATE TABLE IF NOT EXISTS lg_writes (
+    thread_id TEXT NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    channel TEXT NOT NULL,
+    type TEXT NOT NULL,
+    value BLOB NOT NULL,
+    task_path TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+);
+"""
+
+CheckpointRow = tuple[str, str, str, str | None, str, str, bytes, str, bytes]
+"""(thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, ckpt_type, ckpt, meta_type, meta)"""
+
+_ROW_COLS = "thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, ckpt_type, ckpt, meta_type, meta"
+
+
+def version_key(version: object) -> str:
+    """A channel version as a text key that keeps ``1`` and ``"1"`` apart."""
+    return json.dumps(version)
+
+
+class CheckpointIndex:
+    """Thread-safe access to the index tables (one connection, one lock)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.lock = threading.RLock()
+        self._pid = os.getpid()
+        self.db = self._connect()
+        with self.lock:
+            self.db.executescript(_SCHEMA)
+            row = self.db.execute("SELECT value FROM lg_meta WHERE key='schema'").fetchone()
+            if row is None:
+                self.db.execute("INSERT OR IGNORE INTO lg_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) > SCHEMA_VERSION:
+                from agentsnap.errors import UnsupportedFormat
+
+                raise UnsupportedFormat(f"LangGraph index {self.path}", int(row[0]), SCHEMA_VERSION)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=60000")
+        return db
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+    # ------------------------------------------------------------------ writes
+    def tx(self) -> _Tx:
+        return _Tx(self)
+
+    def insert_checkpoint(
+        self,
+        row: CheckpointRow,
+        run_id: str | None,
+        blobs: Sequence[tuple[str, str, str, str | None]],
+    ) -> int:
+        """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq."""
+        thread_id, ns = row[0], row[1]
+        with self.tx() as db:
+            cur = db.execute(
+                f"INSERT OR REPLACE INTO lg_checkpoints ({_ROW_COLS}, run_id, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
+                (*row, run_id),
+            )
+            db.executemany(
+                "INSERT OR REPLACE INTO lg_blobs VALUES (?,?,?,?,?,?)",
+                [(thread_id, ns, ch, ver, typ, oid) for ch, ver, typ, oid in blobs],
+            )
+        return int(cur.lastrowid or 0)
+
+    def insert_writes(self, rows: Sequence[tuple[Any, ...]], replace: Sequence[bool]) -> None:
+        """Store writes; rows with ``replace`` overwrite, the others are kept if already present."""
+        with self.tx() as db:
+            for r, rep in zip(rows, replace, strict=True):
+                verb = "INSERT OR REPLACE" if rep else "INSERT OR IGNORE"
+                db.execute(f"{verb} INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", r)
+
+    # ------------------------------------------------------------------ reads
+    def get_row(self, thread_id: str, ns: str, checkpoint_id: str | None) -> CheckpointRow | None:
+        with self.lock:
+            if checkpoint_id:
+                cur = self.db.execute(
+                    f"SELECT {_ROW_COLS} FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
+                    (thread_id, ns, checkpoint_id),
+                )
+            else:
+                cur = self.db.execute(
+                    f"SELECT {_ROW_COLS} FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? "
+                    "ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread_id, ns),
+                )
+            return cur.fetchone()
+
+    def iter_rows(
+        self,
+        thread_id: str | None,
+        ns: str | None,
+        checkpoint_id: str | None,
+        before: str | None,
+        limit: int | None,
+    ) -> Iterator[CheckpointRow]:
+        where, args = [], []
+        for col, val in (("thread_id", thread_id), ("checkpoint_ns", ns), ("checkpoint_id", checkpoint_id)):
+            if val is not None:
+                where.append(f"{col}=?")
+                args.append(val)
+        if before is not None:
+            where.append("checkpoint_id<?")
+            args.append(before)
+        q = f"SELECT {_ROW_COLS} FROM lg_checkpoints"
+        if where:
+            q += " WHERE " + " AND ".join(where)
+        q += " ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns"
+        if limit is not None:
+            q += " LIMIT ?"
+            args.append(limit)
+        with self.lock:
+            rows = self.db.execute(q, args).fetchall()
+        yield from rows
+
+    def blob(self, thread_id: str, ns: str, channel: str, version: str) -> tuple[str, str | None] | None:
+        with self.lock:
+            return self.db.execute(
+                "SELECT type, oid FROM lg_blobs WHERE thread_id=? AND checkpoint_ns=? AND channel=? AND version=?",
+                (thread_id, ns, channel, version),
+            ).fetchone()
+
+    def writes(self, thread_id: str, ns: str, checkpoint_id: str) -> list[tuple[str, str, str, bytes, str, int]]:
+        """``(task_id, channel, type, value, task_path, idx)`` in LangGraph's ``writes_sort_key`` order."""
+        with self.lock:
+            return self.db.execute(
+                "SELECT task_id, channel, type, value, task_path, idx FROM lg_writes "
+                "WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? ORDER BY task_path, task_id, idx",
+                (thread_id, ns, checkpoint_id),
+            ).fetchall()
+
+    def snapshot_of(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
+        with self.lock:
+            row = self.db.execute(
+                "SELECT snapshot FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
+                (thread_id, ns, checkpoint_id),
+            ).fetchone()
+        return row[0] if row else None
+
+    def latest_snapshot(self, thread_id: str, ns: str) -> tuple[str, str] | None:
+        """``(checkpoint_id, snapshot)`` of the newest checkpoint of a thread namespace."""
+        with self.lock:
+            return self.db.execute(
+                "SELECT checkpoint_id, snapshot FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? "
+                "ORDER BY checkpoint_id DESC LIMIT 1",
+                (thread_id, ns),
+            ).fetchone()
+
+    def checkpoint_of_snapshot(self, snapshot: str) -> str | None:
+        with self.lock:
+            row = self.db.execute("SELECT checkpoint_id FROM lg_checkpoints WHERE snapshot=? LIMIT 1", (snapshot,)).fetchone()
+        return row[0] if row else None
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT DISTINCT checkpoint_ns FROM lg_checkpoints WHERE thread_id=? ORDER BY checkpoint_ns", (thread_id,)
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def thread_ids(self) -> list[str]:
+        with self.lock:
+            return [r[0] for r in self.db.execute("SELECT DISTINCT thread_id FROM lg_checkpoints ORDER BY thread_id")]
+
+    def unflushed(self) -> list[tuple[int, str, str, str, str]]:
+        """``(seq, thread_id, ns, checkpoint_id, snapshot)`` of rows whose refs were not yet moved."""
+        with self.lock:
+            return self.db.execute(
+                "SELECT seq, thread_id, checkpoint_ns, checkpoint_id, snapshot FROM lg_checkpoints "
+                "WHERE flushed=0 ORDER BY seq"
+            ).fetchall()
+
+    def mark_flushed(self, seqs: Sequence[int]) -> None:
+        if not seqs:
+            return
+        with self.tx() as db:
+            db.executemany("UPDATE lg_checkpoints SET flushed=1 WHERE seq=?", [(s,) for s in seqs])
+
+
+class _Tx:
+    """``with index.tx() as db``: the index lock plus one IMMEDIATE transaction."""
+
+    def __init__(self, index: CheckpointIndex) -> None:
+        self.index = index
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.index.lock.acquire()
+        try:
+            self.index.db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.index.lock.release()
+            raise
+        return self.index.db
+
+    def __exit__(self, et: object, *_: object) -> None:
+        try:
+            self.index.db.execute("ROLLBACK" if et else "COMMIT")
+        finally:
+            self.index.lock.release()
