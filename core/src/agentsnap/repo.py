@@ -396,6 +396,8 @@ class Repo:
                 manifest_layers["trace"] = {"content": content.put_value(self.objects, value), "count": len(value)}
                 continue
             manifest_layers[name] = {"content": content.put_value(self.objects, value)}
+            if isinstance(value, dict) and isinstance(value.get("refs"), list):  # e.g. KV pages (kvcache.py)
+                manifest_layers[name]["refs"] = [r for r in value["refs"] if is_oid(r)]
         if parents is None:
             parents = [expected] if expected else []
         manifest = {

@@ -1,0 +1,72 @@
+"""agentsnap hooks for transformers: a :class:`KVSession`'s cache and state layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from agentsnap import hookimpl, kvcache
+
+from . import kv
+from .session import KVSession
+
+
+@hookimpl
+def agentsnap_handles(obj: Any) -> str | None:
+    return "transformers" if isinstance(obj, KVSession) else None
+
+
+@hookimpl
+def agentsnap_capture_cache(obj: Any, context: dict[str, Any]) -> Any:
+    if not isinstance(obj, KVSession):
+        return None
+    record = kv.write_cache(
+        context["repo"].objects, obj.cache, obj.tokens, obj.fingerprint(), page_size=obj.page_size, previous=obj.base_record
+    )
+    obj.base_record = record
+    return record
+
+
+@hookimpl
+def agentsnap_restore_cache(obj: Any, cache: Any, context: dict[str, Any]) -> bool | None:
+    if not isinstance(obj, KVSession):
+        return None
+    restored = kv.read_cache(context["repo"].objects, cache, obj.fingerprint(), config=obj.model.config)
+    obj.cache = restored
+    obj.tokens = list(cache["tokens"])
+    obj.base_record = cache
+    return True
+
+
+@hookimpl
+def agentsnap_capture_state(obj: Any, context: dict[str, Any]) -> Any:
+    if not isinstance(obj, KVSession):
+        return None
+    logits = None if obj.last_logits is None else bytes(kv.tensor_bytes(obj.last_logits))
+    return {"last_logits": logits, "page_size": obj.page_size}
+
+
+@hookimpl
+def agentsnap_restore_state(obj: Any, state: Any, context: dict[str, Any]) -> bool | None:
+    if not isinstance(obj, KVSession):
+        return None
+    raw = state.get("last_logits")
+    obj.last_logits = None if raw is None else torch.frombuffer(bytearray(raw), dtype=torch.float32).clone()
+    obj.page_size = int(state.get("page_size", obj.page_size))
+    obj.forward_lengths = []
+    return True
+
+
+@hookimpl(wrapper=True)
+def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any]) -> Any:
+    """Refuse a mismatched cache before any layer is applied; on any failure leave the session as it was."""
+    if not isinstance(obj, KVSession):
+        return (yield)
+    if layers.get("cache") is not None:
+        kvcache.check_fingerprint(layers["cache"], obj.fingerprint())
+    saved = (obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths)
+    try:
+        return (yield)
+    except BaseException:
+        obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths = saved
+        raise
