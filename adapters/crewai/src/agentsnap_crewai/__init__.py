@@ -1,0 +1,45 @@
+"""agentsnap for CrewAI: snapshot, fork, restore and merge crew memory, flow state and crew checkpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .checkpoint import AgentsnapCheckpointProvider, checkpoint_path
+from .flow import AgentsnapFlowPersistence
+from .merge import MemoryMerge, merge_memory, merge_storages
+from .restore import MissingLiveObjects, inject_live_objects, resume_crew
+from .storage import AgentsnapStorage
+
+__all__ = [
+    "AgentsnapCheckpointProvider",
+    "AgentsnapFlowPersistence",
+    "AgentsnapStorage",
+    "MemoryMerge",
+    "MissingLiveObjects",
+    "checkpoint_path",
+    "inject_live_objects",
+    "merge_memory",
+    "merge_storages",
+    "register_memory_storage",
+    "resume_crew",
+]
+
+SPEC_PREFIX = "agentsnap:"
+
+
+def register_memory_storage() -> None:
+    """Route ``Memory(storage="agentsnap:<repo path>[#branch]")`` to :class:`AgentsnapStorage`.
+
+    Installs a CrewAI memory storage factory (``set_memory_storage_factory``); other storage
+    strings keep CrewAI's built-in behaviour. A string spec also survives CrewAI checkpoints,
+    where a storage object cannot.
+    """
+    from crewai.memory.storage.factory import set_memory_storage_factory
+
+    def factory(spec: str) -> Any:
+        if not spec.startswith(SPEC_PREFIX):
+            return None
+        path, _, branch = spec[len(SPEC_PREFIX) :].partition("#")
+        return AgentsnapStorage(path, branch=branch) if branch else AgentsnapStorage(path)
+
+    set_memory_storage_factory(factory)

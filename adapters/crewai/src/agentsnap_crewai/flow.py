@@ -1,0 +1,173 @@
+"""``AgentsnapFlowPersistence``: ``@persist(...)`` flow state as agentsnap snapshots.
+
+Every save is a snapshot on the branch ``<prefix>/<flow uuid>`` whose parent is the previous
+save of that flow; a run started with ``kickoff(restore_from_state_id=...)`` gets a branch whose
+first snapshot's parent is the source flow's snapshot it was hydrated from, so forks show up in
+``agentsnap log --all`` as branches. State is stored exactly as CrewAI's
+``SQLiteFlowPersistence`` stores it (``model_dump(mode="json")`` through JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentsnap import InvalidInput, Repo
+from agentsnap.store import RefUpdate
+from crewai.flow.persistence.base import FlowPersistence
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
+
+from .storage import _open_or_init
+
+if TYPE_CHECKING:
+    from crewai.flow.async_feedback.types import PendingFeedbackContext
+
+FLOW_KIND = "crewai.flow"
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, (set, tuple)):
+        return list(obj)
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    return str(obj)
+
+
+def _plain_state(state_data: dict[str, Any] | BaseModel) -> dict[str, Any]:
+    if isinstance(state_data, BaseModel):
+        state_data = state_data.model_dump(mode="json")
+    if not isinstance(state_data, dict):
+        raise InvalidInput(f"flow state must be a pydantic model or a dict, got {type(state_data).__name__}")
+    result = json.loads(json.dumps(state_data, default=_json_default))
+    return dict(result)
+
+
+class AgentsnapFlowPersistence(FlowPersistence):
+    """Flow persistence in an agentsnap repository (``path``), one branch per flow uuid."""
+
+    persistence_type: str = Field(default="AgentsnapFlowPersistence")
+    path: str = Field(description="the agentsnap repository (created when missing)")
+    branch_prefix: str = Field(default="crewai/flows")
+    _repo: Repo | None = PrivateAttr(default=None)
+    _lock: Any = PrivateAttr(default_factory=threading.RLock)
+    _last_loaded: str | None = PrivateAttr(default=None)
+
+    def __init__(self, path: str | Path | None = None, /, **kwargs: Any) -> None:
+        if path is not None:
+            kwargs["path"] = str(path)
+        super().__init__(**kwargs)
+
+    @model_validator(mode="after")
+    def _setup(self) -> AgentsnapFlowPersistence:
+        self.init_db()
+        return self
+
+    # ------------------------------------------------------------------ FlowPersistence
+    def init_db(self) -> None:
+        if self._repo is None:
+            self._repo = _open_or_init(Path(self.path))
+
+    @property
+    def repo(self) -> Repo:
+        self.init_db()
+        assert self._repo is not None
+        return self._repo
+
+    def branch(self, flow_uuid: str) -> str:
+        """The agentsnap branch holding flow ``flow_uuid``'s saves."""
+        return f"{self.branch_prefix}/{flow_uuid}"
+
+    def head(self, flow_uuid: str) -> str | None:
+        """The snapshot id of the latest save of ``flow_uuid``."""
+        return self.repo.refs.get_ref(f"refs/heads/{self.branch(flow_uuid)}")
+
+    def _write(self, flow_uuid: str, method_name: str, state: dict[str, Any], pending: dict[str, Any] | None, message: str) -> str:
+        with self._lock:
+            head = self.head(flow_uuid)
+            parents = [head] if head else []
+            if not parents and self._last_loaded is not None:
+                parents = [self._last_loaded]  # a fork: the state this run was hydrated from
+            payload = {"kind": FLOW_KIND, "v": 1, "flow_uuid": flow_uuid, "method": method_name, "state": state}
+            if pending is not None:
+                payload["pending_feedback"] = pending
+            snap = self.repo.snapshot(
+                message,
+                agent="crewai.flow",
+                layers={"state": payload},
+                trace=[],
+                capture_world=False,
+                parents=parents,
+                move_head=False,
+                meta={"flow_uuid": flow_uuid, "method": method_name},
+            )
+            self.repo.update_refs([RefUpdate(f"refs/heads/{self.branch(flow_uuid)}", snap.id, head)], message[:200])
+            return snap.id
+
+    def save_state(self, flow_uuid: str, method_name: str, state_data: dict[str, Any] | BaseModel) -> None:
+        self._write(str(flow_uuid), method_name, _plain_state(state_data), None, f"flow {str(flow_uuid)[:8]}: {method_name}")
+
+    def _payload(self, flow_uuid: str) -> dict[str, Any] | None:
+        head = self.head(str(flow_uuid))
+        if head is None:
+            return None
+        payload = self.repo.read_layer(head, "state")
+        if not isinstance(payload, dict) or payload.get("kind") != FLOW_KIND:
+            return None
+        with self._lock:
+            self._last_loaded = head
+        return payload
+
+    def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
+        payload = self._payload(flow_uuid)
+        return dict(payload["state"]) if payload else None
+
+    def save_pending_feedback(self, flow_uuid: str, context: PendingFeedbackContext, state_data: dict[str, Any] | BaseModel) -> None:
+        pending = json.loads(json.dumps(context.to_dict(), default=_json_default))
+        self._write(str(flow_uuid), context.method_name, _plain_state(state_data), pending, f"flow {str(flow_uuid)[:8]}: waiting for feedback")
+
+    def load_pending_feedback(self, flow_uuid: str) -> tuple[dict[str, Any], PendingFeedbackContext] | None:
+        from crewai.flow.async_feedback.types import PendingFeedbackContext
+
+        payload = self._payload(flow_uuid)
+        if not payload or payload.get("pending_feedback") is None:
+            return None
+        return dict(payload["state"]), PendingFeedbackContext.from_dict(payload["pending_feedback"])
+
+    def clear_pending_feedback(self, flow_uuid: str) -> None:
+        payload = self._payload(flow_uuid)
+        if payload and payload.get("pending_feedback") is not None:
+            self._write(str(flow_uuid), payload["method"], payload["state"], None, f"flow {str(flow_uuid)[:8]}: feedback received")
+
+    # ------------------------------------------------------------------ agentsnap verbs
+    def history(self, flow_uuid: str) -> list[dict[str, Any]]:
+        """Saves of ``flow_uuid``, newest first, following forks back to their source flows."""
+        head = self.head(flow_uuid)
+        if head is None:
+            return []
+        return [{"id": s.id, **s.manifest.get("meta", {})} for s in self.repo.walk([head])]
+
+    def fork(self, flow_uuid: str, new_uuid: str | None = None, at: str | None = None) -> str:
+        """Branch flow ``flow_uuid`` (at its latest save, or snapshot ``at``) into a new flow id.
+
+        Returns the new id; ``kickoff(inputs={"id": new_id})`` then continues the fork while the
+        source flow is untouched.
+        """
+        new_uuid = new_uuid or str(uuid.uuid4())
+        if self.head(new_uuid) is not None:
+            raise InvalidInput(f"flow {new_uuid} already exists; pick another id")
+        source = self.repo.resolve(at) if at else self.head(flow_uuid)
+        if source is None:
+            raise InvalidInput(f"no persisted state for flow {flow_uuid}")
+        payload = self.repo.read_layer(source, "state")
+        if not isinstance(payload, dict) or payload.get("kind") != FLOW_KIND:
+            raise InvalidInput(f"snapshot {source[:12]} is not a persisted flow state")
+        state = {**payload["state"], "id": new_uuid}
+        with self._lock:
+            self._last_loaded = source
+            self._write(new_uuid, payload["method"], state, None, f"flow {new_uuid[:8]}: fork of {flow_uuid[:8]}")
+        return new_uuid

@@ -1,0 +1,159 @@
+"""agentsnap hooks for CrewAI objects: memory stores, ``Memory``, ``Crew`` and ``Flow``.
+
+``repo.capture(obj)`` / ``repo.restore_into(obj, spec)`` work on:
+
+* an :class:`AgentsnapStorage` or any CrewAI ``StorageBackend`` - its records;
+* a ``Memory`` - the records of its storage (pending background saves are drained first);
+* a ``Crew`` - its memory's records and the task outputs so far (restore into a crew the caller
+  built: its LLMs and tools are the caller's live objects);
+* a ``Flow`` - its state, exactly as ``@persist`` stores it.
+
+Everything lands in the ``state`` layer; memory records are keyed by id, so diffs and merges
+are per record (``agentsnap_merge_state``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentsnap import hookimpl
+from agentsnap.errors import AgentSnapError
+
+from .flow import FLOW_KIND, _plain_state
+from .merge import merge_memory
+from .storage import MEMORY_KIND, AgentsnapStorage, memory_payload, record_to_row, row_to_record, rows_from_payload
+
+CREW_KIND = "crewai.crew"
+NAME = "crewai"
+_ALL = 1 << 62
+
+
+def _kind(obj: Any) -> str | None:
+    if isinstance(obj, AgentsnapStorage):
+        return "storage"
+    try:
+        from crewai import Crew
+        from crewai.flow.flow import Flow
+        from crewai.memory.storage.backend import StorageBackend
+        from crewai.memory.unified_memory import Memory
+    except ImportError:  # pragma: no cover - crewai is a dependency
+        return None
+    if isinstance(obj, Memory):
+        return "memory"
+    if isinstance(obj, Crew):
+        return "crew"
+    if isinstance(obj, Flow):
+        return "flow"
+    if isinstance(obj, StorageBackend) and not isinstance(obj, type):
+        return "storage"
+    return None
+
+
+def _storage_of(obj: Any) -> Any:
+    """The StorageBackend behind a storage, a Memory (or scope/slice view) or a crew's memory."""
+    kind = _kind(obj)
+    if kind == "storage":
+        return obj
+    if kind == "crew":
+        obj = obj._memory or (obj.memory if obj.memory not in (True, False, None) else None)
+        if obj is None:
+            return None
+    backing = getattr(obj, "_memory", None) or obj  # MemoryScope / MemorySlice wrap a Memory
+    drain = getattr(backing, "drain_writes", None)
+    if drain is not None:
+        drain()
+    return getattr(backing, "_storage", None)
+
+
+def capture_memory(storage: Any) -> dict[str, Any]:
+    """The memory payload of any CrewAI StorageBackend."""
+    if isinstance(storage, AgentsnapStorage):
+        return storage.payload()
+    records = sorted(storage.list_records(limit=_ALL), key=lambda r: (r.created_at, r.id))
+    return memory_payload({r.id: record_to_row(r) for r in records})
+
+
+def restore_memory(storage: Any, payload: Any) -> None:
+    """Replace a StorageBackend's contents with a memory payload (validated before any change)."""
+    rows = rows_from_payload(payload)
+    if isinstance(storage, AgentsnapStorage):
+        storage.load_payload(payload)
+        return
+    records = [row_to_record(r) for r in rows.values()]
+    storage.reset()
+    storage.save(records)
+
+
+@hookimpl
+def agentsnap_handles(obj: Any) -> str | None:
+    return NAME if _kind(obj) else None
+
+
+@hookimpl
+def agentsnap_capture(obj: Any, context: dict[str, Any]) -> dict[str, Any] | None:
+    kind = _kind(obj)
+    if kind in ("storage", "memory"):
+        return {"state": capture_memory(_storage_of(obj))}
+    if kind == "crew":
+        storage = _storage_of(obj)
+        tasks = [
+            {"key": t.key, "output": t.output.model_dump(mode="json") if t.output is not None else None} for t in obj.tasks
+        ]
+        return {"state": {"kind": CREW_KIND, "v": 1, "memory": capture_memory(storage) if storage else None, "tasks": tasks}}
+    if kind == "flow":
+        state = obj._state
+        return {"state": {"kind": FLOW_KIND, "v": 1, "state": _plain_state(state)}}
+    return None
+
+
+@hookimpl
+def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any]) -> bool | None:
+    kind = _kind(obj)
+    if kind is None:
+        return None
+    state = layers.get("state")
+    skind = state.get("kind") if isinstance(state, dict) else None
+    if kind in ("storage", "memory"):
+        payload = state.get("memory") if skind == CREW_KIND else state
+        if payload is None:
+            raise AgentSnapError("this snapshot holds no CrewAI memory")
+        restore_memory(_storage_of(obj), payload)
+        return True
+    if kind == "crew":
+        if skind not in (CREW_KIND, MEMORY_KIND):
+            raise AgentSnapError(f"snapshot holds {skind or 'no CrewAI state'}, not a crew")
+        memory = state if skind == MEMORY_KIND else state.get("memory")
+        storage = _storage_of(obj)
+        if memory is not None and storage is None:
+            raise AgentSnapError("the snapshot has crew memory but this crew has none; build it with memory=Memory(...)")
+        outputs = state.get("tasks", []) if skind == CREW_KIND else None
+        if outputs is not None and [t["key"] for t in outputs] != [t.key for t in obj.tasks]:
+            raise AgentSnapError("the snapshot's tasks differ from this crew's tasks; restore into the same crew definition")
+        if memory is not None:
+            restore_memory(storage, memory)
+        if outputs is not None:
+            from crewai.tasks.task_output import TaskOutput
+
+            for task, saved in zip(obj.tasks, outputs, strict=True):
+                task.output = TaskOutput.model_validate(saved["output"]) if saved["output"] is not None else None
+        return True
+    if kind == "flow":
+        if skind != FLOW_KIND:
+            raise AgentSnapError(f"snapshot holds {skind or 'no CrewAI state'}, not a flow state")
+        obj._restore_state(dict(state["state"]))
+        return True
+    return None
+
+
+@hookimpl
+def agentsnap_merge_state(base: Any, ours: Any, theirs: Any, context: dict[str, Any]) -> Any:
+    """Memory records are merged per id; a crew's other state keeps ours."""
+    kinds = {x.get("kind") if isinstance(x, dict) else None for x in (ours, theirs)}
+    if kinds == {MEMORY_KIND}:
+        result = merge_memory(base, ours, theirs)
+        return result.payload, result.conflicts
+    if kinds == {CREW_KIND} and ours.get("memory") is not None and theirs.get("memory") is not None:
+        base_memory = base.get("memory") if isinstance(base, dict) else None
+        result = merge_memory(base_memory, ours["memory"], theirs["memory"])
+        return {**ours, "memory": result.payload}, result.conflicts
+    return None

@@ -1,0 +1,491 @@
+"""``AgentsnapStorage``: a CrewAI memory ``StorageBackend`` whose contents are an agentsnap layer.
+
+The records live in memory (searched exactly, like LanceDB's flat search), every write is appended
+to a journal in the agentsnap worktree (so nothing is lost before the next snapshot), and
+:meth:`AgentsnapStorage.snapshot` / :meth:`restore` / :meth:`fork` turn the whole memory into
+snapshots on an agentsnap branch. Semantics follow CrewAI 1.15's ``LanceDBStorage`` (scores are
+``1 / (1 + squared L2 distance)``, scope filters are string prefixes, lists are newest first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import numpy as np
+from agentsnap import InvalidInput, Repo, Snapshot
+from agentsnap.encoding import pack
+from agentsnap.errors import AgentSnapError
+from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
+from crewai.memory.types import MemoryRecord, ScopeInfo
+
+#: what the state layer of a memory snapshot says it is
+MEMORY_KIND = "crewai.memory"
+DEFAULT_BRANCH = "crewai/memory"
+_JOURNAL_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+Row = dict[str, Any]
+
+
+def record_to_row(record: MemoryRecord) -> Row:
+    """A ``MemoryRecord`` as plain msgpack data (embedding as little-endian float32 bytes)."""
+    try:
+        metadata = json.loads(json.dumps(record.metadata))  # what LanceDB keeps: JSON only
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"memory record {record.id!r}: metadata must be JSON-serialisable ({exc})") from None
+    emb = record.embedding
+    return {
+        "id": str(record.id),
+        "content": str(record.content),
+        "scope": str(record.scope),
+        "categories": [str(c) for c in record.categories],
+        "metadata": metadata,
+        "importance": float(record.importance),
+        "created_at": record.created_at.isoformat(),
+        "last_accessed": record.last_accessed.isoformat(),
+        "source": record.source or None,
+        "private": bool(record.private),
+        "embedding": np.asarray(emb, dtype="<f4").tobytes() if emb else None,
+    }
+
+
+def row_to_record(row: Row) -> MemoryRecord:
+    emb = row.get("embedding")
+    return MemoryRecord(
+        id=row["id"],
+        content=row["content"],
+        scope=row["scope"],
+        categories=list(row["categories"]),
+        metadata=dict(row["metadata"]),
+        importance=row["importance"],
+        created_at=datetime.fromisoformat(row["created_at"]),
+        last_accessed=datetime.fromisoformat(row["last_accessed"]),
+        embedding=np.frombuffer(emb, dtype="<f4").astype(float).tolist() if emb else None,
+        source=row.get("source"),
+        private=bool(row.get("private", False)),
+    )
+
+
+def memory_payload(rows: dict[str, Row]) -> dict[str, Any]:
+    """The state-layer payload of a memory: records keyed by id (key-wise diff and merge work)."""
+    return {"kind": MEMORY_KIND, "v": 1, "records": {rid: dict(r) for rid, r in rows.items()}}
+
+
+def rows_from_payload(payload: Any) -> dict[str, Row]:
+    if not isinstance(payload, dict) or payload.get("kind") != MEMORY_KIND:
+        raise AgentSnapError("this snapshot holds no CrewAI memory (take it with AgentsnapStorage.snapshot)")
+    return {str(k): dict(v) for k, v in payload["records"].items()}
+
+
+def _in_scope(scope: str, prefix: str | None) -> bool:
+    """LanceDB's ``scope LIKE 'prefix%'`` after stripping trailing slashes (no filter for '/')."""
+    if prefix is None or not prefix.strip("/"):
+        return True
+    return scope.startswith(prefix.rstrip("/"))
+
+
+def _matches(row: Row, categories: list[str] | None, metadata_filter: dict[str, Any] | None) -> bool:
+    if categories and not any(c in row["categories"] for c in categories):
+        return False
+    if metadata_filter and not all(row["metadata"].get(k) == v for k, v in metadata_filter.items()):
+        return False
+    return True
+
+
+class AgentsnapStorage:
+    """A complete CrewAI ``StorageBackend`` kept in an agentsnap repository.
+
+    Args:
+        repo: a :class:`agentsnap.Repo` or the path of one (created when missing).
+        branch: the agentsnap branch that holds this memory's snapshots.
+        vector_dim: the embedding size; learnt from the first embedding when None.
+
+    Use it as ``Memory(storage=AgentsnapStorage(path))``, or for every ``Memory`` built from a
+    storage string with :func:`agentsnap_crewai.register_memory_storage`.
+    """
+
+    def __init__(self, repo: Repo | str | os.PathLike[str], branch: str = DEFAULT_BRANCH, vector_dim: int | None = None) -> None:
+        self._own_repo = not isinstance(repo, Repo)
+        self.repo = repo if isinstance(repo, Repo) else _open_or_init(Path(repo))
+        self.branch = branch
+        self._lock = threading.RLock()
+        self._rows: dict[str, Row] = {}
+        self._vector_dim = vector_dim or 0
+        self._base: str | None = None
+        self._dirty = False
+        head = self.repo.refs.get_ref(self.ref)
+        if head is not None:
+            self._load(rows_from_payload(self.repo.read_layer(head, "state")))
+            self._base = head
+        self._replay_journal()
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/{self.branch}"
+
+    @property
+    def head(self) -> str | None:
+        """The snapshot this memory was last snapshotted to or restored from."""
+        return self._base
+
+    @property
+    def _journal_path(self) -> Path:
+        return self.repo.wt_dir / "crewai" / f"memory-{_JOURNAL_SAFE.sub('_', self.branch)}.journal"
+
+    def __repr__(self) -> str:
+        return f"AgentsnapStorage({str(self.repo.root)!r}, branch={self.branch!r}, records={len(self._rows)})"
+
+    # ------------------------------------------------------------------ journal
+    def _journal(self, op: str, arg: Any) -> None:
+        path = self._journal_path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab") as f:
+            f.write(pack([op, arg]))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _replay_journal(self) -> None:
+        try:
+            data = self._journal_path.read_bytes()
+        except FileNotFoundError:
+            return
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+        unpacker.feed(data)
+        try:
+            for op, arg in unpacker:
+                self._apply(op, arg)
+                self._dirty = True
+        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+            pass  # a torn last entry (crash mid-write) is dropped; earlier entries are applied
+
+    def _clear_journal(self) -> None:
+        self._dirty = False
+        try:
+            self._journal_path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def _apply(self, op: str, arg: Any) -> None:
+        if op == "put":
+            for row in arg:
+                self._rows.pop(row["id"], None)  # re-insert: a replaced record moves to the end, like LanceDB
+                self._rows[row["id"]] = row
+                if row.get("embedding") and not self._vector_dim:
+                    self._vector_dim = len(row["embedding"]) // 4
+        elif op == "delete":
+            for rid in arg:
+                self._rows.pop(rid, None)
+        elif op == "touch":
+            for rid in arg["ids"]:
+                if rid in self._rows:
+                    self._rows[rid] = {**self._rows[rid], "last_accessed": arg["at"]}
+        elif op == "reset":
+            if arg is None:
+                self._rows.clear()
+                self._vector_dim = 0
+            else:
+                for rid in [r for r, row in self._rows.items() if _reset_match(row["scope"], arg)]:
+                    del self._rows[rid]
+
+    def _write(self, op: str, arg: Any) -> None:
+        with self._lock:
+            self._journal(op, arg)
+            self._apply(op, arg)
+            self._dirty = True
+
+    def _load(self, rows: dict[str, Row]) -> None:
+        self._rows = dict(rows)
+        self._vector_dim = next((len(r["embedding"]) // 4 for r in rows.values() if r.get("embedding")), 0)
+
+    # ------------------------------------------------------------------ StorageBackend
+    def save(self, records: list[MemoryRecord]) -> None:
+        if not records:
+            return
+        dim = None
+        for r in records:
+            if r.embedding:
+                if dim is None:
+                    dim = len(r.embedding)
+                elif len(r.embedding) != dim:
+                    raise EmbeddingDimensionMismatchError(dim, len(r.embedding))
+        if dim and self._vector_dim and dim != self._vector_dim:
+            raise EmbeddingDimensionMismatchError(self._vector_dim, dim)
+        self._write("put", [record_to_row(r) for r in records])
+
+    def update(self, record: MemoryRecord) -> None:
+        """Replace the record with the same id (or add it)."""
+        if record.embedding and self._vector_dim and len(record.embedding) != self._vector_dim:
+            raise EmbeddingDimensionMismatchError(self._vector_dim, len(record.embedding))
+        self._write("put", [record_to_row(record)])
+
+    def touch_records(self, record_ids: list[str]) -> None:
+        """Set ``last_accessed`` of the given records to now (what ``Memory.recall`` calls)."""
+        if record_ids:
+            self._write("touch", {"ids": list(record_ids), "at": datetime.utcnow().isoformat()})
+
+    def get_record(self, record_id: str) -> MemoryRecord | None:
+        row = self._rows.get(str(record_id))
+        return row_to_record(row) if row else None
+
+    def search(
+        self,
+        query_embedding: list[float],
+        scope_prefix: str | None = None,
+        categories: list[str] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        min_score: float = 0.0,
+    ) -> list[tuple[MemoryRecord, float]]:
+        with self._lock:
+            rows = [r for r in self._rows.values() if _in_scope(r["scope"], scope_prefix)]
+        if not rows:
+            return []
+        if self._vector_dim and len(query_embedding) != self._vector_dim:
+            raise EmbeddingDimensionMismatchError(self._vector_dim, len(query_embedding))
+        dim = self._vector_dim or len(query_embedding)
+        matrix = np.zeros((len(rows), dim), dtype=np.float32)
+        for i, r in enumerate(rows):
+            if r.get("embedding"):
+                matrix[i] = np.frombuffer(r["embedding"], dtype="<f4")
+        diff = matrix - np.asarray(query_embedding, dtype=np.float32)
+        distances = np.einsum("ij,ij->i", diff, diff)
+        order = np.argsort(distances, kind="stable")
+        # like LanceDB: fetch 3x the limit when post-filters apply, then filter
+        candidates = order[: limit * 3 if (categories or metadata_filter) else limit]
+        out: list[tuple[MemoryRecord, float]] = []
+        for i in candidates:
+            row = rows[int(i)]
+            if not _matches(row, categories, metadata_filter):
+                continue
+            score = 1.0 / (1.0 + float(distances[int(i)]))
+            if score >= min_score:
+                out.append((row_to_record(row), score))
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
+    def delete(
+        self,
+        scope_prefix: str | None = None,
+        categories: list[str] | None = None,
+        record_ids: list[str] | None = None,
+        older_than: datetime | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+    ) -> int:
+        """Delete matching records; returns how many were deleted.
+
+        ``record_ids`` alone deletes exactly those ids (other criteria are then ignored, as in
+        LanceDB); otherwise every given criterion must match. Unlike LanceDB 1.15, a scope
+        prefix does not also delete records in the root scope ``/``.
+        """
+        with self._lock:
+            if record_ids and not (categories or metadata_filter):
+                ids = [rid for rid in dict.fromkeys(str(r) for r in record_ids) if rid in self._rows]
+            else:
+                cutoff = older_than.isoformat() if older_than is not None else None
+                ids = [
+                    rid
+                    for rid, row in self._rows.items()
+                    if _in_scope(row["scope"], scope_prefix)
+                    and _matches(row, categories, metadata_filter)
+                    and (cutoff is None or row["created_at"] < cutoff)
+                ]
+            if ids:
+                self._write("delete", ids)
+            return len(ids)
+
+    def _rows_in(self, scope_prefix: str | None) -> list[Row]:
+        with self._lock:
+            return [r for r in self._rows.values() if _in_scope(r["scope"], scope_prefix)]
+
+    def list_records(self, scope_prefix: str | None = None, limit: int = 200, offset: int = 0) -> list[MemoryRecord]:
+        """Records in a scope, newest ``created_at`` first."""
+        if limit <= 0 or offset < 0:
+            return []
+        if scope_prefix is not None and scope_prefix.strip("/") and not scope_prefix.startswith("/"):
+            scope_prefix = "/" + scope_prefix
+        rows = sorted(self._rows_in(scope_prefix), key=lambda r: r["created_at"], reverse=True)
+        return [row_to_record(r) for r in rows[offset : offset + limit]]
+
+    def get_scope_info(self, scope: str) -> ScopeInfo:
+        scope = scope.rstrip("/") or "/"
+        prefix = scope if scope != "/" else ""
+        if prefix and not prefix.startswith("/"):
+            prefix = "/" + prefix
+        rows = self._rows_in(prefix or None)
+        if not rows:
+            return ScopeInfo(path=scope, record_count=0, categories=[], child_scopes=[])
+        child_prefix = (prefix + "/") if prefix else "/"
+        children = {child_prefix + r["scope"][len(child_prefix) :].split("/", 1)[0] for r in rows if r["scope"].startswith(child_prefix)}
+        children.discard(child_prefix)
+        created = [datetime.fromisoformat(r["created_at"]) for r in rows]
+        return ScopeInfo(
+            path=scope,
+            record_count=len(rows),
+            categories=sorted({c for r in rows for c in r["categories"]}),
+            oldest_record=min(created),
+            newest_record=max(created),
+            child_scopes=sorted(children),
+        )
+
+    def list_scopes(self, parent: str = "/") -> list[str]:
+        parent = parent.rstrip("/") or ""
+        prefix = (parent + "/") if parent else "/"
+        children: set[str] = set()
+        for r in self._rows_in(prefix if prefix != "/" else None):
+            sc = r["scope"]
+            if sc.startswith(prefix) and sc != (prefix.rstrip("/") or "/"):
+                first = sc[len(prefix) :].split("/", 1)[0]
+                if first:
+                    children.add(prefix + first)
+        return sorted(children)
+
+    def list_categories(self, scope_prefix: str | None = None) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self._rows_in(scope_prefix):
+            for c in r["categories"]:
+                counts[c] = counts.get(c, 0) + 1
+        return counts
+
+    def count(self, scope_prefix: str | None = None) -> int:
+        if scope_prefix is None or not scope_prefix.strip("/"):
+            return len(self._rows)
+        return self.get_scope_info(scope_prefix).record_count
+
+    def reset(self, scope_prefix: str | None = None) -> None:
+        """Delete every record (``None`` or ``/``) or those at or below a scope."""
+        if scope_prefix is None or not scope_prefix.strip("/"):
+            self._write("reset", None)
+        else:
+            self._write("reset", scope_prefix.rstrip("/"))
+
+    async def asave(self, records: list[MemoryRecord]) -> None:
+        self.save(records)
+
+    async def asearch(
+        self,
+        query_embedding: list[float],
+        scope_prefix: str | None = None,
+        categories: list[str] | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        min_score: float = 0.0,
+    ) -> list[tuple[MemoryRecord, float]]:
+        return self.search(query_embedding, scope_prefix, categories, metadata_filter, limit, min_score)
+
+    async def adelete(
+        self,
+        scope_prefix: str | None = None,
+        categories: list[str] | None = None,
+        record_ids: list[str] | None = None,
+        older_than: datetime | None = None,
+        metadata_filter: dict[str, Any] | None = None,
+    ) -> int:
+        return self.delete(scope_prefix, categories, record_ids, older_than, metadata_filter)
+
+    def close(self) -> None:
+        """Release the repository when this storage opened it (``Memory.close`` calls this)."""
+        if self._own_repo:
+            self.repo.close()
+
+    # ------------------------------------------------------------------ snapshots
+    def rows(self) -> dict[str, Row]:
+        """A copy of every record as plain data, keyed by id, in insertion order."""
+        with self._lock:
+            return {rid: dict(r) for rid, r in self._rows.items()}
+
+    def payload(self) -> dict[str, Any]:
+        """The state-layer payload of the current contents."""
+        return memory_payload(self.rows())
+
+    def load_payload(self, payload: Any) -> None:
+        """Replace the contents with a state-layer payload (durably journalled, not yet snapshotted)."""
+        rows = rows_from_payload(_memory_part(payload))
+        with self._lock:
+            self._write("reset", None)
+            self._write("put", list(rows.values()))
+
+    def mark_snapshotted(self, snapshot_id: str) -> None:
+        """Record that the current contents are exactly snapshot ``snapshot_id`` (journal cleared)."""
+        with self._lock:
+            self._clear_journal()
+            self._base = snapshot_id
+
+    @property
+    def dirty(self) -> bool:
+        """True when there are writes since the last snapshot or restore."""
+        return self._dirty or self._base is None
+
+    def snapshot(self, message: str = "crewai memory", *, meta: dict[str, Any] | None = None, force: bool = False) -> Snapshot:
+        """Snapshot the memory on this storage's branch (parent: the branch's previous head).
+
+        Without writes since the last snapshot/restore, the existing snapshot is returned unless ``force``.
+        """
+        with self._lock:
+            if not force and not self.dirty and self._base is not None:
+                return self.repo.get(self._base)
+            snap = self.repo.snapshot(
+                message,
+                agent="crewai.memory",
+                layers={"state": self.payload()},
+                trace=[],
+                capture_world=False,
+                ref=self.ref,
+                meta={"records": len(self._rows), **(meta or {})},
+            )
+            self._clear_journal()
+            self._base = snap.id
+            return snap
+
+    def restore(self, spec: str | Snapshot) -> Snapshot:
+        """Replace the contents with snapshot ``spec`` (a memory or crew snapshot) and move the branch there.
+
+        Unsnapshotted writes are discarded. Raises before changing anything when ``spec`` holds
+        no CrewAI memory.
+        """
+        snap = spec if isinstance(spec, Snapshot) else self.repo.get(spec)
+        rows = rows_from_payload(_memory_part(self.repo.read_layer(snap, "state")))
+        with self._lock:
+            from agentsnap.store import ANY, RefUpdate
+
+            self.repo.update_refs([RefUpdate(self.ref, snap.id, ANY)], f"crewai memory: restore {snap.id[:12]}")
+            self._clear_journal()
+            self._load(rows)
+            self._base = snap.id
+        return snap
+
+    def fork(self, branch: str, at: str | None = None) -> AgentsnapStorage:
+        """A new storage on ``branch``, starting from snapshot ``at`` (default: a fresh snapshot of this one).
+
+        The fork and this storage then change independently.
+        """
+        from agentsnap.store import RefUpdate
+
+        oid = self.repo.resolve(at) if at else self.snapshot(f"crewai memory: fork to {branch}").id
+        rows_from_payload(_memory_part(self.repo.read_layer(oid, "state")))  # validate before creating the branch
+        self.repo.update_refs([RefUpdate(f"refs/heads/{branch}", oid, None)], f"crewai memory: fork {branch}")
+        return AgentsnapStorage(self.repo, branch=branch)
+
+
+def _memory_part(state: Any) -> Any:
+    """The memory payload inside a state layer (a memory snapshot, or a crew snapshot holding one)."""
+    if isinstance(state, dict) and state.get("kind") != MEMORY_KIND and isinstance(state.get("memory"), dict):
+        return state["memory"]
+    return state
+
+
+def _reset_match(scope: str, prefix: str) -> bool:
+    return scope == prefix or scope.startswith(prefix + "/")
+
+
+def _open_or_init(path: Path) -> Repo:
+    if (path / ".agentsnap").exists():
+        return Repo.open(path)
+    return Repo.init(path)
