@@ -244,10 +244,15 @@ def show(ctx: click.Context, spec: str | None, as_json: bool) -> None:
 @click.argument("b", required=False)
 @click.option("--layer", type=str, default=None, help="Only this layer (world, trace, env, state, ...).")
 @click.option("--stat", is_flag=True, help="Only list changed paths.")
+@click.option("--conflict", "conflict_path", default=None, metavar="PATH", help="During a merge: base/ours/theirs of PATH.")
 @json_opt
 @click.pass_context
-def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, stat: bool, as_json: bool) -> None:
+def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, stat: bool, as_json: bool, conflict_path: str | None = None) -> None:
     """Show changes: HEAD vs working tree, A vs working tree, or A vs B."""
+    if conflict_path:
+        from .merge_cli import show_conflict
+
+        return show_conflict(ctx, conflict_path, as_json)
     repo = open_repo(ctx)
     d = repo.diff(a, b, layer)
     if as_json:
@@ -499,6 +504,9 @@ def _load_extensions(loaders: list[Callable[[], None]]) -> None:
     for load in loaders:
         load()
 
+
+from . import merge_cli as _merge_cli  # noqa: E402,F401  (registers `agentsnap merge`)
+from . import remote_cli as _remote_cli  # noqa: E402,F401  (registers push/pull/fetch/clone/remote)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
