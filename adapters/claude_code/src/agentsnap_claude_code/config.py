@@ -1,0 +1,105 @@
+"""Settings of the Claude Code integration.
+
+Read from ``<claude config dir>/agentsnap.json`` (user) and then ``<project>/.claude/agentsnap.json``
+(project; wins). Both are optional JSON objects with the keys of :data:`DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, TypedDict
+
+from agentsnap.errors import InvalidInput
+
+from .matcher import RULES, Matcher
+from .transcript import claude_config_dir
+
+CONFIG_NAME = "agentsnap.json"
+TURN_EVENTS = ("Stop", "UserPromptSubmit", "both", "off")
+
+
+class Settings(TypedDict):
+    auto_init: bool
+    turn_snapshots: str
+    snapshot_on_edit: bool
+    capture_transcript: bool
+    extra_patterns: list[str]
+    ignore_patterns: list[str]
+    disabled_rules: list[str]
+    log_file: str | None
+
+
+DEFAULTS: Settings = {
+    "auto_init": True,  # create .agentsnap/ in the project on the first hook if there is none
+    "turn_snapshots": "Stop",  # per-turn snapshot on Stop, UserPromptSubmit, both, or off
+    "snapshot_on_edit": True,  # snapshot before Write/Edit/MultiEdit/NotebookEdit of an existing file
+    "capture_transcript": True,  # store the session transcript as the snapshot's trace layer
+    "extra_patterns": [],  # regexes: commands that also count as destructive
+    "ignore_patterns": [],  # regexes: command lines never treated as destructive
+    "disabled_rules": [],  # names of built-in rules to switch off (see matcher.RULES)
+    "log_file": None,  # default: <claude config dir>/agentsnap/hooks.log
+}
+
+
+def config_files(project_dir: str | os.PathLike[str] | None) -> list[Path]:
+    files = [claude_config_dir() / CONFIG_NAME]
+    if project_dir:
+        files.append(Path(project_dir) / ".claude" / CONFIG_NAME)
+    return files
+
+
+def load_settings(project_dir: str | os.PathLike[str] | None = None) -> Settings:
+    """Merged settings; a bad file raises :class:`InvalidInput` naming the file and key."""
+    merged: dict[str, Any] = dict(DEFAULTS)
+    for path in config_files(project_dir):
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InvalidInput(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise InvalidInput(f"{path}: expected a JSON object")
+        for key, value in data.items():
+            if key not in DEFAULTS:
+                raise InvalidInput(f"{path}: unknown setting {key!r}; known: {sorted(DEFAULTS)}")
+            merged[key] = value
+    _validate(merged)
+    return merged  # type: ignore[return-value]
+
+
+def _validate(s: dict[str, Any]) -> None:
+    for key in ("auto_init", "snapshot_on_edit", "capture_transcript"):
+        if not isinstance(s[key], bool):
+            raise InvalidInput(f"setting {key!r} must be true or false, not {s[key]!r}")
+    if s["turn_snapshots"] not in TURN_EVENTS:
+        raise InvalidInput(f"setting 'turn_snapshots' must be one of {TURN_EVENTS}, not {s['turn_snapshots']!r}")
+    for key in ("extra_patterns", "ignore_patterns", "disabled_rules"):
+        if not isinstance(s[key], list) or not all(isinstance(x, str) for x in s[key]):
+            raise InvalidInput(f"setting {key!r} must be a list of strings")
+    bad = [r for r in s["disabled_rules"] if r not in RULES]
+    if bad:
+        raise InvalidInput(f"setting 'disabled_rules' names unknown rules {bad}; known: {sorted(RULES)}")
+    import re
+
+    for p in s["extra_patterns"] + s["ignore_patterns"]:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise InvalidInput(f"pattern {p!r} is not a valid regular expression: {exc}") from None
+
+
+def make_matcher(settings: Settings, cwd: str | None) -> Matcher:
+    return Matcher(
+        extra_patterns=list(settings["extra_patterns"]),
+        ignore_patterns=list(settings["ignore_patterns"]),
+        disabled_rules=list(settings["disabled_rules"]),
+        cwd=cwd,
+    )
+
+
+def log_path(settings: Settings | None = None) -> Path:
+    configured = (settings or DEFAULTS)["log_file"]
+    return Path(configured).expanduser() if configured else claude_config_dir() / "agentsnap" / "hooks.log"

@@ -1,0 +1,299 @@
+"""The hook entry points Claude Code runs (wired in ``plugin/hooks/hooks.json``).
+
+Claude Code writes one JSON object to the hook's stdin (``session_id``, ``transcript_path``,
+``cwd``, ``hook_event_name``, and for ``PreToolUse`` ``tool_name`` / ``tool_input``). A hook
+here never blocks the session: it always exits 0. Only when a *destructive* command is about
+to run and the protecting snapshot could not be taken does it answer
+``permissionDecision: "ask"`` so the user decides; every other failure is a ``systemMessage``
+and a line in the log file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentsnap import Repo, Snapshot
+from agentsnap.errors import AgentSnapError, RefConflict, StoreNotFound
+from agentsnap.store import RefUpdate
+
+from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
+from .matcher import Finding, _split, _tokens, _unwrap
+from .transcript import Transcript, read_transcript
+
+EDIT_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
+EVENTS = ("PreToolUse", "UserPromptSubmit", "Stop")
+
+
+@dataclass
+class HookResult:
+    """What the hook process prints and its exit status."""
+
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+
+
+def _json(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def _ask(reason: str) -> HookResult:
+    return HookResult(
+        0,
+        _json(
+            {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "ask",
+                    "permissionDecisionReason": reason,
+                }
+            }
+        ),
+    )
+
+
+def _notice(message: str) -> HookResult:
+    return HookResult(0, _json({"systemMessage": message}))
+
+
+class _Log:
+    def __init__(self, settings: Settings) -> None:
+        self.path = log_path(settings)
+
+    def write(self, **fields: Any) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields}, default=str) + "\n")
+        except OSError:
+            pass  # logging must never break a hook
+
+
+# ---------------------------------------------------------------------- store and snapshot
+def project_root_for(cwd: str) -> Path:
+    """Where to create a store: ``$CLAUDE_PROJECT_DIR`` if it holds ``cwd``, else the git root, else ``cwd``."""
+    here = Path(cwd).resolve()
+    env = os.environ.get("CLAUDE_PROJECT_DIR")
+    if env:
+        proj = Path(env).resolve()
+        if here == proj or proj in here.parents:
+            return proj
+    for d in [here, *here.parents]:
+        if (d / ".git").exists():
+            return d
+    return here
+
+
+def open_repo(cwd: str, settings: Settings) -> Repo:
+    """Open the store above ``cwd``; create one at the project root when allowed."""
+    try:
+        return Repo.open(cwd)
+    except StoreNotFound:
+        if not settings["auto_init"]:
+            raise AgentSnapError(
+                f"no agentsnap store at or above {cwd}; run 'agentsnap init' there or set auto_init to true"
+            ) from None
+    root = project_root_for(cwd)
+    if root == Path.home().resolve() or root == Path(root.anchor):
+        raise AgentSnapError(f"refusing to create an agentsnap store in {root} (home or filesystem root); run 'agentsnap init' in the project")
+    repo = Repo.init(root)
+    ignore = repo.store_dir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# created by agentsnap-claude-code: keep the store out of git\n*\n")
+    return repo
+
+
+def snapshot_if_changed(
+    repo: Repo, message: str, *, trace: list[dict[str, Any]] | None, meta: dict[str, Any], agent: str
+) -> tuple[Snapshot, bool]:
+    """Snapshot the tree (+ trace); reuse HEAD when neither tree nor trace changed.
+
+    Returns ``(snapshot, created)``. The branch moves by compare-and-swap; a concurrent writer
+    makes it retry once.
+    """
+    for attempt in range(2):
+        symref, head = repo.head()
+        snap = repo.snapshot(message, agent=agent, trace=trace, meta=meta, move_head=False)
+        if head is not None:
+            old = repo.get(head)
+            if _same(old, snap):
+                return old, False
+        try:
+            if symref:
+                repo.update_refs([RefUpdate(symref, snap.id, head)], f"snapshot: {message}"[:200])
+            else:
+                repo.refs.set_head(repo.worktree, None, snap.id)
+            return snap, True
+        except RefConflict:
+            if attempt:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _same(a: Snapshot, b: Snapshot) -> bool:
+    la, lb = a.layers, b.layers
+    tree = (la.get("world") or {}).get("tree") == (lb.get("world") or {}).get("tree")
+    trace = (la.get("trace") or {}).get("content") == (lb.get("trace") or {}).get("content")
+    return tree and trace
+
+
+def _transcript(payload: dict[str, Any], settings: Settings) -> Transcript | None:
+    path = payload.get("transcript_path")
+    if not settings["capture_transcript"] or not isinstance(path, str) or not path:
+        return None
+    p = Path(path).expanduser()
+    if not p.is_file():
+        return None
+    return read_transcript(p)
+
+
+def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, extra_meta: dict[str, Any]) -> tuple[Snapshot, bool, dict[str, Any]]:
+    cwd = str(payload.get("cwd") or os.getcwd())
+    transcript = _transcript(payload, settings)
+    session = str(payload.get("session_id") or "")
+    meta = {
+        "claude_code": {
+            "event": payload.get("hook_event_name"),
+            "session_id": session,
+            "cwd": cwd,
+            **extra_meta,
+            **({"transcript": transcript.summary()} if transcript else {}),
+        }
+    }
+    with open_repo(cwd, settings) as repo:
+        snap, created = snapshot_if_changed(
+            repo,
+            message,
+            trace=transcript.entries if transcript else None,
+            meta=meta,
+            agent=f"claude-code:{session[:8]}" if session else "claude-code",
+        )
+        info = {"root": str(repo.root), "created": created}
+        if transcript and transcript.truncated_tail:
+            info["truncated_tail"] = True
+    return snap, created, info
+
+
+def sync_working_trace(payload: dict[str, Any], settings: Settings) -> int:
+    """Make the store's working trace equal the session transcript (before ``agentsnap snapshot``)."""
+    transcript = _transcript(payload, settings)
+    if transcript is None:
+        return 0
+    with open_repo(str(payload.get("cwd") or os.getcwd()), settings) as repo:
+        repo.set_messages(transcript.entries)
+    return len(transcript.entries)
+
+
+def _is_agentsnap_snapshot(command: str) -> bool:
+    """True when one of the simple commands is ``agentsnap [-C DIR] snapshot ...``."""
+    try:
+        commands = list(_split(_tokens(command.strip())))
+    except ValueError:
+        return False
+    for cmd in commands:
+        words, _ = _unwrap(cmd)
+        if not words or os.path.basename(words[0]) != "agentsnap":
+            continue
+        rest = words[1:]
+        while rest[:1] == ["-C"]:
+            rest = rest[2:]
+        if rest[:1] == ["snapshot"]:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------- events
+def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> HookResult:
+    tool = payload.get("tool_name")
+    tool_input = payload.get("tool_input") if isinstance(payload.get("tool_input"), dict) else {}
+    cwd = str(payload.get("cwd") or os.getcwd())
+    if tool == "Bash":
+        command = str(tool_input.get("command") or "")
+        if _is_agentsnap_snapshot(command):
+            n = sync_working_trace(payload, settings)
+            log.write(event="PreToolUse", action="sync-trace", entries=n)
+            return HookResult()
+        findings: list[Finding] = make_matcher(settings, cwd).findings(command)
+        if not findings:
+            return HookResult()
+        label = f"before Bash: {command.strip()[:120]}"
+        meta = {"tool": "Bash", "command": command[:2000], "findings": [str(f) for f in findings]}
+        destructive = True
+    elif tool in EDIT_TOOLS and settings["snapshot_on_edit"]:
+        target = tool_input.get("file_path") or tool_input.get("notebook_path")
+        if not isinstance(target, str) or not (Path(cwd) / target).is_file():
+            return HookResult()  # a new file: nothing to lose
+        label = f"before {tool}: {target}"
+        meta = {"tool": tool, "file": target}
+        destructive = False
+    else:
+        return HookResult()
+    started = time.perf_counter()
+    try:
+        snap, created, info = take_snapshot(payload, settings, label, meta)
+    except Exception as exc:  # noqa: BLE001 - any failure must turn into ask/notice, never a crash
+        log.write(event="PreToolUse", action="snapshot-failed", tool=tool, error=repr(exc), trace=traceback.format_exc()[-2000:])
+        if destructive:
+            return _ask(
+                f"agentsnap could not snapshot the project before this destructive command ({exc}). "
+                "Approve only if you accept running it unprotected."
+            )
+        return _notice(f"agentsnap: no snapshot before {tool} ({exc}); see {log.path}")
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    log.write(**{**meta, **info, "event": "PreToolUse", "action": "snapshot", "id": snap.id, "ms": ms})
+    if destructive:
+        return _notice(f"agentsnap: snapshot {snap.id[:12]} taken before `{meta['command'][:80]}`; undo with: agentsnap restore {snap.id[:12]}")
+    return HookResult()
+
+
+def _turn(event: str, payload: dict[str, Any], settings: Settings, log: _Log) -> HookResult:
+    if settings["turn_snapshots"] not in (event, "both"):
+        return HookResult()
+    started = time.perf_counter()
+    try:
+        snap, created, info = take_snapshot(payload, settings, f"turn ({event})", {})
+    except Exception as exc:  # noqa: BLE001
+        log.write(event=event, action="snapshot-failed", error=repr(exc), trace=traceback.format_exc()[-2000:])
+        return _notice(f"agentsnap: per-turn snapshot failed ({exc}); see {log.path}")
+    log.write(**{**info, "event": event, "action": "snapshot", "id": snap.id, "ms": round((time.perf_counter() - started) * 1000, 1)})
+    return HookResult()
+
+
+def run_hook(stdin_text: str, event: str | None = None) -> HookResult:
+    """Handle one hook invocation; never raises, always exit status 0."""
+    try:
+        payload = json.loads(stdin_text) if stdin_text.strip() else {}
+        if not isinstance(payload, dict):
+            raise ValueError("hook input is not a JSON object")
+    except ValueError as exc:
+        _Log(DEFAULTS).write(event=event, action="bad-input", error=str(exc))
+        return _notice(f"agentsnap: ignored hook input that is not valid JSON ({exc})")
+    event = str(payload.get("hook_event_name") or event or "")
+    cwd = str(payload.get("cwd") or os.getcwd())
+    try:
+        settings = load_settings(project_root_for(cwd))
+        config_error = None
+    except AgentSnapError as exc:
+        settings, config_error = DEFAULTS, str(exc)
+    log = _Log(settings)
+    try:
+        if event == "PreToolUse":
+            result = _pre_tool_use(payload, settings, log)
+        elif event in ("UserPromptSubmit", "Stop"):
+            result = _turn(event, payload, settings, log)
+        else:
+            result = HookResult()
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never block the session
+        log.write(event=event, action="crash", error=repr(exc), trace=traceback.format_exc()[-2000:])
+        result = _notice(f"agentsnap hook error ({exc}); see {log.path}")
+    if config_error:
+        log.write(event=event, action="config-error", error=config_error)
+        if not result.stdout:
+            result = _notice(f"agentsnap: using default settings, {config_error}")
+    return result

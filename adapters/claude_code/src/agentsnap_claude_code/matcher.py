@@ -1,0 +1,406 @@
+"""Which shell commands look destructive enough to snapshot the project first.
+
+The command is split the way a shell would split it (quotes respected, ``;``, ``&&``, ``||``,
+``|``, ``&``, newlines, subshells), each simple command is unwrapped (``sudo``, ``env``,
+``xargs``, ``timeout``, ``VAR=x`` prefixes, ``bash -c '...'``, ``eval``, ``$(...)``,
+``find -exec``) and checked against named rules. A quoted string is an argument, never a
+command, so ``echo "rm -rf"`` and ``grep -r rm`` are harmless. A false positive costs one
+incremental snapshot; a false negative can cost work, so unparseable input falls back to a
+plain text search.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+__all__ = ["Finding", "Matcher", "RULES", "is_destructive"]
+
+_SEPARATORS = {";", "&&", "||", "|", "&", "|&", "\n", "(", ")", ";;", "{", "}"}
+_REDIRECTS = {">", ">|", "&>", ">>", "&>>", "<", "<<", "<<<", ">&", "<&", "<>"}
+_WRAPPERS = {"sudo", "doas", "command", "builtin", "exec", "nohup", "time", "nice", "ionice", "stdbuf", "unbuffer"}
+_SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "fish"}
+_SQL_CLIENTS = {"psql", "mysql", "mariadb", "sqlite3", "sqlite", "duckdb", "sqlcmd", "clickhouse-client", "cockroach", "pgcli", "mycli", "litecli"}
+_SQL = re.compile(r"\b(drop\s+(table|database|schema|view|index)|truncate\s+(table\s+)?[\w\"`]|delete\s+from\s+[\w\"`.]+\s*(;|$|\"|'))", re.I)
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_SUBST = re.compile(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`")
+_FALLBACK = re.compile(
+    r"\brm\s+-\w*[rRf]|\bgit\s+(reset\s+--hard|clean\s+-\w*f)|\bdrop\s+table\b|-delete\b|\bxargs\s+rm\b|\bshred\b",
+    re.I,
+)
+
+#: rule name -> what it protects against (shown in reasons and the README)
+RULES: dict[str, str] = {
+    "rm": "rm deletes files (any operand; recursive or not)",
+    "shred": "shred / srm / unlink destroy files",
+    "git-reset-hard": "git reset --hard discards uncommitted changes",
+    "git-clean": "git clean -f deletes untracked files",
+    "git-checkout-discard": "git checkout -- PATH / . / -f discards changes",
+    "git-restore": "git restore (worktree) discards changes",
+    "git-switch-discard": "git switch --discard-changes / -f",
+    "git-stash-drop": "git stash drop / clear loses stashed work",
+    "find-delete": "find -delete / -exec rm",
+    "overwrite": "mv or cp onto an existing file",
+    "redirect-overwrite": "> truncates an existing file",
+    "in-place-edit": "sed -i / perl -i rewrite files in place",
+    "truncate": "truncate resizes files",
+    "dd": "dd of=FILE overwrites a file",
+    "rsync-delete": "rsync --delete removes files at the destination",
+    "sql-drop": "DROP / TRUNCATE / unconditional DELETE through a SQL client",
+    "script-delete": "python/node one-liners that delete files (rmtree, os.remove, fs.rm)",
+    "unparsed": "could not parse the command; it mentions a destructive operation",
+    "pattern": "matches a configured extra pattern",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a command looks destructive."""
+
+    rule: str
+    command: str
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.command}"
+
+
+@dataclass
+class Matcher:
+    """Configurable destructive-command detector.
+
+    Attributes:
+        extra_patterns: regular expressions; a simple command (or the whole line) matching one is destructive.
+        ignore_patterns: regular expressions; a whole command line matching one is never destructive.
+        disabled_rules: names from :data:`RULES` to switch off.
+        cwd: directory used to decide whether ``mv``/``cp``/``>`` would overwrite an existing file;
+            ``None`` treats every such target as existing (conservative).
+    """
+
+    extra_patterns: list[str] = field(default_factory=list)
+    ignore_patterns: list[str] = field(default_factory=list)
+    disabled_rules: list[str] = field(default_factory=list)
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.disabled_rules if r not in RULES]
+        if unknown:
+            raise ValueError(f"unknown destructive rule(s) {unknown}; known: {sorted(RULES)}")
+        self._extra = [re.compile(p) for p in self.extra_patterns]
+        self._ignore = [re.compile(p) for p in self.ignore_patterns]
+
+    # ------------------------------------------------------------------ public
+    def findings(self, command: str) -> list[Finding]:
+        """Every reason ``command`` looks destructive (empty: harmless)."""
+        if not command or not command.strip():
+            return []
+        if any(p.search(command) for p in self._ignore):
+            return []
+        out: list[Finding] = []
+        self._scan(command, out, depth=0)
+        out += [Finding("pattern", command.strip()[:200]) for p in self._extra if p.search(command) and not out]
+        seen: set[Finding] = set()
+        return [f for f in out if f.rule not in self.disabled_rules and not (f in seen or seen.add(f))]
+
+    def __call__(self, command: str) -> bool:
+        return bool(self.findings(command))
+
+    # ------------------------------------------------------------------ parsing
+    def _scan(self, text: str, out: list[Finding], depth: int) -> None:
+        if depth > 8:
+            return
+        for body in _substitutions(text):
+            self._scan(body, out, depth + 1)
+        try:
+            tokens = _tokens(text)
+        except ValueError:
+            if _FALLBACK.search(text):
+                out.append(Finding("unparsed", text.strip()[:200]))
+            return
+        for cmd in _split(tokens):
+            self._check(cmd, out, depth, text)
+
+    def _check(self, cmd: list[str], out: list[Finding], depth: int, line: str, implicit: bool = False) -> None:
+        words, via_xargs = _unwrap(cmd)
+        via_xargs = via_xargs or implicit
+        redirects = _redirect_targets(cmd)
+        for target in redirects:
+            if self._exists(target):
+                out.append(Finding("redirect-overwrite", f"> {target}"))
+        if not words:
+            return
+        name, args = _name(words[0]), _args(words[1:])
+        shown = " ".join(words)[:200]
+        for p in self._extra:
+            if p.search(shown):
+                out.append(Finding("pattern", shown))
+        if name in _SHELLS or name == "eval":
+            script = _shell_script(name, args)
+            if script is not None:
+                self._scan(script, out, depth + 1)
+            return
+        rule = _RULE_FUNCS.get(name)
+        if rule is not None:
+            hit = rule(self, args, via_xargs)
+            if hit:
+                out.append(Finding(hit, shown))
+        if name == "find":
+            for inner in _find_exec(args):
+                self._check(inner, out, depth + 1, line, implicit=True)
+        if name in _SQL_CLIENTS and _SQL.search(line):
+            out.append(Finding("sql-drop", line.strip()[:200]))
+
+    def _exists(self, path: str) -> bool:
+        if path in ("/dev/null", "/dev/stdout", "/dev/stderr") or path.startswith("/dev/fd/") or path.startswith("&"):
+            return False
+        if self.cwd is None or "$" in path or "*" in path or "~" in path:
+            return True
+        return os.path.isfile(os.path.join(self.cwd, path))
+
+    def _overwrites(self, args: list[str], flags: set[str]) -> bool:
+        if flags & {"-n", "--no-clobber", "-i", "--interactive", "--update=none"}:
+            return False
+        target_dir = next((a.split("=", 1)[1] for a in args if a.startswith("--target-directory=")), None)
+        if "-t" in args:
+            i = args.index("-t")
+            target_dir = args[i + 1] if i + 1 < len(args) else None
+        operands = [a for a in args if not a.startswith("-")]
+        if target_dir is not None:
+            sources, dest_dir = [a for a in operands if a != target_dir], target_dir
+        elif len(operands) >= 2:
+            sources, dest = operands[:-1], operands[-1]
+            if self.cwd is None or not os.path.isdir(os.path.join(self.cwd, dest)):
+                return self._exists(dest)
+            dest_dir = dest
+        else:
+            return False
+        return any(self._exists(os.path.join(dest_dir, os.path.basename(s.rstrip("/")))) for s in sources)
+
+
+# ---------------------------------------------------------------------- rules
+def _rm(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    if any(a in ("--help", "--version") for a in args):
+        return None
+    return "rm" if via_xargs or [a for a in args if not a.startswith("-") or a == "-"] else None
+
+
+def _git(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # git -C dir / -c k=v
+        i += 2 if args[i] in ("-C", "-c", "--git-dir", "--work-tree") else 1
+    if i >= len(args):
+        return None
+    sub, rest = args[i], args[i + 1 :]
+    flags = _flags(rest)
+    if sub == "reset" and ("--hard" in rest or "--merge" in rest or "--keep" in rest):
+        return "git-reset-hard"
+    if sub == "clean" and ("f" in flags or "--force" in rest) and not ({"n"} & flags or "--dry-run" in rest):
+        return "git-clean"
+    if sub == "checkout" and ("--" in rest or "." in rest or "f" in flags or "--force" in rest):
+        return "git-checkout-discard"
+    if sub == "restore" and not ("--staged" in rest or "S" in flags) or sub == "restore" and "--worktree" in rest:
+        return "git-restore"
+    if sub == "switch" and ("--discard-changes" in rest or "f" in flags or "--force" in rest):
+        return "git-switch-discard"
+    if sub == "stash" and rest[:1] in (["drop"], ["clear"]):
+        return "git-stash-drop"
+    return None
+
+
+def _find(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "find-delete" if "-delete" in args else None
+
+
+def _mv_cp(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "overwrite" if m._overwrites(args, set(args)) else None
+
+
+def _sed(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    inplace = any(a == "-i" or a.startswith("--in-place") or (re.match(r"^-[a-zA-Z]*i", a) and not a.startswith("--")) for a in args)
+    return "in-place-edit" if inplace else None
+
+
+def _perl(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    if any(re.match(r"^-[a-zA-Z]*i", a) for a in args):
+        return "in-place-edit"
+    return _script(m, args, via_xargs)
+
+
+_SCRIPT_DELETE = re.compile(r"rmtree|os\.(remove|unlink|rmdir)|\.unlink\(|fs\.(rm|rmSync|unlink|unlinkSync|rmdir)\b|File\.delete|unlink\s*\(")
+
+
+def _script(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    for i, a in enumerate(args):
+        if a in ("-c", "-e", "--eval", "-E") and i + 1 < len(args) and _SCRIPT_DELETE.search(args[i + 1]):
+            return "script-delete"
+    return None
+
+
+def _simple(rule: str):  # type: ignore[no-untyped-def]
+    def check(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+        return rule if via_xargs or [a for a in args if not a.startswith("-")] else None
+
+    return check
+
+
+def _dd(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "dd" if any(a.startswith("of=") and not a.startswith("of=/dev/null") for a in args) else None
+
+
+def _rsync(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "rsync-delete" if any(a.startswith("--delete") or a == "--remove-source-files" for a in args) else None
+
+
+_RULE_FUNCS = {
+    "rm": _rm,
+    "git": _git,
+    "find": _find,
+    "mv": _mv_cp,
+    "cp": _mv_cp,
+    "sed": _sed,
+    "gsed": _sed,
+    "perl": _perl,
+    "python": _script,
+    "python3": _script,
+    "node": _script,
+    "ruby": _script,
+    "shred": _simple("shred"),
+    "srm": _simple("shred"),
+    "unlink": _simple("shred"),
+    "truncate": _simple("truncate"),
+    "dd": _dd,
+    "rsync": _rsync,
+}
+
+
+# ---------------------------------------------------------------------- shell helpers
+def _tokens(text: str) -> list[str]:
+    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>\n")
+    lex.whitespace = " \t\r"
+    lex.whitespace_split = True
+    return list(lex)
+
+
+def _substitutions(text: str) -> list[str]:
+    return [a or b for a, b in _SUBST.findall(text) if (a or b).strip()]
+
+
+def _split(tokens: list[str]) -> Iterable[list[str]]:
+    cur: list[str] = []
+    for t in tokens:
+        if t in _SEPARATORS or t in ("if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!") and not cur:
+            if cur:
+                yield cur
+            cur = []
+            continue
+        cur.append(t)
+    if cur:
+        yield cur
+
+
+def _redirect_targets(cmd: list[str]) -> list[str]:
+    out = []
+    for i, t in enumerate(cmd):
+        if t in (">", ">|", "&>") and i + 1 < len(cmd):
+            out.append(cmd[i + 1])
+    return out
+
+
+def _strip_redirects(cmd: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for t in cmd:
+        if skip:
+            skip = False
+            continue
+        if t in _REDIRECTS:
+            skip = True
+            if out and out[-1].isdigit():
+                out.pop()
+            continue
+        out.append(t)
+    return out
+
+
+def _unwrap(cmd: list[str]) -> tuple[list[str], bool]:
+    """Drop assignments, wrappers and xargs/timeout prefixes; return (words, ran through xargs)."""
+    words = _strip_redirects(cmd)
+    via_xargs = False
+    changed = True
+    while words and changed:
+        changed = False
+        while words and _ASSIGNMENT.match(words[0]):
+            words, changed = words[1:], True
+        if not words:
+            break
+        name = _name(words[0])
+        if name in _WRAPPERS:
+            words, changed = _skip_options(words[1:], takes_value={"-u", "-g", "-n", "-c", "-p", "-o", "-i", "-e"}), True
+        elif name == "env":
+            rest = _skip_options(words[1:], takes_value={"-u", "-C", "-S"})
+            while rest and _ASSIGNMENT.match(rest[0]):
+                rest = rest[1:]
+            words, changed = rest, True
+        elif name == "timeout":
+            rest = _skip_options(words[1:], takes_value={"-s", "-k", "--signal", "--kill-after"})
+            words, changed = rest[1:], True
+        elif name in ("xargs", "parallel"):
+            words = _skip_options(words[1:], takes_value={"-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "--max-args", "-j"})
+            via_xargs, changed = True, True
+    return words, via_xargs
+
+
+def _skip_options(words: list[str], takes_value: set[str]) -> list[str]:
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "-":
+        if words[i] == "--":
+            return words[i + 1 :]
+        i += 2 if words[i] in takes_value else 1
+    return words[i:]
+
+
+def _name(word: str) -> str:
+    return os.path.basename(word)
+
+
+def _args(words: list[str]) -> list[str]:
+    return list(words)
+
+
+def _flags(args: list[str]) -> set[str]:
+    """Single-letter flags of ``-abc`` style arguments."""
+    out: set[str] = set()
+    for a in args:
+        if a.startswith("-") and not a.startswith("--") and len(a) > 1:
+            out.update(a[1:])
+    return out
+
+
+def _shell_script(name: str, args: list[str]) -> str | None:
+    if name == "eval":
+        return " ".join(args)
+    for i, a in enumerate(args):
+        if a.startswith("-") and not a.startswith("--") and "c" in a[1:]:
+            return args[i + 1] if i + 1 < len(args) else None
+    return None
+
+
+def _find_exec(args: list[str]) -> list[list[str]]:
+    out = []
+    i = 0
+    while i < len(args):
+        if args[i] in ("-exec", "-execdir", "-ok", "-okdir"):
+            j = i + 1
+            while j < len(args) and args[j] not in (";", "\\;", "+"):
+                j += 1
+            out.append([a for a in args[i + 1 : j] if a != "{}"] or ["true"])
+            i = j
+        i += 1
+    return out
+
+
+def is_destructive(command: str, cwd: str | None = None) -> bool:
+    """Shorthand with the default rules."""
+    return Matcher(cwd=cwd)(command)
