@@ -32,7 +32,10 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
         ],
     },
     "crewai": {"crewai=1.15": ["crewai==1.15.30"]},
-    "autogen": {"autogen=0.7": ["autogen-agentchat==0.7.5", "autogen-core==0.7.5", "autogen-ext==0.7.5"]},
+    "autogen": {
+        "autogen=0.7.0": ["autogen-agentchat==0.7.0", "autogen-core==0.7.0", "autogen-ext[openai]==0.7.0"],
+        "autogen=0.7.5": ["autogen-agentchat==0.7.5", "autogen-core==0.7.5", "autogen-ext[openai]==0.7.5"],
+    },
     "openinterpreter": {"oi=0.4": ["open-interpreter==0.4.3", "setuptools<81"]},
     "claude_code": {"plugin": []},
     "transformers": {"tf=5.23": ["transformers==5.23.0", "torch==2.13.0", "--find-links", "/opt/wheels"]},

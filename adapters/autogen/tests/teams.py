@@ -89,9 +89,8 @@ def received(client: ReplayChatCompletionClient, since: int = 0) -> list[list[li
 
 
 async def _restore_and_continue(repo_path: str, snap_id: str, kind: str, used: dict[str, int]) -> dict[str, Any]:
-    from agentsnap import Repo
-
     import agentsnap_autogen
+    from agentsnap import Repo
 
     with Repo.open(repo_path) as repo:
         live = clients(kind, used)

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import agentsnap_autogen
 import pytest
 from autogen_agentchat.messages import TextMessage
 from teams import clients, make_team, received, said
-
-import agentsnap_autogen
 
 TEAMS = Path(__file__).with_name("teams.py")
 

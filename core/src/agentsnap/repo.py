@@ -35,6 +35,7 @@ from .errors import (
     UnsupportedFormat,
 )
 from .localstore import LocalStore
+from .stores import bind_store_url, open_repo_store
 from .objects import Kind, is_oid
 from .plugins import get_plugin_manager
 from .store import ANY, RefUpdate, SnapshotRow
@@ -117,7 +118,7 @@ class Repo:
         self.root = Path(root).resolve()
         self.store_dir = Path(store_dir)
         self.worktree = worktree
-        self.store = LocalStore(self.store_dir)
+        self.store = open_repo_store(self.store_dir)  # its own, or the shared store its store.url names
         self.objects = self.store.objects
         self.refs = self.store.refs
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
@@ -126,14 +127,25 @@ class Repo:
 
     # ---------------------------------------------------------------- opening
     @classmethod
-    def init(cls, path: str | os.PathLike[str] = ".", branch: str = DEFAULT_BRANCH) -> Repo:
+    def init(
+        cls, path: str | os.PathLike[str] = ".", branch: str = DEFAULT_BRANCH, store_url: str | None = None
+    ) -> Repo:
         root = Path(path).resolve()
         root.mkdir(parents=True, exist_ok=True)
         store_dir = root / STORE_DIR
         if store_dir.is_file():
             raise AgentSnapError(f"{root} is a linked worktree of another store; not creating a store here")
         fresh = not (store_dir / "format.json").exists()
-        LocalStore(store_dir, create=True).close()
+        local = LocalStore(store_dir, create=True)
+        try:
+            if store_url:  # objects and refs live in a shared store; this directory keeps worktree state
+                bind_store_url(local, store_url)
+        except BaseException:
+            local.close()
+            if fresh:  # nothing half-made is left behind
+                shutil.rmtree(store_dir, ignore_errors=True)
+            raise
+        local.close()
         repo = cls(root, store_dir)
         if fresh:
             repo.refs.set_head(PRIMARY, f"refs/heads/{check_ref_name(branch)}", None)

@@ -10,16 +10,15 @@ and remaining markers are filled from ``secrets={field: value}``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from agentsnap.errors import AgentSnapError
 from autogen_core import Component, ComponentBase
 from pydantic import BaseModel, SecretStr
 from pydantic_core import to_jsonable_python
-
-from agentsnap.errors import AgentSnapError
 
 REDACTED = "$agentsnap-redacted"
 _SECRET_KEY = re.compile(
@@ -112,7 +111,7 @@ def _fill(value: Any, secrets: Mapping[str, str]) -> Any:
     return value
 
 
-_supplied: ContextVar[dict[str, Any]] = ContextVar("agentsnap_autogen_supplied", default={})
+_supplied: ContextVar[dict[str, Any] | None] = ContextVar("agentsnap_autogen_supplied", default=None)
 
 
 def prepare(config: dict[str, Any], model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -190,10 +189,8 @@ class SuppliedModelClient(ComponentBase[_SuppliedConfig], Component[_SuppliedCon
 
     @classmethod
     def _from_config(cls, config: _SuppliedConfig) -> Any:
-        live = _supplied.get()
+        live = _supplied.get() or {}
         if config.slot not in live:
             raise MissingSecret([f"model_client of {config.slot}"], sorted(live))
         return live[config.slot]
 
-
-Resolver = Callable[[str, dict[str, Any]], Any]

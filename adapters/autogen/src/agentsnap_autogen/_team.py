@@ -13,11 +13,10 @@ import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from autogen_agentchat.base import ChatAgent, Team
-from autogen_core import ComponentLoader
-
 from agentsnap import Repo, Snapshot
 from agentsnap.errors import AgentSnapError, InvalidInput
+from autogen_agentchat.base import ChatAgent, Team
+from autogen_core import ComponentLoader
 
 from ._config import ModelClients, loading, prepare, redact, to_plain
 
@@ -205,6 +204,8 @@ async def load(
 
 async def restore(repo: Repo, obj: Any, spec: str | None = None) -> Snapshot:
     """Load snapshot ``spec`` into an existing compatible team or agent (keeps its live model clients)."""
+    if _running(obj):
+        raise TeamRunning(_name(obj), "restore into")
     snap = repo.get(spec)
     await restore_state(obj, repo.read_layer(snap, "state"))
     return snap
