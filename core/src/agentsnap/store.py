@@ -58,6 +58,7 @@ class ObjectStore(Protocol):
     def age(self, oid: str) -> float: """Seconds since the object was last written or re-used."""
     def delete(self, oid: str) -> None: """Remove an object (gc only)."""
     def barrier(self) -> None: """Make every object written so far durable."""
+    def temp_files(self) -> list[str]: """Leftovers of interrupted writers that gc may remove (paths)."""
 
 
 @runtime_checkable
@@ -68,6 +69,8 @@ class RefStore(Protocol):
     def reflog(self, name: str | None = None, limit: int | None = None) -> list[ReflogEntry]: """Newest first."""
     def get_head(self, worktree: str) -> tuple[str | None, str | None]: """``(symbolic ref, detached id)`` of a worktree."""
     def set_head(self, worktree: str, symref: str | None, oid: str | None) -> None: """Point a worktree's HEAD."""
+    def list_heads(self) -> dict[str, tuple[str | None, str | None]]: """Every worktree's HEAD (gc roots)."""
+    def delete_head(self, worktree: str) -> None: """Forget a worktree's HEAD."""
     def index_snapshot(self, row: SnapshotRow) -> None: """Record a snapshot in the index."""
     def snapshots_with_prefix(self, prefix: str, limit: int = 2) -> list[str]: """Ids starting with prefix."""
     def list_snapshots(self, limit: int | None = None, offset: int = 0) -> list[SnapshotRow]: """Newest first."""
