@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from agentsnap import Repo
 from agentsnap.remote import PushRejected, add_remote, clone, fetch, pull, push
 from agentsnap.stores import open_store
