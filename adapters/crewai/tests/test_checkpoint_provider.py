@@ -1,0 +1,103 @@
+"""CrewAI's own ``CheckpointConfig`` with the agentsnap provider: checkpoints are snapshots with lineage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentsnap import Repo
+from crewai import Agent, Crew, Task
+from crewai.events.event_bus import crewai_event_bus
+from crewai.state.checkpoint_config import CheckpointConfig
+from crewai_fakes import ScriptedLLM
+
+from agentsnap_crewai import AgentsnapCheckpointProvider, MissingLiveObjects, checkpoint_path, inject_live_objects, resume_crew
+from agentsnap_crewai.checkpoint import checkpoint_data
+
+ANSWERS = {"population": "about 12000 souls", "capital of Atlantis": "Poseidonia"}
+
+
+def build(repo_path: Path, llm: ScriptedLLM) -> Crew:
+    agent = Agent(role="Researcher", goal="Answer questions", backstory="A scholar", llm=llm)
+    tasks = [
+        Task(description="What is the capital of Atlantis?", expected_output="a city", agent=agent),
+        Task(description="What is the population there?", expected_output="a number", agent=agent),
+    ]
+    cfg = CheckpointConfig(location=str(repo_path), provider=AgentsnapCheckpointProvider())
+    return Crew(agents=[agent], tasks=tasks, checkpoint=cfg)
+
+
+def run(crew: Crew) -> Any:
+    out = crew.kickoff()
+    assert crewai_event_bus.flush()  # checkpoints are written by event-bus workers
+    return out
+
+
+@pytest.fixture
+def checkpointed(tmp_path: Path) -> tuple[Repo, list[str]]:
+    run(build(tmp_path / "repo", ScriptedLLM(answers=ANSWERS)))
+    repo = Repo.open(tmp_path / "repo")
+    chain = [s.id for s in repo.log("crewai/main")]
+    return repo, chain[::-1]
+
+
+def test_checkpoints_are_snapshots_with_lineage(checkpointed: tuple[Repo, list[str]]) -> None:
+    repo, (first, second) = checkpointed
+    assert repo.get(first).parents == []
+    assert repo.get(second).parents == [first]
+    assert repo.get(second).manifest["meta"] == {"crewai_branch": "main", "trigger": "task_completed", "crewai_parent": first}
+    data = repo.read_layer(second, "state")["runtime"]
+    assert [t["output"]["raw"] if t["output"] else None for t in data["entities"][0]["tasks"]] == ["Poseidonia", "about 12000 souls"]
+    assert data["parent_id"] == first  # CrewAI's own lineage field names the agentsnap snapshot
+    assert repo.verify()["ok"]
+
+
+def test_crew_from_checkpoint_resumes_after_the_first_task(checkpointed: tuple[Repo, list[str]]) -> None:
+    repo, (first, _second) = checkpointed
+    cfg = CheckpointConfig(location=str(repo.root), provider=AgentsnapCheckpointProvider(), restore_from=checkpoint_path(repo, first))
+    crew = Crew.from_checkpoint(cfg)
+    assert [t.output.raw if t.output else None for t in crew.tasks] == ["Poseidonia", None]
+    llm = ScriptedLLM(answers=ANSWERS)
+    inject_live_objects(crew, llm=llm)
+    crew.checkpoint = cfg.model_copy(update={"restore_from": None})
+    assert run(crew).raw == "about 12000 souls"
+    prompts = llm.task_prompts()
+    assert len(prompts) == 1 and "population" in prompts[0]  # only the second task ran again
+    assert "Poseidonia" in prompts[0]  # the restored first task's output is the context
+    resumed = repo.get("crewai/main")
+    assert resumed.parents == [first]  # the resumed run's checkpoint descends from the one restored
+
+
+def test_crew_fork_writes_to_its_own_branch(checkpointed: tuple[Repo, list[str]]) -> None:
+    repo, (first, second) = checkpointed
+    llm = ScriptedLLM(answers={"population": "forked answer"})
+    crew = resume_crew(repo, first, llm=llm, fork="try-b")
+    assert crew.agents[0].llm is llm
+    assert run(crew).raw == "forked answer"
+    fork_head = repo.get("crewai/try-b")
+    assert fork_head.parents == [first]
+    assert fork_head.manifest["meta"]["crewai_branch"] == "try-b"
+    assert repo.resolve("crewai/main") == second  # the original branch is untouched
+    assert repo.read_layer(second, "state")["runtime"]["entities"][0]["tasks"][1]["output"]["raw"] == "about 12000 souls"
+
+
+def test_restore_refuses_without_the_live_llm(checkpointed: tuple[Repo, list[str]]) -> None:
+    """CrewAI alone would silently turn the custom LLM into an OpenAI client of the same name."""
+    repo, (first, _) = checkpointed
+    silent = Crew.from_checkpoint(CheckpointConfig(restore_from=checkpoint_path(repo, first)))
+    assert not isinstance(silent.agents[0].llm, ScriptedLLM)
+    with pytest.raises(MissingLiveObjects, match="Researcher") as err:
+        resume_crew(repo, first)
+    assert err.value.missing == {"llm": ["Researcher"]}
+    assert set(repo.branches()) == {"crewai/main"}  # nothing was written
+
+
+def test_prune_drops_materialised_files_but_keeps_history(checkpointed: tuple[Repo, list[str]]) -> None:
+    repo, (first, second) = checkpointed
+    provider = AgentsnapCheckpointProvider()
+    assert provider.prune(str(repo.root), 1, branch="main") == 1
+    assert not (repo.store_dir / "crewai" / "checkpoints" / f"{first}.json").exists()
+    assert [s.id for s in repo.log("crewai/main")] == [second, first]
+    assert Path(checkpoint_path(repo, first)).exists()  # rebuilt from the snapshot on demand
+    assert provider.from_checkpoint(checkpoint_path(repo, first)) == checkpoint_data(repo, first)
