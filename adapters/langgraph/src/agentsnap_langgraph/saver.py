@@ -65,6 +65,7 @@ ROOT_REF_PREFIX = "refs/heads/langgraph/"
 NS_REF_PREFIX = "refs/langgraph-ns/"
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
+Pending = tuple[str, str, tuple[str, ...]]
 ChannelMap = dict[str, tuple[str, str, str | None]]  # channel -> (version key, type, object id)
 
 
@@ -116,8 +117,8 @@ class _Shared:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.flush_lock = threading.Lock()
-        #: ref -> (snapshot, checkpoint id) waiting for the next flush
-        self.pending_refs: dict[str, tuple[str, str]] = {}
+        #: ref -> [(snapshot, checkpoint id, parent snapshots)] written since the last flush
+        self.pending_refs: dict[str, list[Pending]] = {}
         self.pending_rows: list[SnapshotRow] = []
         self.pending_seqs: list[int] = []
         #: (thread, ns) -> (checkpoint id, snapshot, channel map) of the newest put
@@ -222,7 +223,8 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             with s.lock:
                 if not s.pending_refs and not s.pending_seqs:
                     return
-                refs, rows, seqs = dict(s.pending_refs), list(s.pending_rows), list(s.pending_seqs)
+                refs = {name: list(entries) for name, entries in s.pending_refs.items()}
+                rows, seqs = list(s.pending_rows), list(s.pending_seqs)
                 s.pending_refs.clear()
                 s.pending_rows.clear()
                 s.pending_seqs.clear()
@@ -234,26 +236,33 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
                 self.index.mark_flushed(seqs)
             except BaseException:
                 with s.lock:  # keep them for the next attempt
-                    for name, value in refs.items():
-                        if name not in s.pending_refs or s.pending_refs[name][1] < value[1]:
-                            s.pending_refs[name] = value
+                    for name, entries in refs.items():
+                        s.pending_refs.setdefault(name, [])[:0] = entries
                     s.pending_rows[:0] = rows
                     s.pending_seqs[:0] = seqs
                 raise
 
-    def _move_refs(self, refs: dict[str, tuple[str, str]]) -> None:
-        """Point each ref at its snapshot unless the ref already names a newer checkpoint."""
+    def _move_refs(self, refs: dict[str, list[Pending]]) -> None:
+        """Move each ref through the new snapshots that no other new snapshot descends from.
+
+        Every such branch tip gets a reflog entry (so gc keeps side branches that time travel
+        created); the ref ends at the newest checkpoint, or stays where another writer put a newer one.
+        """
         for _attempt in range(20):
             updates = []
-            for name, (snap, cid) in refs.items():
+            for name, entries in refs.items():
+                parents = {p for _s, _c, ps in entries for p in ps}
+                tips = sorted({(cid, snap) for snap, cid, _ps in entries if snap not in parents})
                 current = self.repo.refs.get_ref(name)
-                if current == snap:
-                    continue
-                if current is not None:
-                    current_cid = self.index.checkpoint_of_snapshot(current)
-                    if current_cid is not None and current_cid > cid:
-                        continue
-                updates.append(RefUpdate(name, snap, current))
+                current_cid = self.index.checkpoint_of_snapshot(current) if current else None
+                prev = current
+                for _cid, snap in tips:
+                    if snap != prev:
+                        updates.append(RefUpdate(name, snap, prev))
+                        prev = snap
+                if current is not None and current_cid is not None and tips and current_cid > tips[-1][0]:
+                    if prev != current:
+                        updates.append(RefUpdate(name, current, prev))
             if not updates:
                 return
             try:
@@ -262,6 +271,10 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             except RefConflict:
                 continue
         raise AgentSnapError("could not move the LangGraph thread refs: other writers keep moving them; retry")
+
+    def _queue(self, ref: str, snap: str, cid: str, parents: Sequence[str]) -> None:
+        """Remember a new snapshot for the next flush (caller holds ``self._s.lock``)."""
+        self._s.pending_refs.setdefault(ref, []).append((snap, cid, tuple(parents)))
 
     def _recover(self) -> None:
         """Finish rows a crashed writer committed but never flushed; drop those whose objects are gone."""
@@ -274,11 +287,9 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             with self.index.tx() as db:
                 db.executemany("DELETE FROM lg_checkpoints WHERE seq=?", [(r[0],) for r in lost])
         keep = [r for r in rows if objects.has(r[4])]
-        refs: dict[str, tuple[str, str]] = {}
+        refs: dict[str, list[Pending]] = {}
         for _seq, thread_id, ns, cid, snap in keep:
-            ref = thread_ref(thread_id, ns)
-            if ref not in refs or refs[ref][1] < cid:
-                refs[ref] = (snap, cid)
+            refs.setdefault(thread_ref(thread_id, ns), []).append((snap, cid, tuple(self.repo.manifest(snap)["parents"])))
         objects.barrier()
         self._move_refs(refs)
         self.index.mark_flushed([r[0] for r in keep])
@@ -374,10 +385,7 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
         seq = self.index.insert_checkpoint(row, str(run_id) if run_id is not None else None, new_blobs)
         with self._s.lock:
             self._s.last[(thread_id, ns)] = (checkpoint["id"], snap.id, channels)
-            ref = thread_ref(thread_id, ns)
-            old = self._s.pending_refs.get(ref)
-            if old is None or old[1] <= checkpoint["id"]:
-                self._s.pending_refs[ref] = (snap.id, checkpoint["id"])
+            self._queue(thread_ref(thread_id, ns), snap.id, checkpoint["id"], parents)
             self._s.pending_rows.append(snap.row)
             self._s.pending_seqs.append(seq)
         if self.flush_interval == 0:
@@ -642,6 +650,7 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
         if not rows:
             return
         mapping: dict[str, str] = {}
+        queued: list[tuple[str, str, str, list[str]]] = []
         written: list[tuple[Any, ...]] = []
         snap_rows: list[SnapshotRow] = []
         for ns, cid, parent_id, snap, run_id, ctype, ckpt, mtype, meta in rows:
@@ -653,6 +662,7 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             new_meta = dict(manifest.get("meta", {}), thread_id=target)
             new = self._write_snapshot(doc, channels, parents, new_meta, manifest["layers"].get("world"))
             mapping[snap] = new.id
+            queued.append((thread_ref(target, ns), new.id, cid, parents))
             written.append((target, ns, cid, parent_id, new.id, run_id, ctype, ckpt, mtype, meta))
             snap_rows.append(new.row)
         copied_ids = {(r[0], r[1]) for r in rows}
@@ -683,10 +693,8 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
         with self._s.lock:
             self._s.pending_rows.extend(snap_rows)
             self._s.pending_seqs.extend(seqs)
-            for ns in {r[0] for r in rows}:
-                latest = self.index.latest_snapshot(target, ns)
-                if latest:
-                    self._s.pending_refs[thread_ref(target, ns)] = (latest[1], latest[0])
+            for item in queued:
+                self._queue(*item)
         self.flush()
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -739,7 +747,7 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
                 self._s.last.pop((thread_id, ns), None)
                 self._s.pending_rows.append(new.row)
                 self._s.pending_seqs.append(seq)
-                self._s.pending_refs[thread_ref(thread_id, ns)] = (new.id, cid)
+                self._queue(thread_ref(thread_id, ns), new.id, cid, [])
         self.flush()
 
     # ------------------------------------------------------------------ async (direct: all work is local)
