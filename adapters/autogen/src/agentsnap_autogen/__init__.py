@@ -15,6 +15,7 @@ from ._team import (
     snapshot,
     trace_of,
 )
+from ._turns import TurnSnapshots
 
 __all__ = [
     "REDACTED",
@@ -22,6 +23,7 @@ __all__ = [
     "MissingSecret",
     "SuppliedModelClient",
     "TeamRunning",
+    "TurnSnapshots",
     "build",
     "capture_layers",
     "fork",

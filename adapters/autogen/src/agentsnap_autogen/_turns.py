@@ -1,0 +1,95 @@
+"""Automatic per-turn snapshots of a running team, without stopping it.
+
+:class:`TurnSnapshots` is an AutoGen *intervention handler* on the team's
+``SingleThreadedAgentRuntime``. The runtime calls ``on_publish`` from its message loop, before it
+delivers a message, so while the handler runs no agent handler is started. The handler acts on
+``GroupChatRequestPublish`` - the manager asking the next speaker to talk: at that moment the
+finished turn is in the manager's thread and in every participant's buffer, the turn is counted,
+and the next speaker is chosen but has not started. That is the between-turns point.
+
+The manager has already *selected* the next speaker, so the snapshot records it
+(``between_turns.next_speakers``) and rewinds the manager's selection cursor to what it was before
+the selection, so ``team.run()`` after a restore picks the same speaker:
+
+* RoundRobinGroupChat: ``next_speaker_index`` = index of the recorded speaker (exact);
+* Swarm: selection is a pure function of the thread (exact, nothing to rewind);
+* SelectorGroupChat: ``previous_speaker`` = the last participant in the thread; the restored team
+  asks its selector model again (a deterministic or replayed selector picks the same speaker);
+* other managers (MagenticOne, GraphFlow): recorded as is, not rewound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentsnap import Repo, Snapshot
+from agentsnap.errors import InvalidInput
+from autogen_agentchat.teams._group_chat._events import GroupChatRequestPublish  # 0.7.0-0.7.5
+from autogen_core import DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime
+
+from ._team import _commit, capture_layers, kind_of
+
+
+class TurnSnapshots(DefaultInterventionHandler):
+    """Snapshot ``team`` between every two turns while it runs.
+
+    Usage::
+
+        turns = TurnSnapshots(repo).attach(team)
+        await team.run(task="...")
+        turns.snapshots  # one Snapshot per turn boundary, oldest first
+
+    Args:
+        repo: where the snapshots go.
+        branch: commit to this branch (default: the branch HEAD points at).
+        message: snapshot message; ``{n}`` is the boundary number, ``{speakers}`` the next speakers.
+    """
+
+    def __init__(self, repo: Repo, *, branch: str | None = None, message: str = "turn {n}: next {speakers}") -> None:
+        self.repo = repo
+        self.branch = branch
+        self.message = message
+        self.snapshots: list[Snapshot] = []
+        self._team: Any = None
+        self._topics: dict[str, str] = {}
+
+    def attach(self, team: Any) -> TurnSnapshots:
+        """Hook into ``team``'s runtime (its embedded one, or one passed as ``runtime=``)."""
+        if kind_of(team) != "team" or not hasattr(team, "_participant_topic_types"):
+            raise InvalidInput(f"TurnSnapshots needs an AutoGen group chat team, not {type(team).__name__}")
+        runtime = getattr(team, "_runtime", None)
+        if not isinstance(runtime, SingleThreadedAgentRuntime):
+            raise InvalidInput("TurnSnapshots needs the team to run on a SingleThreadedAgentRuntime")
+        # the runtime reads this list on every message; it has no public way to add a handler later
+        handlers = runtime._intervention_handlers
+        if handlers is None:
+            runtime._intervention_handlers = [self]
+        elif self not in handlers:
+            handlers.append(self)
+        self._team = team
+        self._topics = dict(zip(team._participant_topic_types, team._participant_names, strict=True))
+        return self
+
+    async def on_publish(self, message: Any, *, message_context: MessageContext) -> Any:
+        topic = message_context.topic_id
+        if isinstance(message, GroupChatRequestPublish) and topic is not None and topic.type in self._topics:
+            speaker = self._topics[topic.type]
+            layers = await capture_layers(self._team, _between_turns={"next_speakers": [speaker]})
+            _rewind_selection(layers["state"]["state"], speaker, list(self._topics.values()))
+            n = len(self.snapshots)
+            text = self.message.format(n=n, speakers=speaker)
+            self.snapshots.append(_commit(self.repo, self._team, layers, text, branch=self.branch))
+        return message
+
+
+def _rewind_selection(state: dict[str, Any], speaker: str, names: list[str]) -> None:
+    """Put the manager's selection cursor back to just before ``speaker`` was selected."""
+    for manager in state.get("agent_states", {}).values():
+        if not isinstance(manager, dict) or "message_thread" not in manager:
+            continue
+        kind = manager.get("type")
+        if kind == "RoundRobinManagerState":
+            manager["next_speaker_index"] = names.index(speaker)
+        elif kind == "SelectorManagerState":
+            sources = [m.get("source") for m in manager["message_thread"]]
+            manager["previous_speaker"] = next((s for s in reversed(sources) if s in names), None)

@@ -1,0 +1,64 @@
+"""Automatic snapshots between turns while the team runs; each restores to continue identically."""
+
+from __future__ import annotations
+
+import asyncio
+
+import agentsnap_autogen
+import pytest
+from teams import clients, make_team, said
+
+TURNS = 4
+
+
+def _answers_given(state: dict, kind: str, boundary: int) -> dict[str, int]:
+    """How many scripted answers each slot had given at a boundary (to position replayed clients)."""
+    used = {}
+    for name, agent in state["agent_states"].items():
+        context = agent.get("agent_state", {}).get("llm_context", {}).get("messages")
+        if context is not None:
+            used[name] = sum(1 for m in context if m["type"] == "AssistantMessage")
+    if kind == "selector":
+        used["SelectorGroupChat"] = boundary  # the restored team asks its selector again
+    return used
+
+
+@pytest.mark.parametrize("kind", ["roundrobin", "selector", "swarm"])
+def test_turn_snapshots_taken_while_running_restore_and_continue(kind, repo):
+    async def uninterrupted():
+        team = make_team(kind, clients(kind), max_turns=TURNS)
+        turns = agentsnap_autogen.TurnSnapshots(repo).attach(team)
+        result = await team.run(task="plan a trip to Lisbon")
+        return said(result.messages), turns.snapshots
+
+    straight, snapshots = asyncio.run(uninterrupted())
+    assert len(snapshots) == TURNS  # before turn 1 .. before turn 4 (the run then stops at max_turns)
+    for earlier, later in zip(snapshots, snapshots[1:], strict=False):
+        assert later.parents == [earlier.id]
+
+    for boundary, snap in enumerate(snapshots[1:], start=1):
+        payload = repo.read_layer(snap, "state")
+        next_speaker = payload["between_turns"]["next_speakers"][0]
+        used = _answers_given(payload["state"], kind, boundary)
+
+        async def resume(snap_id: str, used: dict[str, int]) -> list[list[str]]:
+            team = await agentsnap_autogen.load(repo, snap_id, model_clients=clients(kind, used))
+            return said((await team.run()).messages)
+
+        resumed = asyncio.run(resume(snap.id, used))
+        assert resumed[0][0] == next_speaker
+        # the uninterrupted run's messages from this boundary on
+        assert straight[-len(resumed):] == resumed, (boundary, resumed)
+        # the snapshot's trace is the uninterrupted conversation up to this boundary
+        before = [m for m in straight[: len(straight) - len(resumed)] if not m[1].startswith("[")]
+        trace = [[m["name"], m["content"]] for m in repo.read_layer(snap, "trace") if isinstance(m["content"], str)]
+        assert trace == before
+
+
+def test_turn_snapshots_need_a_group_chat_team(repo):
+    from agentsnap.errors import InvalidInput
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_ext.models.replay import ReplayChatCompletionClient
+
+    with pytest.raises(InvalidInput, match="group chat team"):
+        agentsnap_autogen.TurnSnapshots(repo).attach(AssistantAgent("a", model_client=ReplayChatCompletionClient([])))
