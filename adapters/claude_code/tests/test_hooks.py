@@ -201,8 +201,10 @@ def test_rewind_refuses_a_snapshot_without_a_transcript_and_writes_nothing(proje
 def test_plugin_hook_script_runs_the_installed_helper(project: Path, transcript: Path, tmp_path: Path) -> None:
     """The exact command hooks.json runs, with the helper found on PATH as after `pip install`."""
     script = plugin_root() / "hooks" / "agentsnap-hook"
+    hooks = json.loads((plugin_root() / "hooks" / "hooks.json").read_text())["hooks"]
+    command = hooks["PreToolUse"][0]["hooks"][0]["command"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}", "CLAUDE_PLUGIN_ROOT": str(plugin_root())}
-    proc = subprocess.run([str(script), "PreToolUse"], input=payload(project, transcript, "PreToolUse", **RM_SRC), capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(command, shell=True, input=payload(project, transcript, "PreToolUse", **RM_SRC), capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["systemMessage"].startswith("agentsnap: snapshot ")
     with Repo.open(project) as repo:
@@ -213,3 +215,16 @@ def test_plugin_hook_script_runs_the_installed_helper(project: Path, transcript:
     if proc.returncode == 0:
         pytest.skip("a system python on /usr/bin has agentsnap_claude_code installed")
     assert proc.returncode == 1 and "pip install agentsnap-claude-code" in proc.stderr
+
+
+def test_rewind_into_a_fork_worktree_resumes_there(project: Path, transcript: Path, home: Path, tmp_path: Path) -> None:
+    run_hook(payload(project, transcript, "PreToolUse", **RM_SRC))
+    r = CliRunner().invoke(agentsnap_cli, ["-C", str(project), "fork", "-n", "1", "--worktrees", str(tmp_path / "tries"), "--json"])
+    assert r.exit_code == 0, r.output
+    wt = Path(json.loads(r.output)["forks"][0]["path"])
+    assert (wt / "src" / "untracked.txt").is_file()
+    r = CliRunner().invoke(cc_cli, ["rewind", "HEAD", "-C", str(project), "--no-files", "--cwd", str(wt), "--json"])
+    assert r.exit_code == 0, r.output
+    forked = Path(json.loads(r.output)["session"]["path"])
+    assert forked.parent == home / ".claude" / "projects" / encode_project_dir(wt)
+    assert {json.loads(line)["cwd"] for line in forked.read_text().splitlines() if '"cwd"' in line} == {str(wt)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -101,8 +102,11 @@ def plugin_dir() -> None:
 @click.option("--no-files", is_flag=True, help="Only write the forked transcript; leave the files alone.")
 @click.option("--session-id", default=None, help="Session id for the fork (default: a new UUID).")
 @click.option("--keep-dangling", is_flag=True, help="Keep a trailing tool call that has no result.")
+@click.option("--cwd", "resume_cwd", default=None, type=click.Path(file_okay=False), help="Resume in this directory (e.g. a fork worktree) instead of the session's own.")
 @click.option("--json", "as_json", is_flag=True)
-def rewind(spec: str, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, as_json: bool) -> None:
+def rewind(
+    spec: str, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, as_json: bool
+) -> None:
     """Headless rewind: restore the files of SPEC and fork its conversation for `claude --resume`."""
     with Repo.open(directory) as repo:
         snap = repo.get(spec)
@@ -110,14 +114,14 @@ def rewind(spec: str, directory: str | None, no_files: bool, session_id: str | N
         if not is_transcript_trace(entries):
             raise AgentSnapError(f"snapshot {snap.id[:12]} holds no Claude Code transcript (it was not taken by the plugin's hooks)")
         meta = (snap.manifest.get("meta") or {}).get("claude_code") or {}
-        cwd = str(meta.get("cwd") or repo.root)
+        cwd = str(Path(resume_cwd).resolve()) if resume_cwd else str(meta.get("cwd") or repo.root)
         lines, plan = fork_lines(entries, session_id, keep_dangling=keep_dangling)  # validate before any write
         if not lines:
             raise AgentSnapError(f"snapshot {snap.id[:12]} has no valid transcript lines to fork")
         if (claude_config_dir() / "projects" / encode_project_dir(cwd) / f"{plan.session_id}.jsonl").exists():
             raise AgentSnapError(f"session {plan.session_id} already exists; pass another --session-id")
         restored = None if no_files else repo.restore(snap.id)
-        report = write_forked_session(entries, cwd, session_id=plan.session_id, keep_dangling=keep_dangling)
+        report = write_forked_session(entries, cwd, session_id=plan.session_id, rewrite_cwd=bool(resume_cwd), keep_dangling=keep_dangling)
     out = {"id": snap.id, "restored": restored, "session": report.as_dict(), "resume": f"claude --resume {report.session_id}"}
     if as_json:
         _emit(out)

@@ -211,7 +211,7 @@ def _is_agentsnap_snapshot(command: str) -> bool:
 # ---------------------------------------------------------------------- events
 def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> HookResult:
     tool = payload.get("tool_name")
-    tool_input = payload.get("tool_input") if isinstance(payload.get("tool_input"), dict) else {}
+    tool_input: dict[str, Any] = payload["tool_input"] if isinstance(payload.get("tool_input"), dict) else {}
     cwd = str(payload.get("cwd") or os.getcwd())
     if tool == "Bash":
         command = str(tool_input.get("command") or "")

@@ -21,7 +21,7 @@ from agentsnap.errors import InvalidInput
 from .transcript import claude_config_dir
 
 #: how the plugin's hooks.json invokes the helper; replaced by an absolute command on install
-PLUGIN_HOOK_COMMAND = '"${CLAUDE_PLUGIN_ROOT}/hooks/agentsnap-hook"'
+PLUGIN_HOOK_COMMAND = 'sh "${CLAUDE_PLUGIN_ROOT}/hooks/agentsnap-hook"'
 MARK = "agentsnap_claude_code hook"
 COMMANDS_SUBDIR = "agentsnap"
 

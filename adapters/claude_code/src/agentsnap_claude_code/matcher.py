@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 __all__ = ["Finding", "Matcher", "RULES", "is_destructive"]
@@ -101,8 +101,8 @@ class Matcher:
         out: list[Finding] = []
         self._scan(command, out, depth=0)
         out += [Finding("pattern", command.strip()[:200]) for p in self._extra if p.search(command) and not out]
-        seen: set[Finding] = set()
-        return [f for f in out if f.rule not in self.disabled_rules and not (f in seen or seen.add(f))]
+        unique = dict.fromkeys(f for f in out if f.rule not in self.disabled_rules)
+        return list(unique)
 
     def __call__(self, command: str) -> bool:
         return bool(self.findings(command))
@@ -131,7 +131,7 @@ class Matcher:
                 out.append(Finding("redirect-overwrite", f"> {target}"))
         if not words:
             return
-        name, args = _name(words[0]), _args(words[1:])
+        name, args = _name(words[0]), words[1:]
         shown = " ".join(words)[:200]
         for p in self._extra:
             if p.search(shown):
@@ -238,7 +238,7 @@ def _script(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     return None
 
 
-def _simple(rule: str):  # type: ignore[no-untyped-def]
+def _simple(rule: str) -> Callable[[Matcher, list[str], bool], str | None]:
     def check(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         return rule if via_xargs or [a for a in args if not a.startswith("-")] else None
 
@@ -363,10 +363,6 @@ def _skip_options(words: list[str], takes_value: set[str]) -> list[str]:
 
 def _name(word: str) -> str:
     return os.path.basename(word)
-
-
-def _args(words: list[str]) -> list[str]:
-    return list(words)
 
 
 def _flags(args: list[str]) -> set[str]:

@@ -119,7 +119,7 @@ def _entry(index: int, raw: str, obj: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         return {"id": f"line-{index}", "role": "claude-code:other", "type": None, "raw": raw}
     kind = obj.get("type")
-    message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+    message: dict[str, Any] = obj["message"] if isinstance(obj.get("message"), dict) else {}
     role = message.get("role") or (kind if kind in _MESSAGE_TYPES else f"claude-code:{kind}")
     entry: dict[str, Any] = {
         "id": obj.get("uuid") or f"line-{index}",
@@ -201,7 +201,7 @@ def _dangling_tail(objs: list[dict[str, Any] | None]) -> set[int]:
         obj = objs[i]
         if obj is None or obj.get("type") not in ("user", "assistant"):
             continue
-        message = obj.get("message") if isinstance(obj.get("message"), dict) else {}
+        message: dict[str, Any] = obj["message"] if isinstance(obj.get("message"), dict) else {}
         _, calls, results = _text_of(message.get("content"))
         if obj.get("type") == "assistant" and calls and not any(c["id"] in answered for c in calls):
             drop.add(i)
