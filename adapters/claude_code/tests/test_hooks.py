@@ -75,6 +75,8 @@ def test_rm_rf_src_is_snapshotted_before_and_rewind_brings_back_files_and_a_fork
     assert len(lines) == len(original) - 1 and rep["session"]["dropped_dangling"] == 1
     assert lines[-1]["uuid"] == original[-2]["uuid"]
     assert rep["resume"] == f"claude --resume {new_id}"
+    with Repo.open(project) as repo:
+        assert repo.verify()["ok"]  # the auto-created store (with its .gitignore) verifies clean
 
 
 def test_destructive_command_asks_when_the_store_is_missing(project: Path, transcript: Path) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -34,6 +36,7 @@ def _line(kind: str, index: int, parent: str | None, content: Any) -> dict[str, 
 
 def make() -> ClaudeSession:
     folder = Path(tempfile.mkdtemp(prefix="agentsnap-cc-case-"))
+    atexit.register(shutil.rmtree, folder, True)
     session = ClaudeSession(folder / f"{SESSION}.jsonl")
     first = _line("user", 0, None, "hello")
     session.path.write_text(json.dumps({"type": "summary", "summary": "demo", "leafUuid": first["uuid"]}) + "\n" + json.dumps(first) + "\n")
