@@ -34,3 +34,12 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
         return None
     run_sync(restore_state(obj, state))
     return True
+
+
+@hookimpl
+def agentsnap_merge_state(base: Any, ours: Any, theirs: Any, context: dict[str, Any]) -> Any:
+    from ._merge import _is_payload, merge_payloads
+
+    if not (_is_payload(ours) and _is_payload(theirs)):
+        return None
+    return merge_payloads(base, ours, theirs, context)

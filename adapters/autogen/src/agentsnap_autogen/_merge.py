@@ -1,0 +1,65 @@
+"""Merging two AutoGen snapshots (the ``agentsnap_merge_state`` hook of ``agentsnap merge``).
+
+A team's state is one conversation in flight, so it is not merged key by key: ours stays the
+execution state, and what their branch added after the common ancestor is folded into ONE note
+(the core's summarizer: ``merge(..., summarizer=...)``, else its deterministic default) that is
+appended to the manager's thread and to every participant's buffer - the next speaker reads it.
+Different component configs on both sides are a conflict (ours is kept until resolved).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from agentsnap.merge_layers import merge_values, summarize
+
+from ._team import FORMAT, trace_of
+
+NOTE_SOURCE = "agentsnap_merge"
+
+
+def _is_payload(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("format") == FORMAT
+
+
+def _without_clients(config: Any) -> Any:
+    if isinstance(config, dict):
+        return {k: "(re-supplied)" if k == "model_client" else _without_clients(v) for k, v in config.items()}
+    if isinstance(config, list):
+        return [_without_clients(v) for v in config]
+    return config
+
+
+def merge_payloads(base: Any, ours: dict[str, Any], theirs: dict[str, Any], context: dict[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
+    """Return ``(merged payload, conflicts)``."""
+    conflicts: list[dict[str, Any]] = []
+    if ours["kind"] != theirs["kind"]:
+        return ours, [{"path": "kind", "message": f"cannot merge an AutoGen {theirs['kind']} into a {ours['kind']}"}]
+    # model clients are re-supplied on restore, so their configs (e.g. a replay script) do not conflict
+    base_config = _without_clients(base.get("config")) if _is_payload(base) else None
+    ours_config, theirs_config = _without_clients(ours["config"]), _without_clients(theirs["config"])
+    config_merged, config_conflicts = merge_values(base_config, ours_config, theirs_config)
+    for c in config_conflicts:
+        conflicts.append({"path": f"config.{c['path']}", "message": "the team's component config changed on both sides"})
+    config = ours["config"] if config_merged == ours_config else theirs["config"]
+    seen = {m["id"] for m in trace_of(ours["kind"], base["state"])} if _is_payload(base) else set()
+    seen |= {m["id"] for m in trace_of(ours["kind"], ours["state"])}
+    tail = [m for m in trace_of(theirs["kind"], theirs["state"]) if m["id"] not in seen]
+    merged = copy.deepcopy(ours)
+    merged["config"] = config
+    if not tail:
+        return merged, conflicts
+    note = summarize(tail, context.get("summarizer") or True, context)
+    text = str(note["content"])
+    if merged["kind"] == "team":
+        message = {"type": "TextMessage", "source": NOTE_SOURCE, "content": text, "metadata": {}}
+        for agent_state in merged["state"].get("agent_states", {}).values():
+            if "message_thread" in agent_state:
+                agent_state["message_thread"].append({**message, "id": str(note["id"])})
+            elif "message_buffer" in agent_state:
+                agent_state["message_buffer"].append(dict(message))
+    else:
+        context_messages = merged["state"].setdefault("llm_context", {}).setdefault("messages", [])
+        context_messages.append({"type": "UserMessage", "source": NOTE_SOURCE, "content": text})
+    return merged, conflicts
