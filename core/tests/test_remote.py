@@ -85,6 +85,41 @@ def test_push_clone_restore_is_byte_identical_and_second_push_sends_nothing(tmp_
     dst.close()
 
 
+def test_effects_ledger_travels_with_push_and_clone(
+    tmp_path: Path, remote_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool call recorded before the push is replayed (not re-run) by the clone; its ledger verifies."""
+    from agentsnap.effects import Effects
+
+    monkeypatch.setenv("AGENTSNAP_EFFECTS_KEY", "remote-test-key-0123456789abcdef")
+    src = make_agent(tmp_path / "a")
+    runs: list[str] = []
+
+    def send_mail(to: str) -> str:
+        runs.append(to)
+        return f"sent to {to}"
+
+    fx = Effects(src)
+    with fx.step(1):
+        assert fx.effect(send_mail)("bob@example.com") == "sent to bob@example.com"
+    snap = src.snapshot("after the mail")
+    pushed = push(src, remote_url)
+    assert pushed.ledger >= 1
+
+    dst, fetched = clone(remote_url, tmp_path / "b")
+    assert fetched.ledger == pushed.ledger
+    report = dst.verify()
+    assert report["ok"] and report["effects"]["entries"] == src.verify()["effects"]["entries"]
+    assert dst.read_layer("HEAD", "effects") == src.read_layer(snap, "effects")
+    replay = Effects(dst)
+    with replay.step(1):
+        assert replay.effect(send_mail)("bob@example.com") == "sent to bob@example.com"
+    assert runs == ["bob@example.com"]  # the clone got the recorded result; the mail went out once
+    assert push(src, remote_url).ledger == 0
+    src.close()
+    dst.close()
+
+
 def test_second_push_sends_only_the_new_objects(tmp_path: Path, remote_url: str) -> None:
     src = make_agent(tmp_path / "a")
     add_remote(src, "origin", remote_url)

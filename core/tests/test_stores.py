@@ -137,3 +137,24 @@ def test_pg_db_rejects_bad_schema_name(postgres_server: Any) -> None:
 
     with pytest.raises(InvalidStoreURL, match="schema"):
         PostgresDB(postgres_server.url + "?schema=Robert'); DROP")
+
+
+@pytest.mark.parametrize("kind", ["local", "postgres", "s3"])
+def test_effects_ledger_storage_is_append_only_with_one_winner(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Each store's ledger storage: appends in order, a second appender at one index loses, seal follows."""
+    from agentsnap.stores import ledger_of
+
+    url = (tmp_path / "s").as_uri() if kind == "local" else str(request.getfixturevalue(f"{kind}_url"))
+    store = open_store(url, create=True)
+    try:
+        ledger = ledger_of(store)
+        assert ledger.count() == 0 and ledger.seal() is None
+        assert ledger.append(0, b"body0", b"mac0", b"seal0")
+        assert not ledger.append(0, b"other", b"macX", b"sealX")  # index taken
+        assert not ledger.append(2, b"gap", b"macG", b"sealG")  # not the next index
+        assert ledger.append(1, b"body1", b"mac1", b"seal1")
+        again = ledger_of(open_store(url))
+        assert again.count() == 2 and again.read(0) == [(b"body0", b"mac0"), (b"body1", b"mac1")]
+        assert again.read(1) == [(b"body1", b"mac1")] and again.seal() == b"seal1"
+    finally:
+        store.close()

@@ -29,7 +29,7 @@ from .encoding import unpack
 from .errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty
 from .objects import Kind, is_oid
 from .store import ANY, RefUpdate, SnapshotRow
-from .stores import InvalidStoreURL, Store, mask_url, open_store, store_url_of
+from .stores import InvalidStoreURL, Store, ledger_of, mask_url, open_store, store_url_of
 
 if TYPE_CHECKING:
     from .repo import Repo
@@ -78,6 +78,8 @@ class TransferResult:
     up_to_date: list[str] = field(default_factory=list)
     rejected: dict[str, str] = field(default_factory=dict)
     merge: dict[str, Any] | None = None
+    ledger: int = 0  #: effects-ledger entries copied
+    notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -284,6 +286,36 @@ def transfer(
     return result
 
 
+def sync_ledger(src: Any, dst: Any, result: TransferResult) -> None:
+    """Copy the effects-ledger entries ``dst`` lacks when its ledger is a prefix of ``src``'s.
+
+    The ledger follows real time and is append-only, so two ledgers that both grew cannot be
+    joined here: that is reported in ``result.notes`` and nothing is copied.
+    """
+    n_src = src.count()
+    if n_src == 0:
+        return
+    n_dst = dst.count()
+    if n_dst >= n_src:
+        return
+    rows = src.read(0)
+    if n_dst and dst.read(0) != rows[:n_dst]:
+        result.notes.append("effects ledgers have diverged; ledger entries were not copied")
+        return
+    seal = src.seal()
+    for i in range(n_dst, len(rows)):
+        if not dst.append(i, rows[i][0], rows[i][1], seal):
+            result.notes.append("the destination's effects ledger grew during the transfer; re-run to copy the rest")
+            return
+        result.ledger += 1
+
+
+def _repo_ledger(repo: Repo) -> Any:
+    from .effects_ledger import store_for
+
+    return store_for(repo)
+
+
 def is_ancestor(store: Any, ancestor: str, descendant: str) -> bool:
     """True when ``ancestor`` is ``descendant`` or one of its ancestors (in ``store``)."""
     if ancestor == descendant:
@@ -351,6 +383,7 @@ def push(
     try:
         tips = {n: repo.refs.get_ref(n) for n in names}
         transfer(repo.store, dst, [t for t in tips.values() if t], jobs=jobs, progress=progress, result=result)
+        sync_ledger(_repo_ledger(repo), ledger_of(dst), result)  # before refs: snapshots name ledger positions
         updates: list[RefUpdate] = []
         for ref, new in tips.items():
             old = dst.refs.get_ref(ref)
@@ -409,6 +442,7 @@ def _fetch_from(
     heads = src.refs.list_refs("refs/heads/")
     tags = src.refs.list_refs("refs/tags/")
     transfer(src, repo.store, [*heads.values(), *tags.values()], jobs=jobs, progress=progress, result=result)
+    sync_ledger(ledger_of(src), _repo_ledger(repo), result)
     updates: list[RefUpdate] = []
     for ref, oid in heads.items():
         tracking = _tracking(name, ref)

@@ -31,6 +31,7 @@ __all__ = [
     "InvalidStoreURL",
     "Store",
     "StoreUnavailable",
+    "ledger_of",
     "mask_url",
     "open_repo_store",
     "open_store",
@@ -180,14 +181,31 @@ class BoundStore:
         self.root = local.root
         self.objects = shared.objects
         self.refs = BoundRefs(shared.refs, local.refs)
+        self._ledger: Any = None
 
     @property
     def url(self) -> str:
         return self.shared.url
 
+    def effects_ledger(self) -> Any:
+        """The shared store's effects ledger: every checkout appends to one chain."""
+        if self._ledger is None:
+            self._ledger = ledger_of(self.shared)
+        return self._ledger
+
     def close(self) -> None:
         self.shared.close()
         self.local.close()
+
+
+def ledger_of(store: Any) -> Any:
+    """The effects-ledger storage of a store (its own, or the SQLite file of a directory store)."""
+    own = getattr(store, "effects_ledger", None)
+    if callable(own):
+        return own()
+    from ..effects_ledger import LEDGER_FILE, SqliteLedgerStore
+
+    return SqliteLedgerStore(Path(store.root) / LEDGER_FILE)
 
 
 def open_repo_store(store_dir: str | os.PathLike[str]) -> LocalStore | BoundStore:

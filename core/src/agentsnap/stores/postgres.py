@@ -39,6 +39,10 @@ MIGRATIONS: list[str] = [
     CREATE TABLE IF NOT EXISTS {s}.objects (
         oid TEXT PRIMARY KEY, data BYTEA NOT NULL, mtime DOUBLE PRECISION NOT NULL);
     """,
+    """
+    CREATE TABLE IF NOT EXISTS {s}.ledger (idx BIGINT PRIMARY KEY, body BYTEA NOT NULL, mac BYTEA NOT NULL);
+    CREATE TABLE IF NOT EXISTS {s}.ledger_seal (id INT PRIMARY KEY CHECK (id = 1), value BYTEA NOT NULL);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -319,6 +323,41 @@ class PostgresObjects:
         return []
 
 
+class PostgresLedgerStore:
+    """The effects ledger (:class:`agentsnap.effects_ledger.LedgerStore`) in two tables."""
+
+    def __init__(self, db: PostgresDB) -> None:
+        self.db = db
+        self.s = db.schema
+
+    def count(self) -> int:
+        with self.db.connection() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM {self.s}.ledger").fetchone()[0])
+
+    def read(self, start: int = 0) -> list[tuple[bytes, bytes]]:
+        with self.db.connection() as conn:
+            rows = conn.execute(f"SELECT body, mac FROM {self.s}.ledger WHERE idx >= %s ORDER BY idx", (start,)).fetchall()
+        return [(bytes(b), bytes(m)) for b, m in rows]
+
+    def append(self, index: int, body: bytes, mac: bytes, seal: bytes) -> bool:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.s}:ledger",))
+            n = conn.execute(f"SELECT count(*) FROM {self.s}.ledger").fetchone()[0]
+            if n != index:
+                return False
+            conn.execute(f"INSERT INTO {self.s}.ledger VALUES (%s, %s, %s)", (index, body, mac))
+            conn.execute(
+                f"INSERT INTO {self.s}.ledger_seal VALUES (1, %s) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
+                (seal,),
+            )
+        return True
+
+    def seal(self) -> bytes | None:
+        with self.db.connection() as conn:
+            row = conn.execute(f"SELECT value FROM {self.s}.ledger_seal WHERE id = 1").fetchone()
+        return bytes(row[0]) if row else None
+
+
 class PostgresStore:
     """Refs and objects in PostgreSQL; with ``?objects=s3://...`` objects in S3 (the combined store)."""
 
@@ -350,6 +389,10 @@ class PostgresStore:
             self.objects = self.object_store.objects
         else:
             self.objects = PostgresObjects(self.db)
+
+    def effects_ledger(self) -> PostgresLedgerStore:
+        """The effects ledger lives beside the refs, shared by every worker."""
+        return PostgresLedgerStore(self.db)
 
     @property
     def url(self) -> str:

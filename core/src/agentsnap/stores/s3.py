@@ -98,6 +98,11 @@ class S3Store:
         self._check_format(create)
         self.objects = S3Objects(self)
         self.refs: Any = None if objects_only else S3Refs(self)
+        self.objects_only = objects_only
+
+    def effects_ledger(self) -> S3LedgerStore:
+        """The effects ledger as conditional writes (each entry carries the seal written with it)."""
+        return S3LedgerStore(self)
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -375,3 +380,50 @@ class S3Refs:
 
     def close(self) -> None:
         return None
+
+
+class S3LedgerStore:
+    """The effects ledger (:class:`agentsnap.effects_ledger.LedgerStore`) as ``ledger/<idx>`` keys.
+
+    Entry ``idx`` is written with ``If-None-Match: *`` and carries the seal written with it, so an
+    append and its seal are one atomic write, and two appenders cannot both take one index.
+    """
+
+    def __init__(self, store: S3Store) -> None:
+        self.s3 = store
+        self.prefix = store.key("ledger/")
+
+    def _rows(self, start: int = 0) -> list[dict[str, Any]]:
+        keys = list(self.s3.list_keys(self.prefix, start_after=f"{self.prefix}{start - 1:020d}" if start else ""))
+
+        def load(key: str) -> dict[str, Any]:
+            return json.loads(self.s3.client.get_object(Bucket=self.s3.bucket, Key=key)["Body"].read())
+
+        with ThreadPoolExecutor(_PARALLEL) as pool:
+            return list(pool.map(load, keys))
+
+    def count(self) -> int:
+        return sum(1 for _ in self.s3.list_keys(self.prefix))
+
+    def read(self, start: int = 0) -> list[tuple[bytes, bytes]]:
+        return [(bytes.fromhex(r["body"]), bytes.fromhex(r["mac"])) for r in self._rows(start)]
+
+    def append(self, index: int, body: bytes, mac: bytes, seal: bytes) -> bool:
+        if index > 0 and not any(True for _ in self.s3.list_keys(f"{self.prefix}{index - 1:020d}", limit=1)):
+            return False
+        doc = {"body": body.hex(), "mac": mac.hex(), "seal": seal.hex()}
+        try:
+            self.s3.client.put_object(Bucket=self.s3.bucket, Key=f"{self.prefix}{index:020d}",
+                                      Body=json.dumps(doc).encode(), IfNoneMatch="*")  # fmt: skip
+        except self.s3._boto_errors as exc:
+            if _precondition_failed(exc) or _code(exc) in ("409", "ConditionalRequestConflict"):
+                return False
+            raise
+        return True
+
+    def seal(self) -> bytes | None:
+        keys = list(self.s3.list_keys(self.prefix))
+        if not keys:
+            return None
+        doc = json.loads(self.s3.client.get_object(Bucket=self.s3.bucket, Key=keys[-1])["Body"].read())
+        return bytes.fromhex(doc["seal"])
