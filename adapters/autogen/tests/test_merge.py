@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import agentsnap_autogen
 from agentsnap.merge import merge
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from teams import make_team, received
-
-import agentsnap_autogen
 
 
 def test_merge_folds_the_other_branch_into_the_team_state(repo):
