@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._bridge import run_sync
-from ._config import REDACTED, MissingSecret, SuppliedModelClient, model_slots, redact
+from ._config import REDACTED, MissingSecret, SuppliedModelClient, UntrustedCode, model_slots, redact
 from ._team import (
     IncompatibleTarget,
     TeamRunning,
@@ -14,6 +14,7 @@ from ._team import (
     restore,
     snapshot,
     trace_of,
+    wrap_tools,
 )
 from ._turns import TurnSnapshots
 
@@ -24,6 +25,7 @@ __all__ = [
     "SuppliedModelClient",
     "TeamRunning",
     "TurnSnapshots",
+    "UntrustedCode",
     "build",
     "capture_layers",
     "fork",
@@ -34,4 +36,5 @@ __all__ = [
     "run_sync",
     "snapshot",
     "trace_of",
+    "wrap_tools",
 ]

@@ -114,11 +114,19 @@ def _fill(value: Any, secrets: Mapping[str, str]) -> Any:
 _supplied: ContextVar[dict[str, Any] | None] = ContextVar("agentsnap_autogen_supplied", default=None)
 
 
-def prepare(config: dict[str, Any], model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Make a stored config loadable: ``(config, {slot: live client})``.
+def prepare(
+    config: dict[str, Any],
+    model_clients: ModelClients = None,
+    secrets: Mapping[str, str] | None = None,
+    tools: Mapping[str, Any] | None = None,
+    trust_code: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Make a stored config loadable: ``(config, {key: live object})``.
 
-    Every re-supplied slot's component becomes a placeholder that :func:`loading` resolves to the
-    live client; markers left anywhere raise :class:`MissingSecret`.
+    Every re-supplied model client slot and tool name becomes a placeholder that :func:`loading`
+    resolves to the live object; markers left anywhere raise :class:`MissingSecret`; a stored
+    ``FunctionTool`` (its source code would be executed) raises :class:`UntrustedCode` unless it is
+    re-supplied in ``tools`` or ``trust_code=True``.
     """
     config = _fill(config, dict(secrets or {}))
     live: dict[str, Any] = {}
@@ -142,13 +150,11 @@ def prepare(config: dict[str, Any], model_clients: ModelClients = None, secrets:
                     slot = name or "model_client"
                     client = supplied(slot, v)
                     if client is not None:
-                        live[slot] = client
-                        v = {
-                            "provider": f"{__name__}.SuppliedModelClient",
-                            "component_type": "model",
-                            "config": {"slot": slot},
-                        }
+                        live[f"model:{slot}"] = client
+                        v = _placeholder("model", slot)
                     out[k] = v
+                elif k == "tools" and isinstance(v, list):
+                    out[k] = [_tool(t) for t in v]
                 else:
                     out[k] = replace(v, name or owner)
             return out
@@ -156,11 +162,41 @@ def prepare(config: dict[str, Any], model_clients: ModelClients = None, secrets:
             return [replace(v, owner) for v in value]
         return value
 
+    def _tool(comp: Any) -> Any:
+        if not (isinstance(comp, dict) and isinstance(comp.get("config"), dict) and "source_code" in comp["config"]):
+            return replace(comp, "")
+        name = str(comp["config"].get("name", ""))
+        if tools is not None and name in tools:
+            live[f"tool:{name}"] = tools[name]
+            return _placeholder("tool", name)
+        if not trust_code:
+            raise UntrustedCode(name)
+        return comp
+
     config = replace(config, "")
     missing = _has_marker(config)
     if missing:
         raise MissingSecret(sorted(set(missing)), sorted(slots))
     return config, live
+
+
+def _placeholder(kind: str, key: str) -> dict[str, Any]:
+    return {
+        "provider": "agentsnap_autogen._config.SuppliedModelClient",
+        "component_type": kind,
+        "config": {"slot": f"{kind}:{key}"},
+    }
+
+
+class UntrustedCode(AgentSnapError):
+    """The snapshot's config holds a FunctionTool whose source code loading would execute."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(
+            f"the snapshot's config holds the source code of tool {name!r}; loading it would execute that code. "
+            f"Re-supply the tool (tools={{{name!r}: tool}}) or pass trust_code=True for snapshots you trust"
+        )
 
 
 @contextmanager
@@ -178,7 +214,7 @@ class _SuppliedConfig(BaseModel):
 
 
 class SuppliedModelClient(ComponentBase[_SuppliedConfig], Component[_SuppliedConfig]):
-    """Placeholder component: ``load_component`` turns it into the caller's live client for ``slot``."""
+    """Placeholder component: ``load_component`` turns it into the caller's live client (or tool) for ``slot``."""
 
     component_type = "model"
     component_config_schema = _SuppliedConfig
@@ -191,6 +227,6 @@ class SuppliedModelClient(ComponentBase[_SuppliedConfig], Component[_SuppliedCon
     def _from_config(cls, config: _SuppliedConfig) -> Any:
         live = _supplied.get() or {}
         if config.slot not in live:
-            raise MissingSecret([f"model_client of {config.slot}"], sorted(live))
+            raise MissingSecret([config.slot], sorted(live))
         return live[config.slot]
 

@@ -155,7 +155,14 @@ async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
     await obj.load_state(payload["state"])
 
 
-def build(payload: Mapping[str, Any], model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None) -> Any:
+def build(
+    payload: Mapping[str, Any],
+    model_clients: ModelClients = None,
+    secrets: Mapping[str, str] | None = None,
+    *,
+    tools: Mapping[str, Any] | None = None,
+    trust_code: bool = False,
+) -> Any:
     """A fresh team or agent from the stored component config (without its state).
 
     Args:
@@ -163,9 +170,11 @@ def build(payload: Mapping[str, Any], model_clients: ModelClients = None, secret
         model_clients: one client for every slot, ``{slot: client}`` or ``fn(slot, stored) -> client``;
             a slot is the name of the agent (or team, for a selector) owning the client.
         secrets: values for redacted fields, by field name (``{"api_key": ...}``).
+        tools: live tools by name, used instead of the stored ``FunctionTool`` source code.
+        trust_code: allow AutoGen to execute stored ``FunctionTool`` source code (trusted snapshots only).
     """
     payload = check_payload(payload)
-    config, live = prepare(payload["config"], model_clients, secrets)
+    config, live = prepare(payload["config"], model_clients, secrets, tools, trust_code)
     with loading(live):
         return ComponentLoader.load_component(config)
 
@@ -193,13 +202,49 @@ def _commit(repo: Repo, obj: Any, layers: dict[str, Any], message: str, *, branc
 
 
 async def load(
-    repo: Repo, spec: str | None = None, *, model_clients: ModelClients = None, secrets: Mapping[str, str] | None = None
+    repo: Repo,
+    spec: str | None = None,
+    *,
+    model_clients: ModelClients = None,
+    secrets: Mapping[str, str] | None = None,
+    tools: Mapping[str, Any] | None = None,
+    trust_code: bool = False,
+    effects: Any = None,
 ) -> Any:
-    """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded."""
+    """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded.
+
+    See :func:`build` for the arguments; ``effects`` (an ``agentsnap.effects.Effects`` session)
+    guards every ``FunctionTool`` of the result with the effects ledger (:func:`wrap_tools`).
+    """
     payload = check_payload(repo.read_layer(repo.get(spec), "state"))
-    obj = build(payload, model_clients, secrets)
+    obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code)
     await restore_state(obj, payload)
+    if effects is not None:
+        wrap_tools(obj, effects)
     return obj
+
+
+def wrap_tools(obj: Any, session: Any, **options: Any) -> list[str]:
+    """Guard every ``FunctionTool`` of a team's agents (or one agent) with the effects ledger.
+
+    ``session`` is an ``agentsnap.effects.Effects``; ``options`` go to ``agentsnap.effects.wrap_tool``
+    (``kind=``, ``simulate=`` ...). Returns the names of the tools wrapped.
+    """
+    from agentsnap.effects import wrap_tool
+    from autogen_core.tools import FunctionTool
+
+    wrapped = []
+    agents = list(getattr(obj, "_participants", [])) if kind_of(obj) == "team" else [obj]
+    for agent in agents:
+        if kind_of(agent) == "team":
+            wrapped += wrap_tools(agent, session, **options)
+            continue
+        for bench in getattr(agent, "_workbench", None) or []:
+            for tool in getattr(bench, "_tools", []):
+                if isinstance(tool, FunctionTool) and not hasattr(tool._func, "__agentsnap_effect__"):
+                    wrap_tool(tool, session, name=tool.name, **options)
+                    wrapped.append(tool.name)
+    return wrapped
 
 
 async def restore(repo: Repo, obj: Any, spec: str | None = None) -> Snapshot:
@@ -219,6 +264,7 @@ async def fork(
     model_clients: Sequence[ModelClients] | Callable[[int], ModelClients] | None = None,
     secrets: Mapping[str, str] | None = None,
     prefix: str = "attempt",
+    **load_options: Any,
 ) -> list[tuple[str, Any]]:
     """``n`` branches at ``spec`` and ``n`` independent fresh teams restored from it.
 
@@ -231,5 +277,5 @@ async def fork(
     out = []
     for i, item in enumerate(branches):
         clients = None if model_clients is None else model_clients(i) if callable(model_clients) else model_clients[i]
-        out.append((item["branch"], await load(repo, item["id"], model_clients=clients, secrets=secrets)))
+        out.append((item["branch"], await load(repo, item["id"], model_clients=clients, secrets=secrets, **load_options)))
     return out
