@@ -7,13 +7,18 @@ from typing import Any
 
 import pytest
 from agentsnap import Repo
+from agentsnap_crewai import (
+    AgentsnapCheckpointProvider,
+    MissingLiveObjects,
+    checkpoint_path,
+    inject_live_objects,
+    resume_crew,
+)
+from agentsnap_crewai.checkpoint import checkpoint_data
 from crewai import Agent, Crew, Task
 from crewai.events.event_bus import crewai_event_bus
 from crewai.state.checkpoint_config import CheckpointConfig
 from crewai_fakes import ScriptedLLM
-
-from agentsnap_crewai import AgentsnapCheckpointProvider, MissingLiveObjects, checkpoint_path, inject_live_objects, resume_crew
-from agentsnap_crewai.checkpoint import checkpoint_data
 
 ANSWERS = {"population": "about 12000 souls", "capital of Atlantis": "Poseidonia"}
 

@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsnap.testing import AdapterCase, assert_conformance
+from agentsnap_crewai import AgentsnapStorage
 from crewai.flow.flow import Flow, FlowState, start
 from crewai.memory.types import MemoryRecord
-
-from agentsnap_crewai import AgentsnapStorage
 
 T0 = datetime(2026, 1, 1)
 

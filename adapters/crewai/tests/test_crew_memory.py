@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 from agentsnap import AgentSnapError, Repo
+from agentsnap_crewai import AgentsnapStorage
 from crewai import Agent, Crew, Task
 from crewai.memory.unified_memory import Memory
 from crewai_fakes import ScriptedLLM, embed
-
-from agentsnap_crewai import AgentsnapStorage
 
 #: first matching phrase wins, so the specific ones come first
 ANSWERS = {"population of the capital": "about 12000 souls", "travel note": "Visit Poseidonia", "capital of Atlantis": "Poseidonia"}
@@ -135,3 +134,21 @@ def test_restore_into_a_crew_without_memory_fails_clearly(tmp_path: Path) -> Non
     with pytest.raises(AgentSnapError, match="has none"):
         repo.restore_into(bare, snap.id)
     assert all(t.output is None for t in bare.tasks)
+
+
+def test_memory_storage_factory_routes_agentsnap_specs(tmp_path: Path) -> None:
+    from agentsnap_crewai import register_memory_storage
+    from crewai.memory.storage.factory import set_memory_storage_factory
+    from crewai.memory.storage.lancedb_storage import LanceDBStorage
+
+    register_memory_storage()
+    try:
+        memory = Memory(storage=f"agentsnap:{tmp_path / 'repo'}#team", llm=ScriptedLLM(), embedder=embed)
+        assert isinstance(memory._storage, AgentsnapStorage) and memory._storage.branch == "team"
+        memory.remember("a fact", scope="/f", categories=["c"], importance=0.5)
+        memory._storage.snapshot("team memory")
+        assert [r.content for r in AgentsnapStorage(tmp_path / "repo", branch="team").list_records()] == ["a fact"]
+        other = Memory(storage=str(tmp_path / "lance"), llm=ScriptedLLM(), embedder=embed)
+        assert isinstance(other._storage, LanceDBStorage)  # other specs keep CrewAI's default
+    finally:
+        set_memory_storage_factory(None)

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 from agentsnap import InvalidInput, Repo
+from agentsnap_crewai import AgentsnapFlowPersistence
 from crewai.flow.flow import Flow, FlowState, listen, start
 from crewai.flow.persistence import SQLiteFlowPersistence, persist
-
-from agentsnap_crewai import AgentsnapFlowPersistence
 
 
 class NoteState(FlowState):

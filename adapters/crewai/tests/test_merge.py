@@ -7,14 +7,17 @@ from pathlib import Path
 
 from agentsnap import Repo
 from agentsnap.plugins import get_plugin_manager
-from crewai.memory.types import MemoryRecord
-
 from agentsnap_crewai import AgentsnapStorage, merge_memory, merge_storages
+from crewai.memory.types import MemoryRecord
 
 
 def rec(rid: str, content: str, vec: float = 0.1) -> MemoryRecord:
     t = datetime(2026, 1, 1)
     return MemoryRecord(id=rid, content=content, embedding=[vec] * 4, created_at=t, last_accessed=t)
+
+
+def payload(**contents: str) -> dict:
+    return {"kind": "crewai.memory", "v": 1, "records": {k: {"id": k, "content": v, "last_accessed": ""} for k, v in contents.items()}}
 
 
 def test_two_forks_merge_by_id_with_conflicts_reported(tmp_path: Path) -> None:
@@ -52,9 +55,6 @@ def test_two_forks_merge_by_id_with_conflicts_reported(tmp_path: Path) -> None:
 
 
 def test_core_merge_engine_reaches_the_adapter_through_the_hook() -> None:
-    def payload(**contents: str) -> dict:
-        return {"kind": "crewai.memory", "v": 1, "records": {k: {"id": k, "content": v, "last_accessed": ""} for k, v in contents.items()}}
-
     hook = get_plugin_manager().hook.agentsnap_merge_state
     merged, conflicts = hook(base=payload(a="1"), ours=payload(a="1", b="2"), theirs=payload(a="3"), context={})
     assert {k: r["content"] for k, r in merged["records"].items()} == {"a": "3", "b": "2"}
@@ -65,8 +65,5 @@ def test_core_merge_engine_reaches_the_adapter_through_the_hook() -> None:
 
 
 def test_merge_without_common_ancestor_is_a_union() -> None:
-    def payload(**contents: str) -> dict:
-        return {"kind": "crewai.memory", "v": 1, "records": {k: {"id": k, "content": v, "last_accessed": ""} for k, v in contents.items()}}
-
     result = merge_memory(None, payload(a="1", s="x"), payload(b="2", s="x"))
     assert sorted(result.records) == ["a", "b", "s"] and result.conflicts == []

@@ -8,11 +8,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from agentsnap_crewai import AgentsnapStorage
 from crewai.memory.storage.backend import EmbeddingDimensionMismatchError, StorageBackend
 from crewai.memory.storage.lancedb_storage import LanceDBStorage
 from crewai.memory.types import MemoryRecord
-
-from agentsnap_crewai import AgentsnapStorage
 
 DIM = 8
 SCOPES = ["/", "/a", "/a/b", "/a/b/c", "/ab", "/c", "/c/d"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .checkpoint import AgentsnapCheckpointProvider, checkpoint_path
+from .effects import guard_tool, guard_tools
 from .flow import AgentsnapFlowPersistence
 from .merge import MemoryMerge, merge_memory, merge_storages
 from .restore import MissingLiveObjects, inject_live_objects, resume_crew
@@ -17,6 +18,8 @@ __all__ = [
     "MemoryMerge",
     "MissingLiveObjects",
     "checkpoint_path",
+    "guard_tool",
+    "guard_tools",
     "inject_live_objects",
     "merge_memory",
     "merge_storages",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentsnap import Repo, Snapshot
+from agentsnap import Snapshot
 
 from .storage import Row, memory_payload, rows_from_payload
 
@@ -91,29 +91,24 @@ def merge_memory(base: Any, ours: Any, theirs: Any) -> MemoryMerge:
     return MemoryMerge(merged, conflicts)
 
 
-def merge_base(repo: Repo, a: str, b: str) -> str | None:
-    """The newest common ancestor of snapshots ``a`` and ``b`` (None when they share none)."""
-    ancestors = {s.id for s in repo.walk([a])}
-    for snap in repo.walk([b]):
-        if snap.id in ancestors:
-            return snap.id
-    return None
-
-
 def merge_storages(ours: AgentsnapStorage, theirs: AgentsnapStorage | str, message: str | None = None) -> MemoryMerge:
     """Merge ``theirs`` (a storage or a branch/snapshot spec) into ``ours`` and snapshot the result.
 
-    Both sides are snapshotted first when they have unsnapshotted writes. The merge snapshot has
+    Both sides are snapshotted first when they have unsnapshotted writes; ``agentsnap.merge.plan_merge``
+    (the core engine) computes the merge against the common ancestor. The merge snapshot has
     two parents and lands on ``ours``' branch, conflicts or not (they are in the result and in
     the snapshot's ``meta``); ``ours`` then holds the merged records.
     """
+    from agentsnap.merge import plan_merge
+
     from .storage import AgentsnapStorage
 
     ours_id = ours.snapshot("crewai memory: before merge").id
     theirs_id = theirs.snapshot("crewai memory: before merge").id if isinstance(theirs, AgentsnapStorage) else ours.repo.resolve(theirs)
-    base_id = merge_base(ours.repo, ours_id, theirs_id)
-    read = ours.repo.read_layer
-    result = merge_memory(read(base_id, "state") if base_id else None, read(ours_id, "state"), read(theirs_id, "state"))
+    # the core merge engine finds the common ancestor and calls this adapter's agentsnap_merge_state
+    plan = plan_merge(ours.repo, ours_id, theirs_id)
+    state = plan.layers.get("state")
+    result = MemoryMerge(rows_from_payload(state), [c for c in plan.conflicts if c.get("kind") == "memory-record"])
     ours.load_payload(result.payload)
     result.snapshot = ours.repo.snapshot(
         message or f"crewai memory: merge {theirs_id[:12]} into {ours.branch}",
