@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .plugin import LangGraphThread
 from .saver import PFSaver, thread_ref
 
-__all__ = ["PFSaver", "thread_ref"]
+__all__ = ["LangGraphThread", "PFSaver", "thread_ref"]
