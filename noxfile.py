@@ -93,6 +93,20 @@ def demo(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def merge_reference(session: nox.Session) -> None:
+    """TIES/DARE of agentsnap.modelmerge checked against mergekit 0.1.5 (with torch 2.13 CPU)."""
+    _install_core(session)
+    # uv ignores pip's config: point it at the folder holding the local CPU torch wheel, when there is one
+    links = os.environ.get("PIP_FIND_LINKS") or ("/opt/wheels" if Path("/opt/wheels").is_dir() else "")
+    session.install(*(["--find-links", links] if links else []), "torch==2.13.0", "mergekit==0.1.5")
+    session.env["AGENTSNAP_MERGEKIT"] = "1"
+    session.run("pytest", str(CORE / "tests" / "test_merge_model.py"), *TIMEOUT, *session.posargs)
+
+
+nox.options.sessions.append("merge_reference")
+
+
+@nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with the peers (git, processfork); prints ratios."""
     _install_core(session)

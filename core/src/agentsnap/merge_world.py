@@ -10,7 +10,7 @@ the other side's edits land at the new path.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,11 +72,11 @@ def merge_text(
     return b"".join(out), hunks
 
 
-def _terminated(lines: list[bytes] | tuple[bytes, ...]) -> list[bytes]:
-    lines = list(lines)
-    if lines and not lines[-1].endswith((b"\n", b"\r")):
-        lines[-1] = lines[-1] + b"\n"
-    return lines
+def _terminated(lines: Sequence[bytes]) -> list[bytes]:
+    out = list(lines)
+    if out and not out[-1].endswith((b"\n", b"\r")):
+        out[-1] = out[-1] + b"\n"
+    return out
 
 
 def has_markers(data: bytes) -> bool:
@@ -347,7 +347,7 @@ def _file_directory(
     taken = set(merged) | set(merged_dirs)
     for p in clashes:
         side = "ours" if fo.get(p) == merged[p] else "theirs"
-        conflict = {"kind": "file/directory", "path": p, "message": f"a file on {side}, a directory on the other side"}
+        conflict: dict[str, Any] = {"kind": "file/directory", "path": p, "message": f"a file on {side}, a directory on the other side"}
         if take:
             _report(res, take, conflict)
             if take == side:
