@@ -46,6 +46,11 @@ def pack(value: Any) -> bytes:
         raise AgentSnapError(f"value cannot be stored: {exc}") from None
 
 
+def pack_plain(value: Any) -> bytes:
+    """Encode ``value`` as is: the caller guarantees it is already canonical (sorted keys, lists)."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
 def unpack(data: bytes, what: str = "object") -> Any:
     """Decode bytes written by :func:`pack`; any malformed input raises :class:`DecodeError`."""
     if len(data) > MAX_DECODE_BYTES:

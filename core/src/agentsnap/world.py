@@ -28,7 +28,7 @@ from typing import Any
 import pathspec
 
 from . import content
-from .encoding import pack, unpack
+from .encoding import pack_plain, unpack
 from .errors import AgentSnapError, ObjectCorrupt, UnsafeSnapshot
 from .objects import is_oid
 from .store import ObjectStore
@@ -41,7 +41,7 @@ RACY_WINDOW_NS = 100_000_000
 #: filesystem timestamp tick; tests raise it to simulate coarse filesystems
 TIMESTAMP_GRANULARITY_NS = 1
 MAX_PATH = 4096
-HASH_THREADS = 4
+HASH_THREADS = min(4, (os.cpu_count() or 2) + 1)
 
 Entry = tuple[str, str, int, int, str]  # path, kind, mode, size, ref
 
@@ -57,10 +57,15 @@ class Ignore:
         lines += extra or []
         self.spec = pathspec.GitIgnoreSpec.from_lines(lines)
         self.always = {".agentsnap"}
+        # without an ignore file only the defaults apply: decide by name, no pattern matching
+        self.defaults_only = not extra and not ignore_file.is_file()
+        self.skip_git = not include_git
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         if rel in self.always:
             return True
+        if self.defaults_only:
+            return is_dir and self.skip_git and (rel == ".git" or rel.endswith("/.git"))
         return self.spec.match_file(rel + "/" if is_dir else rel)
 
 
@@ -93,7 +98,7 @@ class StatCache:
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(pack({"v": 1, "e": self.entries}))
+        tmp.write_bytes(pack_plain({"v": 1, "e": self.entries}))
         os.replace(tmp, path)
 
 
@@ -165,23 +170,33 @@ def capture(
             entries.append((rel, "d", mode & 0o777, 0, ""))
         # sockets, FIFOs and devices are not captured
 
-    def work(item: tuple[int, str, os.stat_result]) -> tuple[int, str, str, os.stat_result]:
-        idx, rel, st = item
-        oid = content.put_file(store, os.path.join(root, rel), st.st_size)
-        return idx, rel, oid, st
+    def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, os.stat_result, bool]]:
+        out = []
+        for idx, rel, st in batch:
+            full = os.path.join(root, rel)
+            oid = content.put_file(store, full, st.st_size)
+            # re-stat: a file that changed while we read it is recorded as racy
+            try:
+                changed = _stat_key(os.lstat(full)) != _stat_key(st)
+            except FileNotFoundError:
+                changed = True
+            out.append((idx, rel, oid, st, changed))
+        return out
 
-    if todo:
-        threads = 1 if len(todo) < 16 else HASH_THREADS
-        with ThreadPoolExecutor(threads) as pool:
-            for idx, rel, oid, st in pool.map(work, todo):
-                path, kind, mode, size, _ = entries[idx]
-                # re-stat: a file changed while we read it is recorded as racy
-                try:
-                    st2 = os.lstat(os.path.join(root, rel))
-                    changed = _stat_key(st2) != _stat_key(st)
-                except FileNotFoundError:
-                    changed = True
-                entries[idx] = (path, kind, mode, size, oid)
+    batches: list[list[tuple[int, str, os.stat_result]]] = []
+    size = 0
+    for item in todo:
+        if not batches or len(batches[-1]) >= 512 or size >= 16 * 1024 * 1024:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += item[2].st_size
+    threads = 1 if len(batches) < 2 else HASH_THREADS
+    with ThreadPoolExecutor(threads) as pool:
+        for result in pool.map(work, batches):
+            for idx, rel, oid, st, changed in result:
+                path, kind, mode, size_, _ = entries[idx]
+                entries[idx] = (path, kind, mode, size_, oid)
                 key = _stat_key(st)
                 racy = changed or key[1] >= start_ns - window or key[2] >= start_ns - window
                 new[rel] = key + [oid, racy]
@@ -193,7 +208,8 @@ def capture(
 
 
 def put_tree(store: ObjectStore, entries: list[Entry]) -> str:
-    return content.put_value(store, {"v": TREE_FORMAT, "entries": [list(e) for e in entries]})
+    # keys in sorted order and entries already sorted by path: the plain encoding is canonical
+    return content.put_bytes(store, pack_plain({"entries": entries, "v": TREE_FORMAT}))
 
 
 def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
