@@ -50,7 +50,7 @@ def kind_of(obj: Any) -> str | None:
 
 def versions() -> dict[str, str]:
     out = {}
-    for dist in ("autogen-agentchat", "autogen-core", "autogen-ext"):
+    for dist in ("autogen-agentchat", "autogen-core", "autogen-ext", "pyautogen"):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
