@@ -69,6 +69,14 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None) -> set[s
                             seen.update(_content_ids(repo, ref))
             except AgentSnapError as exc:
                 problems.append({"kind": "layer", "id": oid, "layer": name, "error": str(exc)})
+    from .effects_ledger import Ledger  # large effect results live in the object store: the ledger is a root
+
+    try:
+        for cid in Ledger.for_repo(repo).sync().blob_ids():
+            if cid not in seen:
+                seen.update(_content_ids(repo, cid))
+    except AgentSnapError as exc:
+        problems.append({"kind": "effects", "id": None, "error": str(exc)})
     return seen
 
 

@@ -392,6 +392,9 @@ def merge(
             _apply_world(repo, repo.world_entries(s_theirs))
             repo.set_messages(repo.read_layer(s_theirs, "trace") or [])
         _move_head(repo, symref, ours, theirs, f"merge {spec}: fast-forward")
+        from .effects import on_merge  # no merge snapshot is made: run their deferred effects (exactly once) here
+
+        on_merge(repo, ours, theirs, branch)
         return MergeResult("fast-forward", ours, theirs, ours, theirs, notes=[f"fast-forwarded to {theirs[:12]}"])
     plan = plan_merge(repo, ours, theirs, strategy=strategy, labels=labels, summarizer=summarizer, model=model)
     message = message or f"merge {spec} into {branch or ours[:12]}"

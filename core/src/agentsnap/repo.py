@@ -412,6 +412,9 @@ class Repo:
                 manifest_layers[name]["refs"] = [r for r in value["refs"] if is_oid(r)]
         if parents is None:
             parents = [expected] if expected else []
+        from .effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
+
+        bind_snapshot(self, manifest_layers, target_ref, parents, meta)
         manifest = {
             "format": "agentsnap-manifest",
             "v": MANIFEST_FORMAT,
@@ -511,9 +514,19 @@ class Repo:
 
     # ---------------------------------------------------------------- fork / switch
     def fork(
-        self, spec: str | None = None, n: int = 2, *, prefix: str = "attempt", worktrees: str | None = None
+        self,
+        spec: str | None = None,
+        n: int = 2,
+        *,
+        prefix: str = "attempt",
+        worktrees: str | None = None,
+        effects_policy: str = "defer",
     ) -> list[dict[str, Any]]:
-        """Create ``n`` branches at ``spec``; with ``worktrees``, also ``n`` directories to work in."""
+        """Create ``n`` branches at ``spec``; with ``worktrees``, also ``n`` directories to work in.
+
+        ``effects_policy`` (allow / block / defer) says what irreversible effects do on the new branches
+        (see :mod:`agentsnap.effects`); the default defers them until a branch is merged or promoted.
+        """
         if n < 1 or n > 10_000:
             raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
         oid = self.resolve(spec)
@@ -527,6 +540,9 @@ class Repo:
                 d = base_dir / name
                 if d.exists() and any(d.iterdir()):
                     raise TargetNotEmpty(str(d))
+        from .effects import record_fork  # fork entries first: a branch never exists without its policy
+
+        record_fork(self, oid, names, effects_policy, spec if spec and f"refs/heads/{spec}" in self.refs.list_refs("refs/heads/") else None)
         self.update_refs([RefUpdate(f"refs/heads/{nm}", oid, None) for nm in names], f"fork: {n} from {oid[:12]}")
         out = [{"branch": nm, "id": oid} for nm in names]
         if base_dir is not None:
@@ -624,7 +640,13 @@ class Repo:
     def verify(self) -> dict[str, Any]:
         from .maintenance import verify
 
-        return verify(self)
+        report = verify(self)
+        from .effects_ledger import verify_ledger  # the effects chain, its seal and each snapshot's binding
+
+        report["effects"] = ledger = verify_ledger(self)
+        report["problems"] += [{"kind": "effects", "id": None, **p} for p in ledger["problems"]]
+        report["ok"] = report["ok"] and not ledger["problems"]
+        return report
 
     def gc(self, grace_seconds: float = 3600.0) -> dict[str, Any]:
         from .maintenance import gc
@@ -641,6 +663,36 @@ class Repo:
             raise AgentSnapError(f"no installed adapter handles {type(obj).__name__} objects (see 'agentsnap plugins')")
         trace = layers.pop("trace", [])
         return self.snapshot(message, agent=agent, layers=layers, trace=trace, capture_world=world_, **kw)
+
+    def capture_many(self, objs: dict[str, Any], message: str = "", *, agent: str = "", world_: bool = False, **kw: Any) -> Snapshot:
+        """Snapshot several live objects (each through its own adapter) atomically, as one snapshot.
+
+        Layers are stored as ``<layer>@<name>``; :meth:`restore_many` puts each object back.
+        """
+        pm = get_plugin_manager()
+        all_layers: dict[str, Any] = {}
+        for name, obj in objs.items():
+            if not name or "@" in name:
+                raise InvalidInput(f"object name {name!r} must be non-empty and contain no '@'")
+            layers = pm.hook.agentsnap_capture(obj=obj, context={"repo": self, "pm": pm, "name": name})
+            if layers is None:
+                raise AgentSnapError(f"no installed adapter handles {name!r} ({type(obj).__name__})")
+            for layer, value in layers.items():
+                all_layers[f"{layer}@{name}"] = value
+        return self.snapshot(message, agent=agent, layers=all_layers, capture_world=world_, meta={"objects": sorted(objs)}, **kw)
+
+    def restore_many(self, objs: dict[str, Any], spec: str) -> Snapshot:
+        """Load each named object of a :meth:`capture_many` snapshot back through its adapter."""
+        snap = self.get(spec)
+        pm = get_plugin_manager()
+        for name, obj in objs.items():
+            layers = {k.rsplit("@", 1)[0]: self.read_layer(snap, k) for k in snap.layers if k.endswith("@" + name)}
+            if not layers:
+                raise AgentSnapError(f"snapshot {snap.id[:12]} holds no object named {name!r}")
+            ctx = {"repo": self, "pm": pm, "snapshot": snap, "name": name}
+            if not pm.hook.agentsnap_restore(obj=obj, layers=layers, context=ctx):
+                raise AgentSnapError(f"no installed adapter could restore {name!r} ({type(obj).__name__})")
+        return snap
 
     def restore_into(self, obj: Any, spec: str) -> Snapshot:
         """Load snapshot ``spec`` into a live object through its adapter."""
