@@ -90,3 +90,39 @@ def test_sync_hooks_capture_and_restore_through_repo(repo):
     repo.restore_into(team, snap.id)
     state = agentsnap_autogen.run_sync(team.save_state())
     assert len(state["agent_states"]["RoundRobinGroupChatManager"]["message_thread"]) == 2
+
+
+def test_sync_verbs_inside_a_running_loop_refuse_instead_of_deadlocking(repo):
+    from agentsnap.errors import AgentSnapError
+
+    team = make_team("roundrobin", clients("roundrobin"))
+
+    async def inside_loop():
+        repo.capture(team, "from async code")
+
+    with pytest.raises(AgentSnapError, match="await agentsnap_autogen.snapshot"):
+        asyncio.run(inside_loop())
+    assert repo.head()[1] is None
+
+
+def test_loading_a_snapshot_without_autogen_state_says_so(repo):
+    snap = repo.snapshot("plain", capture_world=False, layers={"state": {"counter": 1}})
+    with pytest.raises(agentsnap_autogen.IncompatibleTarget, match="no AutoGen state layer"):
+        asyncio.run(agentsnap_autogen.load(repo, snap.id))
+
+
+def test_a_state_that_fails_to_load_leaves_the_team_unchanged(repo):
+    async def scenario():
+        team = make_team("roundrobin", clients("roundrobin"), max_turns=2)
+        await team.run(task="count")
+        snap = await agentsnap_autogen.snapshot(repo, team)
+        payload = repo.read_layer(snap, "state")
+        payload["state"]["agent_states"]["bob"]["agent_state"]["llm_context"] = {"messages": [{"type": "Bogus"}]}
+        await team.run()  # advance past the snapshot
+        before = await team.save_state()
+        with pytest.raises(agentsnap_autogen.IncompatibleTarget, match="left unchanged"):
+            await agentsnap_autogen._team.restore_state(team, payload)
+        return before, await team.save_state()
+
+    before, after = asyncio.run(scenario())
+    assert after == before  # alice (loaded before bob failed) was rolled back too

@@ -152,7 +152,12 @@ async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
         missing = [n for n in names if n not in want]
         if missing:
             raise IncompatibleTarget(f"team participants {missing} are not in the snapshot (it has {want})")
-    await obj.load_state(payload["state"])
+    previous = await obj.save_state()  # AutoGen loads agent by agent: undo a half-done load
+    try:
+        await obj.load_state(payload["state"])
+    except Exception as exc:
+        await obj.load_state(previous)
+        raise IncompatibleTarget(f"the snapshot's state does not load into this {kind} ({exc}); it was left unchanged") from exc
 
 
 def build(
@@ -268,8 +273,8 @@ async def fork(
 ) -> list[tuple[str, Any]]:
     """``n`` branches at ``spec`` and ``n`` independent fresh teams restored from it.
 
-    ``model_clients`` gives each fork its own clients: a list (one entry per fork) or ``fn(i)``.
-    Returns ``[(branch name, team), ...]``; snapshot fork ``i`` with ``snapshot(..., branch=name)``.
+    ``model_clients`` gives each fork its own clients: a list (one entry per fork) or ``fn(i)``;
+    ``load_options`` (``tools=``, ``trust_code=``, ``effects=``) go to :func:`load`. Returns ``[(branch name, team), ...]``; snapshot fork ``i`` with ``snapshot(..., branch=name)``.
     """
     if model_clients is not None and not callable(model_clients) and len(model_clients) != n:
         raise InvalidInput(f"model_clients has {len(model_clients)} entries for {n} forks")
