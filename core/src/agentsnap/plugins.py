@@ -19,6 +19,7 @@ ENV_ALLOW = "AGENTSNAP_PLUGINS"
 
 _lock = threading.Lock()
 _pm: pluggy.PluginManager | None = None
+_dists: dict[str, str] = {}
 
 
 def _allowed() -> set[str] | None:
@@ -48,6 +49,8 @@ def get_plugin_manager() -> pluggy.PluginManager:
                 if pm.has_plugin(ep.name):
                     continue
                 pm.register(ep.load(), name=ep.name)
+                if getattr(ep, "dist", None) is not None:
+                    _dists[ep.name] = f"{ep.dist.metadata['Name']} {ep.dist.version}"
             _pm = pm
         return _pm
 
@@ -62,16 +65,14 @@ def reset_plugin_manager() -> None:
 def list_plugins() -> list[dict[str, str]]:
     pm = get_plugin_manager()
     out = []
-    dists = {id(p): d for p, d in pm.list_plugin_distinfo()}
     for name, plugin in pm.list_name_plugin():
         if plugin is None:
             continue
-        dist = dists.get(id(plugin))
         out.append(
             {
                 "name": name,
                 "module": getattr(plugin, "__name__", type(plugin).__name__),
-                "dist": f"{dist.project_name} {dist.version}" if dist else "agentsnap (built in)",
+                "dist": _dists.get(name, "agentsnap (built in)" if name.startswith("agentsnap.") else "registered at run time"),
                 "hooks": ",".join(sorted(h.name for h in pm.get_hookcallers(plugin) or [])),
             }
         )
