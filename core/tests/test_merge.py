@@ -303,3 +303,63 @@ def test_diff_conflict_shows_base_ours_and_theirs(tmp_path: Path) -> None:
     assert view["base"] == BASE and "<<<<<<<" in view["working"]
     code, _, err = run(root, "diff", "--conflict", "nope.txt")
     assert code == 2 and "not part of the merge" in err
+
+
+def test_symlink_changed_on_both_sides_keeps_both_links(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    repo = Repo.init(root)
+    (root / "a.txt").write_text("a\n")
+    (root / "b.txt").write_text("b\n")
+    (root / "c.txt").write_text("c\n")
+    os.symlink("a.txt", root / "link")
+    repo.snapshot("base")
+    repo.fork(n=1, prefix="b")
+    repo.switch("b-1")
+    (root / "link").unlink()
+    os.symlink("c.txt", root / "link")
+    repo.snapshot("theirs")
+    repo.switch("main")
+    (root / "link").unlink()
+    os.symlink("b.txt", root / "link")
+    repo.snapshot("ours")
+    res = merge_mod.merge(repo, "b-1")
+    (c,) = res.conflicts
+    assert c["kind"] == "symlink" and c["files"] == ["link~ours", "link~theirs"]
+    assert os.readlink(root / "link~ours") == "b.txt" and os.readlink(root / "link~theirs") == "c.txt"
+
+
+def test_criss_cross_history_merges_against_the_newest_common_ancestor(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    repo = Repo.init(root)
+    (root / "f.txt").write_text(BASE)
+    base = repo.snapshot("base").id
+    # two snapshots that each have both x and y as parents -> two lowest common ancestors
+    (root / "f.txt").write_bytes(with_line(1, "x"))
+    x = repo.snapshot("x", parents=[base], ref="refs/heads/x", move_head=False).id
+    (root / "f.txt").write_bytes(with_line(10, "y"))
+    y = repo.snapshot("y", parents=[base], ref="refs/heads/y", move_head=False).id
+    (root / "f.txt").write_bytes(with_line(10, "y", with_line(1, "x").decode()))
+    m1 = repo.snapshot("m1", parents=[x, y], ref="refs/heads/m1", move_head=False).id
+    (root / "f.txt").write_bytes(with_line(5, "five", with_line(10, "y", with_line(1, "x").decode()).decode()))
+    m2 = repo.snapshot("m2", parents=[y, x], ref="refs/heads/m2", move_head=False).id
+    assert sorted(merge_mod.merge_bases(repo, m1, m2)) == sorted([x, y])
+    repo.restore(m1)
+    res = merge_mod.merge(repo, "m2")
+    assert res.status == "merged" and any("criss-cross" in n for n in res.notes)
+    assert "five\n" in (root / "f.txt").read_text()
+
+
+def test_unrelated_histories_merge_from_an_empty_base(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    repo = Repo.init(root)
+    (root / "mine.txt").write_text("mine\n")
+    (root / "both.txt").write_text("same\n")
+    repo.snapshot("ours")
+    (root / "mine.txt").unlink()
+    (root / "theirs.txt").write_text("theirs\n")
+    lone = repo.snapshot("unrelated root", parents=[], ref="refs/heads/lone", move_head=False).id
+    repo.restore("main~0")
+    res = merge_mod.merge(repo, lone)
+    assert res.status == "merged" and res.base is None
+    assert any("no common ancestor" in n for n in res.notes)
+    assert {p.name for p in root.iterdir() if p.name != ".agentsnap"} == {"mine.txt", "theirs.txt", "both.txt"}
