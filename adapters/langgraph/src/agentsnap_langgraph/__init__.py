@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from .plugin import LangGraphThread
 from .saver import PFSaver, thread_ref
+from .tools import guard_tools
 
-__all__ = ["LangGraphThread", "PFSaver", "thread_ref"]
+__all__ = ["LangGraphThread", "PFSaver", "guard_tools", "thread_ref"]
