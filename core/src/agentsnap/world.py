@@ -42,6 +42,7 @@ RACY_WINDOW_NS = 100_000_000
 TIMESTAMP_GRANULARITY_NS = 1
 MAX_PATH = 4096
 HASH_THREADS = min(4, (os.cpu_count() or 2) + 1)
+SCAN_THREADS = min(4, (os.cpu_count() or 2) + 1)
 
 Entry = tuple[str, str, int, int, str]  # path, kind, mode, size, ref
 
@@ -84,18 +85,21 @@ class StatCache:
     """path -> [size, mtime_ns, ctime_ns, ino, mode, content id, racy]"""
 
     entries: dict[str, list[Any]] = field(default_factory=dict)
+    dirty: bool = True
 
     @classmethod
     def load(cls, path: Path) -> StatCache:
         try:
             doc = unpack(path.read_bytes(), "stat cache")
             if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
-                return cls(doc["e"])
+                return cls(doc["e"], dirty=False)
         except (OSError, AgentSnapError):
             pass
         return cls()
 
     def save(self, path: Path) -> None:
+        if not self.dirty and path.exists():
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         tmp.write_bytes(pack_plain({"v": 1, "e": self.entries}))
@@ -111,27 +115,72 @@ def _stat_key(st: os.stat_result) -> list[Any]:
     return [st.st_size, _tick(st.st_mtime_ns), _tick(st.st_ctime_ns), st.st_ino, st.st_mode]
 
 
-def scan(root: Path, ignore: Ignore) -> Iterator[tuple[str, os.stat_result]]:
-    """Yield ``(relative path, lstat)`` for every non-ignored entry under ``root``, sorted."""
-    stack = [("", str(root))]
+def _scan_tree(rel_root: str, abs_root: str, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
+    """Every non-ignored entry below one directory (unordered; :func:`scan` sorts)."""
+    out: list[tuple[str, os.stat_result]] = []
+    stack = [(rel_root, abs_root)]
     while stack:
         rel_dir, abs_dir = stack.pop()
         try:
-            with os.scandir(abs_dir) as it:
-                items = sorted(it, key=lambda e: e.name)
+            it = os.scandir(abs_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for item in it:
+                rel = f"{rel_dir}/{item.name}"
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if ignore.ignored(rel, is_dir):
+                    continue
+                out.append((rel, st))
+                if is_dir:
+                    stack.append((rel, item.path))
+    return out
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _path(item: tuple[str, os.stat_result]) -> str:
+    return item[0]
+
+
+def scan(root: Path, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
+    """``(relative path, lstat)`` of every non-ignored entry under ``root``, sorted by path.
+
+    The top-level directories are walked in parallel threads (``lstat`` releases the GIL,
+    and on large trees the walk is bound by system calls).
+    """
+    top = _scan_level(str(root), ignore)
+    dirs = [(rel, st) for rel, st in top if stat.S_ISDIR(st.st_mode)]
+    if SCAN_THREADS <= 1 or len(dirs) < 4:
+        subtrees = [_scan_tree(rel, os.path.join(root, rel), ignore) for rel, _ in dirs]
+    else:
+        with ThreadPoolExecutor(SCAN_THREADS) as pool:
+            subtrees = list(pool.map(lambda d: _scan_tree(d[0], os.path.join(root, d[0]), ignore), dirs))
+    out = list(top)
+    for sub in subtrees:
+        out.extend(sub)
+    out.sort(key=_path)
+    return out
+
+
+def _scan_level(abs_dir: str, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
+    with os.scandir(abs_dir) as it:
+        items = sorted(it, key=_name)
+    out = []
+    for item in items:
+        try:
+            st = item.stat(follow_symlinks=False)
         except FileNotFoundError:
             continue
-        subdirs = []
-        for item in items:
-            rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
-            st = item.stat(follow_symlinks=False)
-            is_dir = stat.S_ISDIR(st.st_mode)
-            if ignore.ignored(rel, is_dir):
-                continue
-            yield rel, st
-            if is_dir:
-                subdirs.append((rel, item.path))
-        stack.extend(reversed(subdirs))
+        if not ignore.ignored(item.name, stat.S_ISDIR(st.st_mode)):
+            out.append((item.name, st))
+    return out
 
 
 def capture(
@@ -204,7 +253,8 @@ def capture(
                 stats.bytes_hashed += st.st_size
                 if progress:
                     progress(st.st_size)
-    return entries, StatCache(new), stats
+    unchanged = stats.files_hashed == 0 and len(new) == len(old)
+    return entries, StatCache(new, dirty=not unchanged), stats
 
 
 def put_tree(store: ObjectStore, entries: list[Entry]) -> str:
