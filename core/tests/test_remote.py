@@ -254,3 +254,41 @@ def test_repo_bound_to_a_shared_store_keeps_worktree_state_local(tmp_path: Path,
     reopened = Repo.open(tmp_path / "one")
     assert set(reopened.branches()) == {"main", "feature"}
     reopened.close()
+
+
+def test_push_of_a_branch_without_snapshots_is_refused_and_deletes_nothing(tmp_path: Path) -> None:
+    url = (tmp_path / "remote").as_uri()
+    src = make_agent(tmp_path / "a")
+    push(src, url)
+    empty = Repo.init(tmp_path / "empty")
+    with pytest.raises(Exception, match="has no snapshot yet"):
+        push(empty, url)
+    assert open_store(url).refs.get_ref("refs/heads/main") == src.get("HEAD").id
+    src.close()
+    empty.close()
+
+
+def test_pull_into_an_unsnapshotted_tree_with_files_refuses_instead_of_deleting(tmp_path: Path) -> None:
+    url = (tmp_path / "remote").as_uri()
+    src = make_agent(tmp_path / "a")
+    push(src, url)
+    mine = Repo.init(tmp_path / "mine")
+    (tmp_path / "mine" / "precious.txt").write_text("not snapshotted yet\n")
+    add_remote(mine, "origin", url)
+    with pytest.raises(Exception, match="snapshot them first"):
+        pull(mine)
+    assert (tmp_path / "mine" / "precious.txt").read_text() == "not snapshotted yet\n"
+    src.close()
+    mine.close()
+
+
+def test_gc_on_a_checkout_bound_to_postgres_s3_keeps_what_is_reachable(tmp_path: Path, combined_url: str) -> None:
+    repo = Repo.init(tmp_path / "w", store_url=combined_url)
+    (tmp_path / "w" / "keep.txt").write_text("keep\n")
+    kept = repo.snapshot("keep")
+    garbage = repo.objects.put(1, b"unreferenced bytes")
+    report = repo.gc(grace_seconds=0)
+    assert report["removed"] >= 1 and not repo.objects.has(garbage)
+    assert repo.verify()["ok"]
+    assert repo.restore(kept.id, to=tmp_path / "out")["files"] == 1
+    repo.close()

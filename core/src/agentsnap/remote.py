@@ -382,6 +382,9 @@ def push(
     result = TransferResult(url=mask_url(url))
     try:
         tips = {n: repo.refs.get_ref(n) for n in names}
+        empty = [n for n, t in tips.items() if t is None]
+        if empty:
+            raise InvalidInput(f"nothing to push: {', '.join(empty)} has no snapshot yet")
         transfer(repo.store, dst, [t for t in tips.values() if t], jobs=jobs, progress=progress, result=result)
         sync_ledger(_repo_ledger(repo), ledger_of(dst), result)  # before refs: snapshots name ledger positions
         updates: list[RefUpdate] = []
@@ -496,6 +499,11 @@ def pull(
         return result
     if ours is not None and is_ancestor(repo.objects, theirs, ours):
         return result  # we are ahead
+    if ours is None and repo.working_entries():
+        raise InvalidInput(
+            f"branch {branch} has no snapshot here but the working tree has files; "
+            "snapshot them first (then pull merges), or clone into an empty directory"
+        )
     if ours is None or is_ancestor(repo.objects, ours, theirs):
         _fast_forward(repo, f"refs/heads/{branch}", ours, theirs)
         result.merge = {"status": "fast-forward", "snapshot": theirs}
