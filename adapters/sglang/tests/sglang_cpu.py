@@ -1,0 +1,128 @@
+"""Real SGLang cache classes on CPU, plus a tiny random Llama whose KV fills them.
+
+SGLang's engine needs CUDA, but ``sglang.srt.mem_cache`` runs on CPU. One obstacle: importing it imports
+``sglang.srt.configs``, which imports two image-preprocessing modules (InternVL, DeepSeek-OCR) that need
+``torchvision``, and the only torchvision on PyPI is a CUDA build (its ``_C.so`` links ``libtorch_cuda``).
+When torchvision cannot be imported, those two modules - and nothing else - are replaced by placeholders.
+Every KV class used here (RadixCache, MHATokenToKVPool, TokenToKVPoolAllocator) is SGLang's own.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import sys
+import types
+from array import array
+from typing import Any
+
+import torch
+
+
+def _placeholder_module(name: str) -> types.ModuleType:
+    class _Meta(type):
+        def __getattr__(cls, attr: str) -> Any:
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return cls
+
+    class NeedsTorchvision(metaclass=_Meta):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            raise RuntimeError(f"{name} needs torchvision, which this CPU test environment lacks")
+
+    mod = types.ModuleType(name)
+    mod.__spec__ = importlib.machinery.ModuleSpec(name, None)
+
+    def __getattr__(attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return NeedsTorchvision
+
+    mod.__getattr__ = __getattr__  # type: ignore[method-assign]
+    return mod
+
+
+def allow_cpu_import() -> None:
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        for name in ("sglang.srt.multimodal.internvl_utils", "sglang.srt.configs.deepseek_ocr"):
+            sys.modules.setdefault(name, _placeholder_module(name))
+
+
+allow_cpu_import()
+
+LAYERS, KV_HEADS, HEAD_DIM = 2, 2, 32
+PROMPT = [17, 201, 5, 99, 143, 7, 64, 250, 33, 180, 2, 76, 121, 9, 230, 48, 11, 160, 88, 3, 199, 41, 127, 60, 15]
+PAGE_SIZE = 8
+
+
+@functools.cache
+def model() -> Any:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1234)
+    torch.set_num_threads(1)
+    config = LlamaConfig(
+        vocab_size=256, hidden_size=128, intermediate_size=256, num_hidden_layers=LAYERS, num_attention_heads=4,
+        num_key_value_heads=KV_HEADS, max_position_embeddings=512, initializer_range=0.5, attn_implementation="eager",
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+def make_cache(size: int = 512) -> Any:
+    """A fresh SGLangCache: RadixCache over an MHATokenToKVPool on CPU, shaped for :func:`model`."""
+    from agentsnap_sglang import SGLangCache
+    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.mem_cache.radix_cache import RadixCache
+
+    pool = MHATokenToKVPool(size=size, page_size=1, dtype=torch.float32, head_num=KV_HEADS, head_dim=HEAD_DIM,
+                            layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+    allocator = TokenToKVPoolAllocator(size=size, dtype=torch.float32, device="cpu", kvcache=pool, need_sort=False)
+    tree = RadixCache(CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=allocator,
+                                      page_size=1))
+    return SGLangCache(tree, model="tiny-llama:from-config", weights="seed-1234", page_size=PAGE_SIZE)
+
+
+@torch.no_grad()
+def prefill_into(cache: Any, tokens: list[int]) -> torch.Tensor:
+    """Run the model over ``tokens``, write its KV into the pool (SGLang's write path) and the tree; return logits."""
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    out = model()(input_ids=torch.tensor([tokens]), use_cache=True)
+    have, _node, prefix = cache.match(tokens)
+    new = cache.tree.token_to_kv_pool_allocator.alloc(len(tokens) - have)
+    for layer_id, layer in enumerate(out.past_key_values.layers):
+        k = layer.keys[0].transpose(0, 1)[have:]  # [tokens, heads, dim]
+        v = layer.values[0].transpose(0, 1)[have:]
+        cache.pool.set_kv_buffer(None, new, k.contiguous(), v.contiguous(), layer_id_override=layer_id)
+    cache.tree.insert(InsertParams(key=RadixKey(array("q", tokens)), value=torch.cat([prefix, new])))
+    return out.logits[0, -1].clone()
+
+
+def dynamic_cache_from(cache: Any, tokens: list[int]) -> tuple[int, Any]:
+    """Read the cached prefix of ``tokens`` out of the pool into a transformers DynamicCache."""
+    from transformers.cache_utils import DynamicCache
+
+    n, _node, idx = cache.match(tokens)
+    pool = cache.pool
+    data = [(pool.k_buffer[i][idx].transpose(0, 1).unsqueeze(0).clone(),
+             pool.v_buffer[i][idx].transpose(0, 1).unsqueeze(0).clone()) for i in range(LAYERS)]
+    return n, DynamicCache(ddp_cache_data=data, config=model().config)
+
+
+@torch.no_grad()
+def decode(dyn: Any, first_logits: torch.Tensor, steps: int) -> tuple[list[int], list[torch.Tensor]]:
+    """Greedy decoding on top of a DynamicCache; returns the tokens and the logits after each step."""
+    logits, out_tokens, all_logits = first_logits, [], [first_logits]
+    for _ in range(steps):
+        nxt = int(torch.argmax(logits))
+        res = model()(input_ids=torch.tensor([[nxt]]), past_key_values=dyn, use_cache=True)
+        dyn = res.past_key_values
+        logits = res.logits[0, -1].clone()
+        out_tokens.append(nxt)
+        all_logits.append(logits)
+    return out_tokens, all_logits
