@@ -85,7 +85,7 @@ class Git:
         subprocess.run(["git", "init", "-q", str(root)], check=True, env=env)
 
     def snapshot(self) -> None:
-        subprocess.run(f"git add -A && git commit -q --allow-empty -m bench", shell=True, cwd=self.root, check=True, env=self.env)
+        subprocess.run("git add -A && git commit -q --allow-empty -m bench", shell=True, cwd=self.root, check=True, env=self.env)
 
 
 class Processfork:

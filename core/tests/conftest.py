@@ -8,7 +8,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-
 from agentsnap import Repo
 
 

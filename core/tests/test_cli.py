@@ -9,14 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from conftest import tree_fingerprint
-
 from agentsnap import Repo, content, world
 from agentsnap.cli import main
-from agentsnap.objects import Kind
 from agentsnap.encoding import pack
+from agentsnap.objects import Kind
 from agentsnap.store import RefUpdate
+from click.testing import CliRunner
+from conftest import tree_fingerprint
 
 
 def run(root: Path, *args: str) -> tuple[int, str, str]:

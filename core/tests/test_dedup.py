@@ -6,10 +6,9 @@ import os
 import random
 from pathlib import Path
 
-from conftest import store_size
-
 from agentsnap import Repo, objects
 from agentsnap.objects import Kind
+from conftest import store_size
 
 MB = 1024 * 1024
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from agentsnap import Repo, hookimpl, hookspecs, plugins
 from agentsnap.testing import registered_plugin
 

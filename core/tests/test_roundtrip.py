@@ -6,9 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from conftest import tree_fingerprint
-
 from agentsnap import Repo
+from conftest import tree_fingerprint
 
 
 def mutate(root: Path) -> None:
@@ -86,7 +85,6 @@ def test_symlink_is_stored_as_link_never_followed(repo: Repo, tmp_path: Path) ->
     # restoring a link that points outside the root needs an explicit opt-in
     target = tmp_path / "copy"
     import pytest
-
     from agentsnap import UnsafeSnapshot
 
     with pytest.raises(UnsafeSnapshot):

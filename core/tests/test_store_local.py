@@ -7,7 +7,6 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-
 from agentsnap import RefConflict, Repo, UnsupportedFormat
 from agentsnap.localstore import LocalStore
 from agentsnap.objects import Kind, encode
@@ -40,7 +39,6 @@ def test_newer_object_format_is_refused_by_name(tmp_path: Path) -> None:
 
 def test_decompression_is_bounded(tmp_path: Path) -> None:
     import zstandard
-
     from agentsnap import ObjectCorrupt, objects
 
     bomb = zstandard.ZstdCompressor().compress(b"\0" * (8 * 1024 * 1024))

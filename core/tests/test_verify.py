@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from click.testing import CliRunner
-
 from agentsnap import ObjectCorrupt, Repo
 from agentsnap.cli import main
 from agentsnap.objects import Kind
 from agentsnap.store import RefUpdate
+from click.testing import CliRunner
 
 
 def _populated(repo: Repo) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -505,9 +504,9 @@ def _load_extensions(loaders: list[Callable[[], None]]) -> None:
         load()
 
 
+from . import effects_cli as _effects_cli  # noqa: E402,F401  (registers `agentsnap effects`)
 from . import merge_cli as _merge_cli  # noqa: E402,F401  (registers `agentsnap merge`)
 from . import remote_cli as _remote_cli  # noqa: E402,F401  (registers push/pull/fetch/clone/remote)
-from . import effects_cli as _effects_cli  # noqa: E402,F401  (registers `agentsnap effects`)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

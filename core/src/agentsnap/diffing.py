@@ -59,7 +59,7 @@ def diff_worlds(repo: Repo, a_side: str, a: list[world.Entry], b_side: str, b: l
 
 def diff_trace(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
     common = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         common += 1

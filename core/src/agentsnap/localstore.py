@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from . import objects
 from .errors import AgentSnapError, ObjectMissing, RefConflict, UnsupportedFormat
@@ -32,6 +33,7 @@ from .store import ANY, ReflogEntry, RefUpdate, SnapshotRow
 STORE_FORMAT = 1
 INDEX_SCHEMA = 1
 
+_syncfs: Any
 try:
     _libc = ctypes.CDLL(None, use_errno=True)
     _syncfs = _libc.syncfs

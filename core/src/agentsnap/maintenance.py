@@ -64,7 +64,7 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None) -> set[s
                         continue
                     seen.update(_content_ids(repo, cid))
                 if name == "world" and is_oid(rec.get("tree")):
-                    for path, kind, _m, _s, ref in world.load_tree(repo.objects, rec["tree"]):
+                    for _path, kind, _m, _s, ref in world.load_tree(repo.objects, rec["tree"]):
                         if kind == "f" and ref not in seen:
                             seen.update(_content_ids(repo, ref))
             except AgentSnapError as exc:

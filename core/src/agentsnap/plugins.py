@@ -49,8 +49,9 @@ def get_plugin_manager() -> pluggy.PluginManager:
                 if pm.has_plugin(ep.name):
                     continue
                 pm.register(ep.load(), name=ep.name)
-                if getattr(ep, "dist", None) is not None:
-                    _dists[ep.name] = f"{ep.dist.metadata['Name']} {ep.dist.version}"
+                dist = getattr(ep, "dist", None)
+                if dist is not None:
+                    _dists[ep.name] = f"{dist.metadata['Name']} {dist.version}"
             _pm = pm
         return _pm
 

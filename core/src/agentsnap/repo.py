@@ -35,10 +35,10 @@ from .errors import (
     UnsupportedFormat,
 )
 from .localstore import LocalStore
-from .stores import bind_store_url, open_repo_store
 from .objects import Kind, is_oid
 from .plugins import get_plugin_manager
 from .store import ANY, RefUpdate, SnapshotRow
+from .stores import bind_store_url, open_repo_store
 
 STORE_DIR = ".agentsnap"
 MANIFEST_FORMAT = 1
@@ -415,7 +415,7 @@ class Repo:
         from .effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
 
         bind_snapshot(self, manifest_layers, target_ref, parents, meta)
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": "agentsnap-manifest",
             "v": MANIFEST_FORMAT,
             "parents": parents,
@@ -428,7 +428,7 @@ class Repo:
         }
         oid = self.objects.put(Kind.MANIFEST, pack(manifest))
         self.objects.barrier()  # objects durable before any ref names them
-        self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), manifest["time"], message, agent))
+        self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
         if target_ref:
             if move_head or ref:
                 self.refs.update_refs([RefUpdate(target_ref, oid, expected)], f"snapshot: {message}"[:200])

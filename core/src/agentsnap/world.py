@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -319,7 +319,7 @@ def validate_entries(entries: list[Entry]) -> None:
         seen[path] = kind
     # a later entry could be the parent of an earlier one when the list is unsorted
     paths = sorted(seen)
-    for a, b in zip(paths, paths[1:]):
+    for a, b in zip(paths, paths[1:], strict=False):
         if b.startswith(a + "/") and seen[a] != "d":
             raise UnsafeSnapshot(b, f"nested under non-directory {a!r}")
 
@@ -401,11 +401,11 @@ def materialize(
     changes = compare(list(cur.values()), list(tgt.values()), dirs=True)
     # 1. remove what the target does not have, or has with another kind (deepest first)
     for p in sorted(cur, key=lambda s: s.count("/"), reverse=True):
-        c, t = cur[p], tgt.get(p)
-        if t is not None and t[1] == c[1]:
+        old, t = cur[p], tgt.get(p)
+        if t is not None and t[1] == old[1]:
             continue
         full = os.path.join(root, p)
-        if c[1] == "d":
+        if old[1] == "d":
             try:
                 os.rmdir(full)
             except OSError:
