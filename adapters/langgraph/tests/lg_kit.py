@@ -6,14 +6,13 @@ import operator
 import tempfile
 from typing import Annotated, Any
 
+from agentsnap.testing import AdapterCase
+from agentsnap_langgraph import LangGraphThread, PFSaver
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import TypedDict
-
-from agentsnap.testing import AdapterCase
-from agentsnap_langgraph import LangGraphThread, PFSaver
 
 
 class State(TypedDict, total=False):

@@ -8,17 +8,15 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
-
 from agentsnap import Repo
 from agentsnap.testing.servers import need_module
 
 need_module("langgraph.checkpoint.conformance")
 
+from agentsnap_langgraph import PFSaver  # noqa: E402
 from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES  # noqa: E402
-
-from agentsnap_langgraph import PFSaver  # noqa: E402
 
 #: tests per capability in langgraph-checkpoint-conformance 0.0.2 (81 in all)
 EXPECTED_TESTS = 81

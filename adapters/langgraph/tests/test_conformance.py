@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lg_kit  # noqa: E402
 import pytest
-
 from agentsnap import Repo
 from agentsnap.testing import assert_conformance
-
-import lg_kit  # noqa: E402
 from agentsnap_langgraph import LangGraphThread  # noqa: E402
 
 

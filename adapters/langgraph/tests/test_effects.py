@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
+from agentsnap.effects import Effects
+from agentsnap.testing.effects import EffectsCase, assert_effects
+from agentsnap_langgraph import LangGraphThread, PFSaver, guard_tools
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.tools import StructuredTool
@@ -22,10 +25,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
-
-from agentsnap.effects import Effects
-from agentsnap.testing.effects import EffectsCase, assert_effects
-from agentsnap_langgraph import LangGraphThread, PFSaver, guard_tools
 
 
 class State(TypedDict):

@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from agentsnap import Repo
 from agentsnap.testing.servers import need_module
 
 need_module("langgraph.prebuilt")
 
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-
 import lg_script  # noqa: E402
 from agentsnap_langgraph import PFSaver, thread_ref  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
 HERE = Path(__file__).parent
 

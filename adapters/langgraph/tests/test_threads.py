@@ -10,17 +10,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.graph import START, StateGraph
-from langgraph.graph.message import add_messages
-from typing_extensions import TypedDict
-
 from agentsnap import Repo
 from agentsnap.errors import AgentSnapError
 from agentsnap_langgraph import PFSaver, thread_ref
 from agentsnap_langgraph._index import CheckpointIndex
 from agentsnap_langgraph.merge import ThreadMergeConflict
 from agentsnap_langgraph.saver import INDEX_FILE
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
 
 HERE = Path(__file__).parent
 
@@ -235,3 +234,14 @@ def test_unusual_thread_ids_get_valid_refs(store: Path) -> None:
     assert len(names) == 4
     assert all(n.split("/")[-1].startswith("@") for n in names)
     assert repo.verify()["ok"]
+
+
+async def test_async_puts_capture_files_too(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.txt").write_text("async\n")
+    with PFSaver(project, world_root=project) as saver:
+        graph = chat_graph(saver)
+        await graph.ainvoke({"messages": [HumanMessage(content="hi", id="h1")]}, cfg("aw"))
+        snap = Repo.open(project).get(saver.snapshot_id(cfg("aw")))
+        assert "a.txt" in [e[0] for e in Repo.open(project).world_entries(snap)]

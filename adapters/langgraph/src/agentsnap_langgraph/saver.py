@@ -18,30 +18,26 @@ Storage (inside the agentsnap store directory):
 
 from __future__ import annotations
 
+import asyncio
 import atexit
-import getpass
 import os
 import random
-import re
-import socket
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentsnap import content, world
+from agentsnap import content
 from agentsnap.encoding import pack
-from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict, StoreNotFound, UnknownSnapshot
-from agentsnap.localstore import LocalStore
+from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict
 from agentsnap.objects import Kind
 from agentsnap.plugins import get_plugin_manager
-from agentsnap.repo import MANIFEST_FORMAT, PRIMARY, STORE_DIR, Repo
-from agentsnap.store import ANY, RefUpdate, SnapshotRow
+from agentsnap.repo import MANIFEST_FORMAT
+from agentsnap.store import RefUpdate, SnapshotRow
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -54,84 +50,26 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
-from langgraph.checkpoint.base.id import uuid6
 
 from ._index import CheckpointIndex, CheckpointRow, version_key
-
-STATE_FORMAT = "agentsnap-langgraph-checkpoint"
-STATE_VERSION = 1
-INDEX_FILE = "langgraph.sqlite"
-ROOT_REF_PREFIX = "refs/heads/langgraph/"
-NS_REF_PREFIX = "refs/langgraph-ns/"
-_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
-
-Pending = tuple[str, str, tuple[str, ...]]
-ChannelMap = dict[str, tuple[str, str, str | None]]  # channel -> (version key, type, object id)
-
-
-def encode_name(value: str) -> str:
-    """A thread id or namespace as one ref-name component (hex-escaped with '@' when unsafe)."""
-    if _SAFE.match(value) and ".." not in value and not value.endswith(".lock") and len(value) <= 200:
-        return value
-    return "@" + value.encode().hex()
+from ._store import (
+    INDEX_FILE,
+    STATE_FORMAT,
+    STATE_VERSION,
+    ChannelMap,
+    Pending,
+    Shared,
+    Written,
+    author_name,
+    close_at_exit,
+    flush_loop,
+    open_store,
+    thread_ref,
+)
+from ._threads import ThreadVerbs
 
 
-def thread_ref(thread_id: str, checkpoint_ns: str = "") -> str:
-    """The ref naming the newest snapshot of a thread (namespace)."""
-    if not checkpoint_ns:
-        return ROOT_REF_PREFIX + encode_name(thread_id)
-    return f"{NS_REF_PREFIX}{encode_name(thread_id)}/{encode_name(checkpoint_ns)}"
-
-
-def _author() -> str:
-    try:
-        return f"{getpass.getuser()}@{socket.gethostname()}"
-    except Exception:
-        return "unknown"
-
-
-def open_store(path: str | os.PathLike[str] | None) -> Repo:
-    """Open (creating if missing) the store: ``path`` is a project dir or a store dir; default ./.agentsnap."""
-    if path is None and os.environ.get("AGENTSNAP_DIR"):
-        store_dir = Path(os.environ["AGENTSNAP_DIR"]).resolve()
-    else:
-        base = Path(path or ".").resolve()
-        store_dir = base if (base / "format.json").exists() or base.name == STORE_DIR else base / STORE_DIR
-    if store_dir.is_file():
-        raise AgentSnapError(f"{store_dir} is a linked worktree file; give the store directory instead")
-    try:
-        return Repo(store_dir.parent, store_dir)
-    except StoreNotFound:
-        pass
-    if store_dir.name == STORE_DIR:
-        return Repo.init(store_dir.parent)
-    LocalStore(store_dir, create=True).close()
-    repo = Repo(store_dir.parent, store_dir)
-    repo.refs.set_head(PRIMARY, "refs/heads/main", None)
-    return repo
-
-
-class _Shared:
-    """Mutable state shared by a saver and its ``with_allowlist`` clones."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.flush_lock = threading.Lock()
-        #: ref -> [(snapshot, checkpoint id, parent snapshots)] written since the last flush
-        self.pending_refs: dict[str, list[Pending]] = {}
-        self.pending_rows: list[SnapshotRow] = []
-        self.pending_seqs: list[int] = []
-        #: (thread, ns) -> (checkpoint id, snapshot, channel map) of the newest put
-        self.last: dict[tuple[str, str], tuple[str, str, ChannelMap]] = {}
-        #: (thread, ns) -> extra parent snapshot for the next put (merge_thread)
-        self.extra_parents: dict[tuple[str, str], str] = {}
-        self.cache: OrderedDict[str, bytes] = OrderedDict()
-        self.cache_bytes = 0
-        self.closed = False
-        self.wake = threading.Event()
-
-
-class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
+class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer on the agentsnap store (sync and async, all optional capabilities).
 
     Args:
@@ -166,16 +104,16 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             raise InvalidInput(f"world_root {str(world_root)!r} is not a directory")
         self.flush_interval = flush_interval
         self.cache_limit = cache_bytes
-        self._author = _author()
-        self._s = _Shared()
+        self._author = author_name()
+        self._s = Shared()
         self._recover()
         self._flusher: threading.Thread | None = None
         if flush_interval > 0:
             self._flusher = threading.Thread(
-                target=_flush_loop, args=(weakref.ref(self), self._s, flush_interval), daemon=True, name="pfsaver-flush"
+                target=flush_loop, args=(weakref.ref(self), self._s, flush_interval), daemon=True, name="pfsaver-flush"
             )
             self._flusher.start()
-        atexit.register(_close_at_exit, weakref.ref(self))
+        atexit.register(close_at_exit, weakref.ref(self))
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> PFSaver:
@@ -438,7 +376,7 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
         parents: list[str],
         meta: dict[str, Any],
         world_rec: dict[str, Any] | None,
-    ) -> _Written:
+    ) -> Written:
         objects = self.repo.objects
         state_oid = content.put_value(objects, state_doc)
         blob_ids = sorted({oid for _v, _t, oid in channels.values() if oid})
@@ -462,7 +400,7 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             "meta": {k: v for k, v in meta.items() if v is not None},
         }
         oid = objects.put(Kind.MANIFEST, pack(manifest))
-        return _Written(oid, SnapshotRow(oid, tuple(parents), now, message, "langgraph"))
+        return Written(oid, SnapshotRow(oid, tuple(parents), now, message, "langgraph"))
 
     # ------------------------------------------------------------------ writes
     def put_writes(
@@ -560,197 +498,10 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
             if limit is not None and count >= limit:
                 return
 
-    # ------------------------------------------------------------------ deletion and copies
-    def delete_thread(self, thread_id: str) -> None:
-        """Remove a thread's checkpoints, blobs and writes from the index and drop its refs.
-
-        The snapshots stay in the object store (reachable through the reflog) until ``agentsnap gc``.
-        """
-        thread_id = str(thread_id)
-        self.flush()
-        namespaces = self.index.namespaces(thread_id)
-        with self.index.tx() as db:
-            for table in ("lg_checkpoints", "lg_blobs", "lg_writes"):
-                db.execute(f"DELETE FROM {table} WHERE thread_id=?", (thread_id,))
-        with self._s.lock:
-            for key in [k for k in self._s.last if k[0] == thread_id]:
-                del self._s.last[key]
-        self._reset_refs(thread_id, namespaces)
-
-    def _reset_refs(self, thread_id: str, namespaces: Sequence[str]) -> None:
-        """Point each namespace ref of a thread at its newest remaining snapshot (or delete it)."""
-        for _attempt in range(20):
-            updates = []
-            for ns in namespaces:
-                name = thread_ref(thread_id, ns)
-                latest = self.index.latest_snapshot(thread_id, ns)
-                current = self.repo.refs.get_ref(name)
-                target = latest[1] if latest else None
-                if current != target:
-                    updates.append(RefUpdate(name, target, current))
-            if not updates:
-                return
-            try:
-                self.repo.refs.update_refs(updates, f"langgraph: reset {thread_id}")
-                return
-            except RefConflict:
-                continue
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Remove the checkpoints (and their writes) whose metadata ``run_id`` is in ``run_ids``."""
-        run_ids = [str(r) for r in run_ids]
-        if not run_ids:
-            return
-        self.flush()
-        marks = ",".join("?" * len(run_ids))
-        with self.index.tx() as db:
-            victims = db.execute(
-                f"SELECT thread_id, checkpoint_ns, checkpoint_id FROM lg_checkpoints WHERE run_id IN ({marks})", run_ids
-            ).fetchall()
-            db.executemany(
-                "DELETE FROM lg_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", victims
-            )
-            db.execute(f"DELETE FROM lg_checkpoints WHERE run_id IN ({marks})", run_ids)
-        touched: dict[str, set[str]] = {}
-        for thread_id, ns, _cid in victims:
-            touched.setdefault(thread_id, set()).add(ns)
-        with self._s.lock:
-            for thread_id, nss in touched.items():
-                for ns in nss:
-                    self._s.last.pop((thread_id, ns), None)
-        for thread_id, nss in touched.items():
-            self._reset_refs(thread_id, sorted(nss))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint (the whole parent chain, all namespaces) and write of a thread.
-
-        Each copy is a new snapshot of the target thread whose parents are the copies; channel
-        values are shared with the source (same objects).
-        """
-        self._copy(str(source_thread_id), str(target_thread_id), None)
-
-    def _copy(self, source: str, target: str, upto: str | None) -> None:
-        """Copy ``source`` to ``target``; with ``upto``, only the root chain ending at that checkpoint."""
-        if source == target:
-            raise InvalidInput("source and target thread are the same")
-        with self.index.lock:
-            rows = self.index.db.execute(
-                "SELECT checkpoint_ns, checkpoint_id, parent_id, snapshot, run_id, ckpt_type, ckpt, meta_type, meta "
-                "FROM lg_checkpoints WHERE thread_id=? ORDER BY checkpoint_ns, checkpoint_id",
-                (source,),
-            ).fetchall()
-        if upto is not None:
-            by_id = {r[1]: r for r in rows if r[0] == ""}
-            chain: set[str] = set()
-            cur: str | None = upto
-            while cur and cur in by_id and cur not in chain:
-                chain.add(cur)
-                cur = by_id[cur][2]
-            rows = [r for r in rows if r[0] != "" or r[1] in chain]
-        if not rows:
-            return
-        mapping: dict[str, str] = {}
-        queued: list[tuple[str, str, str, list[str]]] = []
-        written: list[tuple[Any, ...]] = []
-        snap_rows: list[SnapshotRow] = []
-        for ns, cid, parent_id, snap, run_id, ctype, ckpt, mtype, meta in rows:
-            manifest = self.repo.manifest(snap)
-            doc = content.get_value(self.repo.objects, manifest["layers"]["state"]["content"], "langgraph state")
-            doc["thread_id"] = target
-            parents = [mapping.get(p, p) for p in manifest["parents"]]
-            channels = {ch: tuple(v) for ch, v in doc["channels"].items()}
-            new_meta = dict(manifest.get("meta", {}), thread_id=target)
-            new = self._write_snapshot(doc, channels, parents, new_meta, manifest["layers"].get("world"))
-            mapping[snap] = new.id
-            queued.append((thread_ref(target, ns), new.id, cid, parents))
-            written.append((target, ns, cid, parent_id, new.id, run_id, ctype, ckpt, mtype, meta))
-            snap_rows.append(new.row)
-        copied_ids = {(r[0], r[1]) for r in rows}
-        with self.index.tx() as db:
-            db.executemany(
-                "INSERT OR REPLACE INTO lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, "
-                "run_id, ckpt_type, ckpt, meta_type, meta, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
-                written,
-            )
-            db.execute(
-                "INSERT OR REPLACE INTO lg_blobs SELECT ?, checkpoint_ns, channel, version, type, oid "
-                "FROM lg_blobs WHERE thread_id=?",
-                (target, source),
-            )
-            writes = db.execute(
-                "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path FROM lg_writes "
-                "WHERE thread_id=?",
-                (source,),
-            ).fetchall()
-            db.executemany(
-                "INSERT OR REPLACE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)",
-                [(target, *w) for w in writes if (w[0], w[1]) in copied_ids],
-            )
-            seqs = [
-                r[0]
-                for r in db.execute("SELECT seq FROM lg_checkpoints WHERE thread_id=? AND flushed=0", (target,)).fetchall()
-            ]
-        with self._s.lock:
-            self._s.pending_rows.extend(snap_rows)
-            self._s.pending_seqs.extend(seqs)
-            for item in queued:
-                self._queue(*item)
-        self.flush()
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest``: keep only the newest checkpoint per namespace (its snapshot re-rooted);
-        ``delete``: remove the threads. Not safe for graphs using ``DeltaChannel`` (beta)."""
-        if strategy not in ("keep_latest", "delete"):
-            raise InvalidInput(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
-        for thread_id in thread_ids:
-            if strategy == "delete":
-                self.delete_thread(thread_id)
-            else:
-                self._keep_latest(str(thread_id))
-
-    def _keep_latest(self, thread_id: str) -> None:
-        self.flush()
-        for ns in self.index.namespaces(thread_id):
-            row = self.index.get_row(thread_id, ns, None)
-            if row is None:
-                continue
-            cid, snap = row[2], row[4]
-            manifest = self.repo.manifest(snap)
-            doc = content.get_value(self.repo.objects, manifest["layers"]["state"]["content"], "langgraph state")
-            doc["parent_checkpoint_id"] = None
-            channels = {ch: tuple(v) for ch, v in doc["channels"].items()}
-            new = self._write_snapshot(doc, channels, [], dict(manifest.get("meta", {})), manifest["layers"].get("world"))
-            keep_versions = [(ch, v[0]) for ch, v in channels.items()]
-            with self.index.tx() as db:
-                db.execute(
-                    "DELETE FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<>?", (thread_id, ns, cid)
-                )
-                db.execute(
-                    "DELETE FROM lg_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<>?", (thread_id, ns, cid)
-                )
-                db.execute(
-                    "UPDATE lg_checkpoints SET snapshot=?, parent_id=NULL, flushed=0 WHERE thread_id=? AND checkpoint_ns=?",
-                    (new.id, thread_id, ns),
-                )
-                blobs = db.execute(
-                    "SELECT channel, version FROM lg_blobs WHERE thread_id=? AND checkpoint_ns=?", (thread_id, ns)
-                ).fetchall()
-                drop = set(blobs) - set(keep_versions)
-                db.executemany(
-                    "DELETE FROM lg_blobs WHERE thread_id=? AND checkpoint_ns=? AND channel=? AND version=?",
-                    [(thread_id, ns, ch, v) for ch, v in drop],
-                )
-                seq = db.execute(
-                    "SELECT seq FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=?", (thread_id, ns)
-                ).fetchone()[0]
-            with self._s.lock:
-                self._s.last.pop((thread_id, ns), None)
-                self._s.pending_rows.append(new.row)
-                self._s.pending_seqs.append(seq)
-                self._queue(thread_ref(thread_id, ns), new.id, cid, [])
-        self.flush()
-
-    # ------------------------------------------------------------------ async (direct: all work is local)
+    # ------------------------------------------------------------------ async
+    # The async methods call the sync ones directly: every operation is a few local file writes and
+    # SQLite statements (the group commit's fsyncs run on the flush thread), so a thread hop would cost
+    # more than it saves. With ``world_root`` a put scans a directory and runs in a worker thread.
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
 
@@ -772,6 +523,8 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        if self.world_root is not None:  # scanning the directory may take a while: keep the event loop free
+            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
         return self.put(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -800,129 +553,4 @@ class PFSaver(BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncCon
         else:
             number = int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
-
-    # ------------------------------------------------------------------ agentsnap verbs on threads
-    def snapshot_id(self, config: RunnableConfig) -> str:
-        """The agentsnap snapshot id of the checkpoint ``config`` names (or the thread's newest)."""
-        conf = config["configurable"]
-        row = self.index.get_row(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "", get_checkpoint_id(config))
-        if row is None:
-            raise UnknownSnapshot(f"LangGraph checkpoint {conf.get('thread_id')}/{conf.get('checkpoint_id', 'latest')}")
-        return row[4]
-
-    def restore_world(self, config: RunnableConfig, *, to: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-        """Make ``world_root`` (or the empty directory ``to``) equal the files captured with a checkpoint."""
-        snap = self.repo.get(self.snapshot_id(config))
-        rec = snap.layers.get("world")
-        if rec is None:
-            raise AgentSnapError(
-                f"checkpoint snapshot {snap.id[:12]} has no files: create the saver with PFSaver(world_root=...)"
-            )
-        if to is not None:
-            dest = Path(to).resolve()
-            if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-                from agentsnap.errors import TargetNotEmpty
-
-                raise TargetNotEmpty(str(to))
-            dest.mkdir(parents=True, exist_ok=True)
-            entries = world.load_tree(self.repo.objects, rec["tree"])
-            world.materialize(self.repo.objects, dest, entries, [], False, None, None)
-            return {"id": snap.id, "to": str(dest)}
-        if self.world_root is None:
-            raise InvalidInput("this saver has no world_root; pass to=<empty directory>")
-        pm = get_plugin_manager()
-        context = {"repo": self.repo, "pm": pm, "allow_external_symlinks": False, "paths": None}
-        changes = pm.hook.agentsnap_restore_world(root=str(self.world_root), world=rec, context=context)
-        return {"id": snap.id, "changes": changes}
-
-    def fork_thread(
-        self,
-        config: RunnableConfig,
-        n: int = 2,
-        *,
-        prefix: str | None = None,
-        worktrees: str | os.PathLike[str] | None = None,
-    ) -> list[RunnableConfig]:
-        """Copy the checkpoint ``config`` names (with its ancestors and writes) into ``n`` new threads.
-
-        Returns the new threads' configs; invoking the graph with one resumes from that checkpoint.
-        With ``worktrees`` (and a saver made with ``world_root``), each fork's files are written to
-        ``worktrees/<new thread id>``.
-        """
-        if n < 1 or n > 10_000:
-            raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
-        conf = config["configurable"]
-        thread_id = str(conf["thread_id"])
-        row = self.index.get_row(thread_id, "", get_checkpoint_id(config))
-        if row is None:
-            raise UnknownSnapshot(f"LangGraph checkpoint {thread_id}/{conf.get('checkpoint_id', 'latest')}")
-        base = prefix or f"{thread_id}-fork"
-        existing = set(self.index.thread_ids())
-        names: list[str] = []
-        i = 1
-        while len(names) < n:
-            name = f"{base}-{i}"
-            if name not in existing:
-                names.append(name)
-            i += 1
-        out: list[RunnableConfig] = []
-        for name in names:
-            self._copy(thread_id, name, row[2])
-            cfg: RunnableConfig = {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
-            if worktrees is not None:
-                self.restore_world({"configurable": {"thread_id": name, "checkpoint_ns": ""}}, to=Path(worktrees) / name)
-            out.append(cfg)
-        return out
-
-    def merge_thread(
-        self,
-        graph: Any,
-        target: RunnableConfig,
-        source: RunnableConfig,
-        *,
-        as_node: str | None = None,
-        prefer: str | None = None,
-    ) -> RunnableConfig:
-        """Merge ``source``'s changes since the common checkpoint into thread ``target``.
-
-        See :func:`agentsnap_langgraph.merge.merge_thread`; the resulting checkpoint's snapshot has
-        both threads' snapshots as parents.
-        """
-        from .merge import merge_thread
-
-        return merge_thread(self, graph, target, source, as_node=as_node, prefer=prefer)
-
-
-class _Written:
-    __slots__ = ("id", "row")
-
-    def __init__(self, oid: str, row: SnapshotRow) -> None:
-        self.id, self.row = oid, row
-
-
-def _flush_loop(ref: weakref.ReferenceType[PFSaver], shared: _Shared, interval: float) -> None:
-    while not shared.closed:
-        shared.wake.wait(interval)
-        saver = ref()
-        if saver is None or shared.closed:
-            return
-        try:
-            saver.flush()
-        except Exception:  # a failed flush is retried on the next tick and surfaces on close()
-            pass
-        del saver
-
-
-def _close_at_exit(ref: weakref.ReferenceType[PFSaver]) -> None:
-    saver = ref()
-    if saver is not None:
-        try:
-            saver.close()
-        except Exception:
-            pass
-
-
-def new_checkpoint_id() -> str:
-    """A fresh LangGraph checkpoint id (uuid6, sortable)."""
-    return str(uuid6(clock_seq=random.randint(0, 1 << 13)))
 

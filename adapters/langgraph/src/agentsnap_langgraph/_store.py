@@ -1,0 +1,126 @@
+"""Store plumbing shared by the saver's modules: ref names, opening the store, shared mutable state."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import socket
+import threading
+import weakref
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentsnap.errors import AgentSnapError, StoreNotFound
+from agentsnap.localstore import LocalStore
+from agentsnap.repo import PRIMARY, STORE_DIR, Repo
+from agentsnap.store import SnapshotRow
+
+if TYPE_CHECKING:
+    from .saver import PFSaver
+
+STATE_FORMAT = "agentsnap-langgraph-checkpoint"
+STATE_VERSION = 1
+INDEX_FILE = "langgraph.sqlite"
+ROOT_REF_PREFIX = "refs/heads/langgraph/"
+NS_REF_PREFIX = "refs/langgraph-ns/"
+_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+
+Pending = tuple[str, str, tuple[str, ...]]
+ChannelMap = dict[str, tuple[str, str, str | None]]  # channel -> (version key, type, object id)
+
+
+def encode_name(value: str) -> str:
+    """A thread id or namespace as one ref-name component (hex-escaped with '@' when unsafe)."""
+    if _SAFE.match(value) and ".." not in value and not value.endswith(".lock") and len(value) <= 200:
+        return value
+    return "@" + value.encode().hex()
+
+
+def thread_ref(thread_id: str, checkpoint_ns: str = "") -> str:
+    """The ref naming the newest snapshot of a thread (namespace)."""
+    if not checkpoint_ns:
+        return ROOT_REF_PREFIX + encode_name(thread_id)
+    return f"{NS_REF_PREFIX}{encode_name(thread_id)}/{encode_name(checkpoint_ns)}"
+
+
+def author_name() -> str:
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:
+        return "unknown"
+
+
+def open_store(path: str | os.PathLike[str] | None) -> Repo:
+    """Open (creating if missing) the store: ``path`` is a project dir or a store dir; default ./.agentsnap."""
+    if path is None and os.environ.get("AGENTSNAP_DIR"):
+        store_dir = Path(os.environ["AGENTSNAP_DIR"]).resolve()
+    else:
+        base = Path(path or ".").resolve()
+        store_dir = base if (base / "format.json").exists() or base.name == STORE_DIR else base / STORE_DIR
+    if store_dir.is_file():
+        raise AgentSnapError(f"{store_dir} is a linked worktree file; give the store directory instead")
+    try:
+        return Repo(store_dir.parent, store_dir)
+    except StoreNotFound:
+        pass
+    if store_dir.name == STORE_DIR:
+        return Repo.init(store_dir.parent)
+    LocalStore(store_dir, create=True).close()
+    repo = Repo(store_dir.parent, store_dir)
+    repo.refs.set_head(PRIMARY, "refs/heads/main", None)
+    return repo
+
+
+class Shared:
+    """Mutable state shared by a saver and its ``with_allowlist`` clones."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.flush_lock = threading.Lock()
+        #: ref -> [(snapshot, checkpoint id, parent snapshots)] written since the last flush
+        self.pending_refs: dict[str, list[Pending]] = {}
+        self.pending_rows: list[SnapshotRow] = []
+        self.pending_seqs: list[int] = []
+        #: (thread, ns) -> (checkpoint id, snapshot, channel map) of the newest put
+        self.last: dict[tuple[str, str], tuple[str, str, ChannelMap]] = {}
+        #: (thread, ns) -> extra parent snapshot for the next put (merge_thread)
+        self.extra_parents: dict[tuple[str, str], str] = {}
+        self.cache: OrderedDict[str, bytes] = OrderedDict()
+        self.cache_bytes = 0
+        self.closed = False
+        self.wake = threading.Event()
+
+
+
+class Written:
+    """A snapshot just written: its id and its row for the core snapshot index."""
+
+    __slots__ = ("id", "row")
+
+    def __init__(self, oid: str, row: SnapshotRow) -> None:
+        self.id, self.row = oid, row
+
+
+def flush_loop(ref: weakref.ReferenceType[PFSaver], shared: Shared, interval: float) -> None:
+    """The background group commit: flush every ``interval`` seconds until the saver closes."""
+    while not shared.closed:
+        shared.wake.wait(interval)
+        saver = ref()
+        if saver is None or shared.closed:
+            return
+        try:
+            saver.flush()
+        except Exception:  # a failed flush keeps its work queued; it is retried and surfaces on close()
+            pass
+        del saver
+
+
+def close_at_exit(ref: weakref.ReferenceType[PFSaver]) -> None:
+    saver = ref()
+    if saver is not None:
+        try:
+            saver.close()
+        except Exception:
+            pass

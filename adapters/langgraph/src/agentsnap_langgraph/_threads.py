@@ -1,0 +1,327 @@
+"""Thread-level verbs of :class:`~agentsnap_langgraph.saver.PFSaver`: delete, copy, prune, fork, merge, files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentsnap import content, world
+from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty, UnknownSnapshot
+from agentsnap.plugins import get_plugin_manager
+from agentsnap.store import RefUpdate, SnapshotRow
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import get_checkpoint_id
+
+from ._store import ChannelMap, thread_ref
+
+if TYPE_CHECKING:
+    from agentsnap.repo import Repo
+
+    from ._index import CheckpointIndex
+    from ._store import Shared, Written
+
+
+class ThreadVerbs:
+    """Mixed into PFSaver; the methods use its store, index and flush queue."""
+
+    if TYPE_CHECKING:
+        repo: Repo
+        index: CheckpointIndex
+        world_root: Path | None
+        _s: Shared
+
+        def flush(self) -> None: ...
+
+        def _queue(self, ref: str, snap: str, cid: str, parents: Sequence[str]) -> None: ...
+
+        def _write_snapshot(
+            self,
+            state_doc: dict[str, Any],
+            channels: ChannelMap,
+            parents: list[str],
+            meta: dict[str, Any],
+            world_rec: dict[str, Any] | None,
+        ) -> Written: ...
+
+    # ------------------------------------------------------------------ deletion and copies
+    def delete_thread(self, thread_id: str) -> None:
+        """Remove a thread's checkpoints, blobs and writes from the index and drop its refs.
+
+        The snapshots stay in the object store (reachable through the reflog) until ``agentsnap gc``.
+        """
+        thread_id = str(thread_id)
+        self.flush()
+        namespaces = self.index.namespaces(thread_id)
+        with self.index.tx() as db:
+            for table in ("lg_checkpoints", "lg_blobs", "lg_writes"):
+                db.execute(f"DELETE FROM {table} WHERE thread_id=?", (thread_id,))
+        with self._s.lock:
+            for key in [k for k in self._s.last if k[0] == thread_id]:
+                del self._s.last[key]
+        self._reset_refs(thread_id, namespaces)
+
+    def _reset_refs(self, thread_id: str, namespaces: Sequence[str]) -> None:
+        """Point each namespace ref of a thread at its newest remaining snapshot (or delete it)."""
+        for _attempt in range(20):
+            updates = []
+            for ns in namespaces:
+                name = thread_ref(thread_id, ns)
+                latest = self.index.latest_snapshot(thread_id, ns)
+                current = self.repo.refs.get_ref(name)
+                target = latest[1] if latest else None
+                if current != target:
+                    updates.append(RefUpdate(name, target, current))
+            if not updates:
+                return
+            try:
+                self.repo.refs.update_refs(updates, f"langgraph: reset {thread_id}")
+                return
+            except RefConflict:
+                continue
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints (and their writes) whose metadata ``run_id`` is in ``run_ids``."""
+        run_ids = [str(r) for r in run_ids]
+        if not run_ids:
+            return
+        self.flush()
+        marks = ",".join("?" * len(run_ids))
+        with self.index.tx() as db:
+            victims = db.execute(
+                f"SELECT thread_id, checkpoint_ns, checkpoint_id FROM lg_checkpoints WHERE run_id IN ({marks})", run_ids
+            ).fetchall()
+            db.executemany(
+                "DELETE FROM lg_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", victims
+            )
+            db.execute(f"DELETE FROM lg_checkpoints WHERE run_id IN ({marks})", run_ids)
+        touched: dict[str, set[str]] = {}
+        for thread_id, ns, _cid in victims:
+            touched.setdefault(thread_id, set()).add(ns)
+        with self._s.lock:
+            for thread_id, nss in touched.items():
+                for ns in nss:
+                    self._s.last.pop((thread_id, ns), None)
+        for thread_id, nss in touched.items():
+            self._reset_refs(thread_id, sorted(nss))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint (the whole parent chain, all namespaces) and write of a thread.
+
+        Each copy is a new snapshot of the target thread whose parents are the copies; channel
+        values are shared with the source (same objects).
+        """
+        self._copy(str(source_thread_id), str(target_thread_id), None)
+
+    def _copy(self, source: str, target: str, upto: str | None) -> None:
+        """Copy ``source`` to ``target``; with ``upto``, only the root chain ending at that checkpoint."""
+        if source == target:
+            raise InvalidInput("source and target thread are the same")
+        with self.index.lock:
+            rows = self.index.db.execute(
+                "SELECT checkpoint_ns, checkpoint_id, parent_id, snapshot, run_id, ckpt_type, ckpt, meta_type, meta "
+                "FROM lg_checkpoints WHERE thread_id=? ORDER BY checkpoint_ns, checkpoint_id",
+                (source,),
+            ).fetchall()
+        if upto is not None:
+            by_id = {r[1]: r for r in rows if r[0] == ""}
+            chain: set[str] = set()
+            cur: str | None = upto
+            while cur and cur in by_id and cur not in chain:
+                chain.add(cur)
+                cur = by_id[cur][2]
+            rows = [r for r in rows if r[0] != "" or r[1] in chain]
+        if not rows:
+            return
+        mapping: dict[str, str] = {}
+        queued: list[tuple[str, str, str, list[str]]] = []
+        written: list[tuple[Any, ...]] = []
+        snap_rows: list[SnapshotRow] = []
+        for ns, cid, parent_id, snap, run_id, ctype, ckpt, mtype, meta in rows:
+            manifest = self.repo.manifest(snap)
+            doc = content.get_value(self.repo.objects, manifest["layers"]["state"]["content"], "langgraph state")
+            doc["thread_id"] = target
+            parents = [mapping.get(p, p) for p in manifest["parents"]]
+            channels = {ch: tuple(v) for ch, v in doc["channels"].items()}
+            new_meta = dict(manifest.get("meta", {}), thread_id=target)
+            new = self._write_snapshot(doc, channels, parents, new_meta, manifest["layers"].get("world"))
+            mapping[snap] = new.id
+            queued.append((thread_ref(target, ns), new.id, cid, parents))
+            written.append((target, ns, cid, parent_id, new.id, run_id, ctype, ckpt, mtype, meta))
+            snap_rows.append(new.row)
+        copied_ids = {(r[0], r[1]) for r in rows}
+        with self.index.tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, "
+                "run_id, ckpt_type, ckpt, meta_type, meta, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
+                written,
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO lg_blobs SELECT ?, checkpoint_ns, channel, version, type, oid "
+                "FROM lg_blobs WHERE thread_id=?",
+                (target, source),
+            )
+            writes = db.execute(
+                "SELECT checkpoint_ns, checkpoint_id, task_id, idx, channel, type, value, task_path FROM lg_writes "
+                "WHERE thread_id=?",
+                (source,),
+            ).fetchall()
+            db.executemany(
+                "INSERT OR REPLACE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)",
+                [(target, *w) for w in writes if (w[0], w[1]) in copied_ids],
+            )
+            seqs = [
+                r[0]
+                for r in db.execute("SELECT seq FROM lg_checkpoints WHERE thread_id=? AND flushed=0", (target,)).fetchall()
+            ]
+        with self._s.lock:
+            self._s.pending_rows.extend(snap_rows)
+            self._s.pending_seqs.extend(seqs)
+            for item in queued:
+                self._queue(*item)
+        self.flush()
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep only the newest checkpoint per namespace (its snapshot re-rooted);
+        ``delete``: remove the threads. Not safe for graphs using ``DeltaChannel`` (beta)."""
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidInput(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+            else:
+                self._keep_latest(str(thread_id))
+
+    def _keep_latest(self, thread_id: str) -> None:
+        self.flush()
+        for ns in self.index.namespaces(thread_id):
+            row = self.index.get_row(thread_id, ns, None)
+            if row is None:
+                continue
+            cid, snap = row[2], row[4]
+            manifest = self.repo.manifest(snap)
+            doc = content.get_value(self.repo.objects, manifest["layers"]["state"]["content"], "langgraph state")
+            doc["parent_checkpoint_id"] = None
+            channels = {ch: tuple(v) for ch, v in doc["channels"].items()}
+            new = self._write_snapshot(doc, channels, [], dict(manifest.get("meta", {})), manifest["layers"].get("world"))
+            keep_versions = [(ch, v[0]) for ch, v in channels.items()]
+            with self.index.tx() as db:
+                db.execute(
+                    "DELETE FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<>?", (thread_id, ns, cid)
+                )
+                db.execute(
+                    "DELETE FROM lg_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<>?", (thread_id, ns, cid)
+                )
+                db.execute(
+                    "UPDATE lg_checkpoints SET snapshot=?, parent_id=NULL, flushed=0 WHERE thread_id=? AND checkpoint_ns=?",
+                    (new.id, thread_id, ns),
+                )
+                blobs = db.execute(
+                    "SELECT channel, version FROM lg_blobs WHERE thread_id=? AND checkpoint_ns=?", (thread_id, ns)
+                ).fetchall()
+                drop = set(blobs) - set(keep_versions)
+                db.executemany(
+                    "DELETE FROM lg_blobs WHERE thread_id=? AND checkpoint_ns=? AND channel=? AND version=?",
+                    [(thread_id, ns, ch, v) for ch, v in drop],
+                )
+                seq = db.execute(
+                    "SELECT seq FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=?", (thread_id, ns)
+                ).fetchone()[0]
+            with self._s.lock:
+                self._s.last.pop((thread_id, ns), None)
+                self._s.pending_rows.append(new.row)
+                self._s.pending_seqs.append(seq)
+                self._queue(thread_ref(thread_id, ns), new.id, cid, [])
+        self.flush()
+
+    # ------------------------------------------------------------------ agentsnap verbs on threads
+    def snapshot_id(self, config: RunnableConfig) -> str:
+        """The agentsnap snapshot id of the checkpoint ``config`` names (or the thread's newest)."""
+        conf = config["configurable"]
+        row = self.index.get_row(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "", get_checkpoint_id(config))
+        if row is None:
+            raise UnknownSnapshot(f"LangGraph checkpoint {conf.get('thread_id')}/{conf.get('checkpoint_id', 'latest')}")
+        return row[4]
+
+    def restore_world(self, config: RunnableConfig, *, to: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+        """Make ``world_root`` (or the empty directory ``to``) equal the files captured with a checkpoint."""
+        snap = self.repo.get(self.snapshot_id(config))
+        rec = snap.layers.get("world")
+        if rec is None:
+            raise AgentSnapError(
+                f"checkpoint snapshot {snap.id[:12]} has no files: create the saver with PFSaver(world_root=...)"
+            )
+        if to is not None:
+            dest = Path(to).resolve()
+            if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+                raise TargetNotEmpty(str(to))
+            dest.mkdir(parents=True, exist_ok=True)
+            entries = world.load_tree(self.repo.objects, rec["tree"])
+            world.materialize(self.repo.objects, dest, entries, [], False, None, None)
+            return {"id": snap.id, "to": str(dest)}
+        if self.world_root is None:
+            raise InvalidInput("this saver has no world_root; pass to=<empty directory>")
+        pm = get_plugin_manager()
+        context = {"repo": self.repo, "pm": pm, "allow_external_symlinks": False, "paths": None}
+        changes = pm.hook.agentsnap_restore_world(root=str(self.world_root), world=rec, context=context)
+        return {"id": snap.id, "changes": changes}
+
+    def fork_thread(
+        self,
+        config: RunnableConfig,
+        n: int = 2,
+        *,
+        prefix: str | None = None,
+        worktrees: str | os.PathLike[str] | None = None,
+    ) -> list[RunnableConfig]:
+        """Copy the checkpoint ``config`` names (with its ancestors and writes) into ``n`` new threads.
+
+        Returns the new threads' configs; invoking the graph with one resumes from that checkpoint.
+        With ``worktrees`` (and a saver made with ``world_root``), each fork's files are written to
+        ``worktrees/<new thread id>``.
+        """
+        if n < 1 or n > 10_000:
+            raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
+        conf = config["configurable"]
+        thread_id = str(conf["thread_id"])
+        row = self.index.get_row(thread_id, "", get_checkpoint_id(config))
+        if row is None:
+            raise UnknownSnapshot(f"LangGraph checkpoint {thread_id}/{conf.get('checkpoint_id', 'latest')}")
+        base = prefix or f"{thread_id}-fork"
+        existing = set(self.index.thread_ids())
+        names: list[str] = []
+        i = 1
+        while len(names) < n:
+            name = f"{base}-{i}"
+            if name not in existing:
+                names.append(name)
+            i += 1
+        out: list[RunnableConfig] = []
+        for name in names:
+            self._copy(thread_id, name, row[2])
+            cfg: RunnableConfig = {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
+            if worktrees is not None:
+                self.restore_world({"configurable": {"thread_id": name, "checkpoint_ns": ""}}, to=Path(worktrees) / name)
+            out.append(cfg)
+        return out
+
+    def merge_thread(
+        self,
+        graph: Any,
+        target: RunnableConfig,
+        source: RunnableConfig,
+        *,
+        as_node: str | None = None,
+        prefer: str | None = None,
+    ) -> RunnableConfig:
+        """Merge ``source``'s changes since the common checkpoint into thread ``target``.
+
+        See :func:`agentsnap_langgraph.merge.merge_thread`; the resulting checkpoint's snapshot has
+        both threads' snapshots as parents.
+        """
+        from .merge import merge_thread
+
+        return merge_thread(self, graph, target, source, as_node=as_node, prefer=prefer)
+
+

@@ -1,0 +1,123 @@
+"""Checkpoint throughput of one LangGraph workload with PFSaver, InMemorySaver and AsyncSqliteSaver.
+
+Run: ``python benchmarks/langgraph_bench.py [--threads 40] [--steps 12] [--rounds 3]`` in an environment
+with agentsnap-langgraph and langgraph-checkpoint-sqlite installed (``nox -s langgraph`` makes one:
+``.nox/langgraph-lg-1-2/bin/python benchmarks/langgraph_bench.py``).
+
+The workload: a StateGraph whose two nodes take turns appending a message and bumping counters
+until ``steps`` super-steps ran, over ``threads`` threads run one after another with ``ainvoke``
+(LangGraph's default durability). Every saver writes to a file-backed store in its own temporary
+directory, except InMemorySaver. Each round runs every saver once, in rotating order; the best
+round counts. Printed: checkpoints per second and the ratio against AsyncSqliteSaver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import operator
+import os
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from agentsnap_langgraph import PFSaver
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+
+class State(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    count: int
+    log: Annotated[list[str], operator.add]
+
+
+def build(checkpointer: Any, steps: int) -> Any:
+    def think(state: State) -> dict[str, Any]:
+        n = state.get("count", 0)
+        return {"messages": [AIMessage(content=f"thought {n}: " + "lorem ipsum " * 16, id=f"t{n}")], "count": n + 1}
+
+    def act(state: State) -> dict[str, Any]:
+        return {"log": [f"acted at {state['count']}"], "count": state["count"] + 1}
+
+    builder = StateGraph(State)
+    builder.add_node("think", think)
+    builder.add_node("act", act)
+    builder.add_edge(START, "think")
+    builder.add_edge("think", "act")
+    builder.add_conditional_edges("act", lambda s: END if s["count"] >= steps else "think", ["think", END])
+    return builder.compile(checkpointer=checkpointer)
+
+
+async def workload(checkpointer: Any, threads: int, steps: int) -> int:
+    graph = build(checkpointer, steps)
+    for t in range(threads):
+        cfg = {"configurable": {"thread_id": f"bench-{t}"}, "recursion_limit": steps * 4}
+        await graph.ainvoke({"messages": [HumanMessage(content="go", id="h")]}, cfg)
+    stored = 0
+    for t in range(threads):
+        async for _ in graph.aget_state_history({"configurable": {"thread_id": f"bench-{t}"}}):
+            stored += 1
+    return stored
+
+
+async def run_memory(threads: int, steps: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    n = await workload(InMemorySaver(), threads, steps)
+    return time.perf_counter() - start, n
+
+
+async def run_sqlite(threads: int, steps: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory(prefix="bench-sqlite-") as d:
+        start = time.perf_counter()
+        async with AsyncSqliteSaver.from_conn_string(os.path.join(d, "checkpoints.sqlite")) as saver:
+            n = await workload(saver, threads, steps)
+        return time.perf_counter() - start, n
+
+
+async def run_pfsaver(threads: int, steps: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory(prefix="bench-pfsaver-") as d:
+        start = time.perf_counter()
+        with PFSaver(d) as saver:
+            n = await workload(saver, threads, steps)
+        elapsed = time.perf_counter() - start  # includes the final flush (objects durable, refs moved)
+        return elapsed, n
+
+
+SAVERS: dict[str, Callable[[int, int], Awaitable[tuple[float, int]]]] = {
+    "PFSaver": run_pfsaver,
+    "InMemorySaver": run_memory,
+    "AsyncSqliteSaver": run_sqlite,
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=40)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    best: dict[str, tuple[float, int]] = {}
+    names = list(SAVERS)
+    for r in range(args.rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            elapsed, n = asyncio.run(SAVERS[name](args.threads, args.steps))
+            if name not in best or elapsed < best[name][0]:
+                best[name] = (elapsed, n)
+    counts = {n for _, n in best.values()}
+    assert len(counts) == 1, f"savers stored different numbers of checkpoints: {best}"
+    peer = best["AsyncSqliteSaver"][0]
+    print(f"workload: {args.threads} threads x {args.steps} steps = {counts.pop()} checkpoints, best of {args.rounds}")
+    print(f"{'saver':<18}{'seconds':>10}{'checkpoints/s':>16}{'vs AsyncSqliteSaver':>22}")
+    for name in names:
+        elapsed, n = best[name]
+        print(f"{name:<18}{elapsed:>10.3f}{n / elapsed:>16.0f}{peer / elapsed:>21.2f}x")
+
+
+if __name__ == "__main__":
+    main()
