@@ -177,3 +177,16 @@ def test_symlink_then_file_through_it_is_refused(work: Path, tmp_path: Path) -> 
 def test_cli_runner_in_process(work: Path) -> None:
     res = CliRunner().invoke(main, ["-C", str(work), "snapshot", "-m", "x", "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["message"] == "x"
+
+
+def test_log_graph_draws_forks_joining_their_base(work: Path) -> None:
+    base = run(work, "snapshot", "-m", "base")[1].strip()
+    run(work, "fork", base[:8], "-n", "2", "--worktrees", str(work.parent / "wt"))
+    for i in (1, 2):
+        run(work.parent / "wt" / f"attempt-{i}", "snapshot", "-m", f"variant {i}")
+    lines = run(work, "log", "--all", "--graph")[1].splitlines()
+    shapes = [line.split(" ", 2)[0] + (" " + line.split(" ", 2)[1] if line.startswith("|") else "") for line in lines]
+    assert shapes[0].startswith("*") and "variant" in lines[0]
+    assert lines[1].startswith("| *") and lines[2] == "|/"
+    assert lines[-1].startswith("* ") and "base" in lines[-1]
+    assert len(shapes) == len(lines)

@@ -181,31 +181,34 @@ def _labels(repo: Repo) -> dict[str, list[str]]:
 
 
 def _graph_lines(snaps: list[Snapshot]) -> list[tuple[str, Snapshot | None]]:
-    """A compact lane drawing: one column per line of descent, '*' marks the snapshot."""
-    lanes: list[str | None] = []
+    """A git-like lane drawing: one column per line of descent, '*' marks the snapshot.
+
+    A lane that reaches a parent already drawn in another lane joins it with ``|/``; a merge
+    opens a lane for its second parent with ``|\\``.
+    """
+    lanes: list[str] = []
     out: list[tuple[str, Snapshot | None]] = []
     for s in snaps:
         if s.id not in lanes:
             lanes.append(s.id)
         col = lanes.index(s.id)
-        out.append(("".join("* " if i == col else ("| " if x else "  ") for i, x in enumerate(lanes)), s))
+        out.append(("".join("* " if i == col else "| " for i in range(len(lanes))), s))
         parents = s.parents
-        lanes[col] = parents[0] if parents and parents[0] not in lanes else None
-        added = False
+        opened = False
+        if parents and parents[0] not in lanes:
+            lanes[col] = parents[0]
+        else:
+            del lanes[col]
+            if parents and col < len(lanes):  # the lanes to the right shift left into this one
+                out.append(("| " * col + "|/" + " /" * (len(lanes) - col - 1), None))
+            elif parents and col > 0:  # this lane joins the one on its left
+                out.append(("| " * (col - 1) + "|/", None))
         for p in parents[1:]:
             if p not in lanes:
-                lanes.insert(col + 1, p)
-                added = True
-        # lanes that now wait for the same parent collapse
-        dup = [i for i, x in enumerate(lanes) if x is not None and lanes.index(x) != i]
-        for i in reversed(dup):
-            lanes[i] = None
-        while lanes and lanes[-1] is None:
-            lanes.pop()
-        if added:
-            out.append(("".join("|\\" if i == col else "| " for i in range(len(lanes))), None))
-        elif dup:
-            out.append(("".join("|/" if i == dup[0] - 1 else "| " for i in range(len(lanes))), None))
+                lanes.insert(min(col + 1, len(lanes)), p)
+                opened = True
+        if opened:
+            out.append(("".join("|\\" if i == col else "| " for i in range(len(lanes) - 1)).rstrip(), None))
     return out
 
 
