@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -579,3 +580,69 @@ def test_merge_flags_an_irreversible_effect_that_ran_on_both_branches(repo: Repo
     notes = [e for e in Ledger.for_repo(repo).sync().entries if e.get("note") == "ran-on-both"]
     assert notes and notes[0]["other"] == "main/1/send_email#0"
     assert len(outbox.emails()) == 2
+
+
+def test_parallel_calls_of_one_tool_match_their_recorded_calls_in_any_order(repo: Repo, tmp_path: Path) -> None:
+    """Tools run in parallel may finish in another order after a restore: calls match by arguments first."""
+    outbox = Outbox(tmp_path / "o.jsonl")
+    fx = Effects(repo)
+
+    @effect(session=fx, name="send_email")
+    def send_email(to: str, body: str) -> dict[str, Any]:
+        return outbox.send(to, body)
+
+    with fx.step(3):
+        a, b = send_email("ann", "A"), send_email("bob", "B")
+    with Effects(repo).step(3) as again:
+        guarded = effect(send_email.__wrapped__, session=again, name="send_email")
+        assert guarded("bob", "B") == b and guarded("ann", "A") == a
+        assert again.divergences == [] and [s for s, _ in again.events] == ["replayed", "replayed"]
+    assert len(outbox.emails()) == 2
+
+
+def test_a_call_running_in_another_process_is_reported_in_flight_not_rerun(repo: Repo, tmp_path: Path) -> None:
+    outbox = Outbox(tmp_path / "o.jsonl")
+    started, release = tmp_path / "started", tmp_path / "release"
+    code = textwrap.dedent(
+        """
+        import sys, time, pathlib
+        from agentsnap import Repo
+        from agentsnap.effects import Effects, effect
+        from agentsnap.testing.effects import Outbox
+        repo = Repo.open(sys.argv[1]); fx = Effects(repo); box = Outbox(sys.argv[2])
+        started, release = pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
+        @effect(session=fx)
+        def send_email(to, body):
+            started.write_text("1")
+            while not release.exists():
+                time.sleep(0.01)
+            return box.send(to, body)
+        with fx.step(0):
+            send_email("bob", "hi")
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    child = subprocess.Popen([sys.executable, "-c", code, str(repo.root), str(outbox.path), str(started), str(release)], env=env)
+    try:
+        for _ in range(30000):
+            if started.exists() or child.poll() is not None:
+                break
+            time.sleep(0.01)
+        assert started.exists()
+        fx = Effects(repo)
+
+        @effect(session=fx)
+        def send_email(to: str, body: str) -> dict[str, Any]:
+            return outbox.send(to, body)
+
+        with fx.step(0), pytest.raises(EffectInDoubt) as err:
+            send_email("bob", "hi")
+        assert err.value.in_flight and "running right now" in str(err.value)
+        release.write_text("go")
+        assert child.wait(timeout=300) == 0
+        with Effects(repo).step(0) as again:
+            assert effect(send_email.__wrapped__, session=again, name="send_email")("bob", "hi")["n"] == 1
+        assert len(outbox.emails()) == 1
+    finally:
+        if child.poll() is None:
+            child.kill()

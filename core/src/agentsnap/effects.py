@@ -22,6 +22,7 @@ import importlib
 import inspect
 import os
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -89,12 +90,17 @@ class EffectInDoubt(AgentSnapError):
     """An intent was recorded but no result: the tool may or may not have done its work."""
 
     def __init__(self, key: str, intent: dict[str, Any] | None = None) -> None:
+        from .effects_ledger import _alive
+
         self.key, self.intent = key, intent or {}
+        self.in_flight = bool(self.intent) and _alive(self.intent)
         who = f" (pid {self.intent.get('pid')} on {self.intent.get('host')})" if self.intent.get("pid") else ""
-        super().__init__(
-            f"effect {key} started{who} but its result was never recorded; check whether it happened, then run "
-            f"'agentsnap effects resolve {key} --done' or '... --retry'"
-        )
+        if self.in_flight:
+            msg = f"effect {key} is running right now{who}; wait for it and call again to get its result"
+        else:
+            msg = (f"effect {key} started{who} but its result was never recorded; check whether it happened, then "
+                   f"run 'agentsnap effects resolve {key} --done' or '... --retry'")
+        super().__init__(msg)
 
 
 class EffectBlocked(AgentSnapError):
@@ -292,7 +298,8 @@ class Effects:
         self.branch = branch or repo.current_branch() or "main"
         self.on_divergence = on_divergence
         self.step_no = 0
-        self._ordinals: dict[str, int] = {}
+        self._ordinals: dict[str, set[int]] = {}
+        self._claim_lock = threading.Lock()
         self.divergences: list[dict[str, Any]] = []
         self.events: list[tuple[str, str]] = []  #: (status, key) of every guarded call, in order
         self._tokens: list[Any] = []
@@ -342,10 +349,9 @@ class Effects:
 
     # ------------------------------------------------------------------ engine
     def _begin(self, spec: ToolSpec, bound: dict[str, Any], simulate: Callable[[], Any]) -> EffectCall:
-        ordinal = self._ordinals.get(spec.name, 0)
-        self._ordinals[spec.name] = ordinal + 1
         ukey = spec.key(**bound) if callable(spec.key) else spec.key
         digest = args_digest(bound)
+        ordinal = self._claim_ordinal(spec.name, digest)
         recorded_args = _plain(bound) if spec.record_args else None
         policy = spec.on_divergence or self.on_divergence
         led = self.ledger
@@ -397,6 +403,32 @@ class Effects:
                 continue
             self.events.append(("run", key))
             return EffectCall(key, True, "run", None, divergence, self)
+
+    def _claim_ordinal(self, tool: str, digest: str) -> int:
+        """The ordinal of this call of ``tool`` in the current step.
+
+        Calls are matched to recorded positions by their arguments first, then in order, so tools that an
+        agent runs in parallel (in any order) still land on their own recorded calls after a restore.
+        """
+        with self._claim_lock:
+            claimed = self._ordinals.setdefault(tool, set())
+            led = self.ledger.sync()
+            lineage = led.lineage_of(self.branch)
+            o = 0
+            while True:
+                found = led.lookup(lineage, position_key(lineage, self.step_no, tool, o), (self.step_no, tool, o))
+                if found is None:
+                    break
+                rec = found.intent if isinstance(found, KeyState) else found.entry
+                if o not in claimed and rec is not None and rec.get("digest") == digest:
+                    claimed.add(o)
+                    return o
+                o += 1
+            o = 0
+            while o in claimed:
+                o += 1
+            claimed.add(o)
+            return o
 
     def _replay_value(self, found: KeyState | Deferred) -> Any:
         if isinstance(found, KeyState):
