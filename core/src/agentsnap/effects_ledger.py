@@ -272,12 +272,17 @@ class Ledger:
         self.branch_lineage: dict[str, str] = {}
         self.policies: dict[str, str] = {}
         self.notes: list[dict[str, Any]] = []
-        self._key: bytes | None = None
         self._lock = threading.RLock()
 
     @classmethod
     def for_repo(cls, repo: Repo) -> Ledger:
-        return cls(store_for(repo), repo)
+        """The repository's ledger view, shared by its sessions (each sync reads only new entries)."""
+        store = store_for(repo)
+        cached: Ledger | None = getattr(repo, "_effects_ledger", None)
+        if cached is None or cached.store is not store:
+            cached = cls(store, repo)
+            repo._effects_ledger = cached  # type: ignore[attr-defined]
+        return cached
 
     # ------------------------------------------------------------------ reading
     def sync(self) -> Ledger:
@@ -367,8 +372,6 @@ class Ledger:
     # ------------------------------------------------------------------ writing
     def signing_key(self) -> bytes:
         """The key to extend this ledger with; refuses a key other than the one that signed it."""
-        if self._key is not None:
-            return self._key
         key = load_key(create=not self.entries and self.store.count() == 0)
         if key is None:
             raise EffectKeyMissing(f"no key in {KEY_ENV} and no key file at {key_path()}")
@@ -376,7 +379,6 @@ class Ledger:
             raise EffectKeyMissing(
                 f"the ledger is signed with key {self.entries[-1].get('kid')}, the available key is {key_id(key)}"
             )
-        self._key = key
         return key
 
     def try_append(self, record: dict[str, Any]) -> dict[str, Any] | None:
@@ -531,7 +533,7 @@ def bind_snapshot(
     given = manifest_layers.get("effects")
     if store.count() == 0 and given is None:
         return
-    ledger = Ledger(store, repo).sync()
+    ledger = Ledger.for_repo(repo).sync()
     lineage = ledger.lineage_of(branch) if branch else None
     payload = content.get_value(repo.objects, given["content"], "effects layer") if given else None
     if given is None or (isinstance(payload, dict) and payload.get("format") == CORE_PAYLOAD):
