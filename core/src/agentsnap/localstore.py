@@ -308,6 +308,14 @@ class SqliteRefs:
                 (row.id, json.dumps(list(row.parents)), row.time, row.message, row.agent),
             )
 
+    def index_snapshots(self, rows: Iterable[SnapshotRow]) -> None:
+        """Record many snapshots in one transaction (adapters that write snapshots in batches)."""
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO snapshots VALUES (?,?,?,?,?)",
+                [(r.id, json.dumps(list(r.parents)), r.time, r.message, r.agent) for r in rows],
+            )
+
     def snapshots_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
         hi = prefix + "g"
         rows = self._db().execute(

@@ -168,8 +168,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 s.pending_seqs.clear()
             try:
                 self.repo.objects.barrier()  # objects durable before any ref names them
-                for row in rows:
-                    self.repo.refs.index_snapshot(row)
+                self._index_snapshots(rows)
                 self._move_refs(refs)
                 self.index.mark_flushed(seqs)
             except BaseException:
@@ -179,6 +178,17 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                     s.pending_rows[:0] = rows
                     s.pending_seqs[:0] = seqs
                 raise
+
+    def _index_snapshots(self, rows: list[SnapshotRow]) -> None:
+        """Add snapshots to the core index (short ids, ``agentsnap log``): one transaction where the store can."""
+        if not rows:
+            return
+        batch = getattr(self.repo.refs, "index_snapshots", None)
+        if callable(batch):
+            batch(rows)
+            return
+        for row in rows:
+            self.repo.refs.index_snapshot(row)
 
     def _move_refs(self, refs: dict[str, list[Pending]]) -> None:
         """Move each ref through the new snapshots that no other new snapshot descends from.
