@@ -158,3 +158,18 @@ def test_effects_ledger_storage_is_append_only_with_one_winner(kind: str, tmp_pa
         assert again.read(1) == [(b"body1", b"mac1")] and again.seal() == b"seal1"
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "s3"])
+def test_batch_index_matches_single_rows(kind: str, request: pytest.FixtureRequest) -> None:
+    from agentsnap import objects
+    from agentsnap.store import SnapshotRow
+
+    store = open_store(str(request.getfixturevalue(f"{kind}_url")), create=True)
+    try:
+        ids = [objects.digest(Kind.MANIFEST, f"b{i}".encode()) for i in range(5)]
+        store.refs.index_snapshots([SnapshotRow(oid, (), 10.0 + i, f"b{i}", "a") for i, oid in enumerate(ids)])
+        store.refs.index_snapshots([SnapshotRow(ids[0], (), 10.0, "b0", "a")])  # idempotent
+        assert [r.id for r in store.refs.list_snapshots()] == ids[::-1]
+    finally:
+        store.close()

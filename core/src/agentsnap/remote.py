@@ -278,11 +278,17 @@ def transfer(
         c.copy_stored(oid, src.objects.get_stored(oid))
         result.snapshots += 1
     dst.objects.barrier()
-    for oid, m in reversed(needed):
-        parents = tuple(p for p in m["parents"] if is_oid(p))
-        dst.refs.index_snapshot(
-            SnapshotRow(oid, parents, float(m.get("time", 0.0)), str(m.get("message", "")), str(m.get("agent", "")))
-        )
+    rows = [
+        SnapshotRow(oid, tuple(p for p in m["parents"] if is_oid(p)), float(m.get("time", 0.0)),
+                    str(m.get("message", "")), str(m.get("agent", "")))
+        for oid, m in reversed(needed)
+    ]  # fmt: skip
+    batch = getattr(dst.refs, "index_snapshots", None)
+    if callable(batch):
+        batch(rows)
+    else:
+        for row in rows:
+            dst.refs.index_snapshot(row)
     return result
 
 

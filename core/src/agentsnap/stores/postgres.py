@@ -214,6 +214,16 @@ class PostgresRefs:
                 (row.id, json.dumps(list(row.parents)), row.time, row.message, row.agent),
             )
 
+    def index_snapshots(self, rows: Iterable[SnapshotRow]) -> None:
+        """Index many snapshots in one transaction."""
+        args = [(r.id, json.dumps(list(r.parents)), r.time, r.message, r.agent) for r in rows]
+        if not args:
+            return
+        with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.s}.snapshots VALUES (%s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING", args
+            )
+
     def snapshots_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
         with self.db.connection() as conn:
             rows = conn.execute(

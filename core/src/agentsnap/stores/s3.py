@@ -354,6 +354,13 @@ class S3Refs:
         body = json.dumps({"parents": list(row.parents), "time": row.time, "message": row.message, "agent": row.agent})
         self.client.put_object(Bucket=self.bucket, Key=self.index_prefix + row.id, Body=body.encode())
 
+    def index_snapshots(self, rows: Iterable[SnapshotRow]) -> None:
+        """Index many snapshots (parallel PUTs; each row is its own key)."""
+        rows = list(rows)
+        if rows:
+            with ThreadPoolExecutor(_PARALLEL) as pool:
+                list(pool.map(self.index_snapshot, rows))
+
     def snapshots_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
         n = len(self.index_prefix)
         return [k[n:] for k in self.s3.list_keys(self.index_prefix + prefix, limit=limit)][:limit]
