@@ -288,3 +288,49 @@ def test_cli_port_in_use_is_one_line_error(store: UIStore) -> None:
         busy.server_close()
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"agentsnap: error: port {busy.port} on 127.0.0.1 is in use; pick another with --port, or 0 for any"
+
+
+def test_cli_opens_the_printed_url_in_a_browser(store: UIStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --no-open the browser gets exactly the URL printed (token included); Ctrl-C stops cleanly."""
+    import webbrowser
+
+    from agentsnap.cli import main
+    from agentsnap.ui.server import UIServer as Server
+    from click.testing import CliRunner
+
+    opened: list[str] = []
+    monkeypatch.setattr(webbrowser, "open", lambda url: opened.append(url) or True)
+
+    def interrupted(self: Server, poll_interval: float = 0.5) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Server, "serve_forever", interrupted)
+    result = CliRunner().invoke(main, ["-C", str(store.repo.root), "ui"])
+    assert result.exit_code == 0, result.output
+    printed = result.output.splitlines()[0].removeprefix("agentsnap ui: ")
+    assert opened == [printed] and "?token=" in printed
+
+
+def test_large_diffs_are_cut_to_a_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentsnap.ui import api
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    root = tmp_path / "w"
+    repo = Repo.init(root)
+    try:
+        for i in range(5):
+            (root / f"f{i}.txt").write_text("old\n")
+        a = repo.snapshot("before", trace=[{"role": "user", "content": "x" * 10_000}])
+        for i in range(5):
+            (root / f"f{i}.txt").write_text("new\n")
+        b = repo.snapshot("after", trace=[{"role": "user", "content": "y"}] * 300)
+        monkeypatch.setattr(api, "MAX_PATCHES", 2)
+        d = api.diff(repo, a.id, b.id)
+    finally:
+        repo.close()
+    world = d["layers"]["world"]
+    assert world["modified"] == [f"f{i}.txt" for i in range(5)]
+    assert sorted(world["patches"]) == ["f0.txt", "f1.txt"] and world["truncated"] is True
+    trace = d["layers"]["trace"]
+    assert trace["common"] == 0 and trace["only_a"][0]["content"].endswith("…(+6000 chars)")
+    assert len(trace["only_b"]) == api.MAX_ITEMS + 1 and trace["only_b"][-1] == "…100 more items"

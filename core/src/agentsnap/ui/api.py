@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..diffing import diff_snapshots
+from ..diffing import _env, _file_bytes, diff_mapping, diff_trace, diff_worlds, unified
 from ..errors import InvalidInput, UnknownSnapshot
 from ..repo import Repo, Snapshot, check_ref_name
 
@@ -244,8 +244,6 @@ def layer(repo: Repo, spec: str, name: str, *, offset: int = 0, limit: int | Non
             for p, k, mode, size, ref in entries[offset : offset + limit]
         ]
     elif name == "env":
-        from ..diffing import _env
-
         out["kind"] = "value"
         out["value"] = jsonable(_env(repo.objects, s.layers["world"]))
     elif name == "trace":
@@ -326,38 +324,44 @@ def _mapping_diff(va: Any, vb: Any) -> dict[str, Any]:
     return {"kind": "keys", "rows": rows[:MAX_ITEMS], "unchanged": len(va.keys() & vb.keys()) - len(changed)}
 
 
+def _world_diff(repo: Repo, a: Snapshot, b: Snapshot) -> dict[str, Any]:
+    """Changed paths of the two trees, and unified patches for the first :data:`MAX_PATCHES` of them only."""
+    wa, wb = repo.world_entries(a), repo.world_entries(b)
+    changes = diff_worlds(repo, a.id, wa, b.id, wb, patches=False)
+    ai, bi = {e[0]: e for e in wa}, {e[0]: e for e in wb}
+    changed = sorted(changes["added"] + changes["modified"] + changes["deleted"])
+    patches: dict[str, str] = {}
+    total = 0
+    for path in changed[:MAX_PATCHES]:
+        if total >= MAX_PATCH_CHARS:
+            patches[path] = "(not shown: the diff is too large for one page)\n"
+            continue
+        text = unified(path, _file_bytes(repo, a.id, ai.get(path)), _file_bytes(repo, b.id, bi.get(path)))
+        if total + len(text) > MAX_PATCH_CHARS:
+            text = f"(patch of {len(text)} characters not shown)\n"
+        total += len(text)
+        patches[path] = text
+    return {
+        "kind": "files",
+        **{k: changes.get(k, []) for k in ("added", "modified", "deleted", "mode")},
+        "patches": patches,
+        "truncated": len(changed) > len(patches),
+    }
+
+
 def diff(repo: Repo, a_spec: str, b_spec: str) -> dict[str, Any]:
     """Per-layer differences of two snapshots: files (unified patches), trace timeline, key diffs, effects."""
     a, b = snapshot(repo, a_spec), snapshot(repo, b_spec)
-    base: dict[str, Any] = {}
-    for name in ("world", "trace"):
-        if name in a.layers or name in b.layers:
-            base.update(diff_snapshots(repo, a.id, b.id, name)["layers"])
     labels = ref_labels(repo)
     layers: dict[str, Any] = {}
-    if "world" in base:
-        w = base["world"]
-        patches = w.get("patches", {})
-        shown: dict[str, str] = {}
-        total = 0
-        for path in sorted(patches)[:MAX_PATCHES]:
-            text = patches[path]
-            if total + len(text) > MAX_PATCH_CHARS:
-                text = f"(patch of {len(text)} characters not shown)\n"
-            total += len(text)
-            shown[path] = text
-        layers["world"] = {
-            "kind": "files",
-            **{k: w.get(k, []) for k in ("added", "modified", "deleted", "mode")},
-            "patches": shown,
-            "truncated": len(patches) > len(shown),
-        }
-    if "env" in base:
-        layers["env"] = {"kind": "names", **base["env"]}
-    if "trace" in base:
-        t = base["trace"]
-        common = t["common"]
+    if "world" in a.layers or "world" in b.layers:
+        layers["world"] = _world_diff(repo, a, b)
+        env_a, env_b = _env(repo.objects, a.layers.get("world")), _env(repo.objects, b.layers.get("world"))
+        layers["env"] = {"kind": "names", **diff_mapping(env_a, env_b)}
+    if "trace" in a.layers or "trace" in b.layers:
         ta = repo.read_layer(a, "trace") or []
+        t = diff_trace(ta, repo.read_layer(b, "trace") or [])
+        common = t["common"]
         layers["trace"] = {
             "kind": "timeline",
             "common": common,

@@ -205,6 +205,7 @@ async function openLayer(id, name, offset = 0) {
 }
 
 function message(m, n, cls) {
+  if (!m || typeof m !== "object") return el("p", { class: "muted" }, show(m));  // "…N more items"
   return el("div", { class: `msg-item ${cls || ""}` },
     el("span", { class: "n" }, `#${n}`),
     el("span", { class: "role" }, m.role || "?"),
