@@ -13,9 +13,9 @@ import pytest
 from agentsnap import Repo
 from agentsnap.errors import AgentSnapError
 from agentsnap_langgraph import PFSaver, thread_ref
-from agentsnap_langgraph._index import CheckpointIndex
+from agentsnap_langgraph._index import SqliteIndex
 from agentsnap_langgraph.merge import ThreadMergeConflict
-from agentsnap_langgraph.saver import INDEX_FILE
+from agentsnap_langgraph._store import INDEX_FILE
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -182,7 +182,7 @@ def test_crash_before_flush_is_recovered_on_open(store: Path) -> None:
 def test_crash_with_lost_objects_drops_only_the_lost_checkpoints(store: Path) -> None:
     _crash(store)
     repo = Repo.open(store)
-    index = CheckpointIndex(repo.store_dir / INDEX_FILE)  # read the index without recovering it
+    index = SqliteIndex(repo.store_dir / INDEX_FILE)  # read the index without recovering it
     rows = list(index.iter_rows("c", "", None, None, None))
     assert len(index.unflushed()) == len(rows) == 6  # two turns: input, start, echo each
     index.close()

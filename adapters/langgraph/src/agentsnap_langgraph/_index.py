@@ -11,10 +11,10 @@ checked on the next open (see :meth:`CheckpointIndex.unflushed`).
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,38 +74,35 @@ def version_key(version: object) -> str:
 
 
 class CheckpointIndex:
-    """Thread-safe access to the index tables (one connection, one lock)."""
+    """The index queries, on any SQL engine; subclasses give :meth:`tx` and :meth:`read`.
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.lock = threading.RLock()
-        self._pid = os.getpid()
-        self.db = self._connect()
-        with self.lock:
-            self.db.executescript(_SCHEMA)
-            row = self.db.execute("SELECT value FROM lg_meta WHERE key='schema'").fetchone()
-            if row is None:
-                self.db.execute("INSERT OR IGNORE INTO lg_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) > SCHEMA_VERSION:
-                from agentsnap.errors import UnsupportedFormat
+    SQL here is written in SQLite's dialect (``?`` parameters, ``INSERT OR REPLACE`` / ``OR IGNORE``);
+    the PostgreSQL index (:mod:`agentsnap_langgraph._pgindex`) translates it.
+    """
 
-                raise UnsupportedFormat(f"LangGraph index {self.path}", int(row[0]), SCHEMA_VERSION)
+    where = "index"
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("PRAGMA busy_timeout=60000")
-        return db
+    def tx(self) -> AbstractContextManager[Any]:
+        """A write transaction: ``with index.tx() as db: db.execute(sql, args)``."""
+        raise NotImplementedError
+
+    def read(self) -> AbstractContextManager[Any]:
+        """A connection for reads."""
+        raise NotImplementedError
 
     def close(self) -> None:
-        with self.lock:
-            self.db.close()
+        raise NotImplementedError
+
+    def _check_schema(self, db: Any) -> None:
+        row = db.execute("SELECT value FROM lg_meta WHERE key='schema'").fetchone()
+        if row is None:
+            db.execute("INSERT OR IGNORE INTO lg_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            from agentsnap.errors import UnsupportedFormat
+
+            raise UnsupportedFormat(f"LangGraph index {self.where}", int(row[0]), SCHEMA_VERSION)
 
     # ------------------------------------------------------------------ writes
-    def tx(self) -> _Tx:
-        return _Tx(self)
-
     def insert_checkpoint(
         self,
         row: CheckpointRow,
@@ -115,15 +112,20 @@ class CheckpointIndex:
         """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq."""
         thread_id, ns = row[0], row[1]
         with self.tx() as db:
-            cur = db.execute(
+            db.execute(
                 f"INSERT OR REPLACE INTO lg_checkpoints ({_ROW_COLS}, run_id, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
                 (*row, run_id),
             )
-            db.executemany(
-                "INSERT OR REPLACE INTO lg_blobs VALUES (?,?,?,?,?,?)",
-                [(thread_id, ns, ch, ver, typ, oid) for ch, ver, typ, oid in blobs],
-            )
-        return int(cur.lastrowid or 0)
+            if blobs:
+                db.executemany(
+                    "INSERT OR REPLACE INTO lg_blobs VALUES (?,?,?,?,?,?)",
+                    [(thread_id, ns, ch, ver, typ, oid) for ch, ver, typ, oid in blobs],
+                )
+            seq = db.execute(
+                "SELECT seq FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
+                (thread_id, ns, row[2]),
+            ).fetchone()[0]
+        return int(seq)
 
     def insert_writes(self, rows: Sequence[tuple[Any, ...]], replace: Sequence[bool]) -> None:
         """Store writes; rows with ``replace`` overwrite, the others are kept if already present."""
@@ -134,14 +136,14 @@ class CheckpointIndex:
 
     # ------------------------------------------------------------------ reads
     def get_row(self, thread_id: str, ns: str, checkpoint_id: str | None) -> CheckpointRow | None:
-        with self.lock:
+        with self.read() as db:
             if checkpoint_id:
-                cur = self.db.execute(
+                cur = db.execute(
                     f"SELECT {_ROW_COLS} FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
                     (thread_id, ns, checkpoint_id),
                 )
             else:
-                cur = self.db.execute(
+                cur = db.execute(
                     f"SELECT {_ROW_COLS} FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? "
                     "ORDER BY checkpoint_id DESC LIMIT 1",
                     (thread_id, ns),
@@ -171,29 +173,29 @@ class CheckpointIndex:
         if limit is not None:
             q += " LIMIT ?"
             args.append(limit)
-        with self.lock:
-            rows = self.db.execute(q, args).fetchall()
+        with self.read() as db:
+            rows = db.execute(q, args).fetchall()
         yield from rows
 
     def blob(self, thread_id: str, ns: str, channel: str, version: str) -> tuple[str, str | None] | None:
-        with self.lock:
-            return self.db.execute(
+        with self.read() as db:
+            return db.execute(
                 "SELECT type, oid FROM lg_blobs WHERE thread_id=? AND checkpoint_ns=? AND channel=? AND version=?",
                 (thread_id, ns, channel, version),
             ).fetchone()
 
     def writes(self, thread_id: str, ns: str, checkpoint_id: str) -> list[tuple[str, str, str, bytes, str, int]]:
         """``(task_id, channel, type, value, task_path, idx)`` in LangGraph's ``writes_sort_key`` order."""
-        with self.lock:
-            return self.db.execute(
+        with self.read() as db:
+            return db.execute(
                 "SELECT task_id, channel, type, value, task_path, idx FROM lg_writes "
                 "WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=? ORDER BY task_path, task_id, idx",
                 (thread_id, ns, checkpoint_id),
             ).fetchall()
 
     def snapshot_of(self, thread_id: str, ns: str, checkpoint_id: str) -> str | None:
-        with self.lock:
-            row = self.db.execute(
+        with self.read() as db:
+            row = db.execute(
                 "SELECT snapshot FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
                 (thread_id, ns, checkpoint_id),
             ).fetchone()
@@ -201,33 +203,33 @@ class CheckpointIndex:
 
     def latest_snapshot(self, thread_id: str, ns: str) -> tuple[str, str] | None:
         """``(checkpoint_id, snapshot)`` of the newest checkpoint of a thread namespace."""
-        with self.lock:
-            return self.db.execute(
+        with self.read() as db:
+            return db.execute(
                 "SELECT checkpoint_id, snapshot FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? "
                 "ORDER BY checkpoint_id DESC LIMIT 1",
                 (thread_id, ns),
             ).fetchone()
 
     def checkpoint_of_snapshot(self, snapshot: str) -> str | None:
-        with self.lock:
-            row = self.db.execute("SELECT checkpoint_id FROM lg_checkpoints WHERE snapshot=? LIMIT 1", (snapshot,)).fetchone()
+        with self.read() as db:
+            row = db.execute("SELECT checkpoint_id FROM lg_checkpoints WHERE snapshot=? LIMIT 1", (snapshot,)).fetchone()
         return row[0] if row else None
 
     def namespaces(self, thread_id: str) -> list[str]:
-        with self.lock:
-            rows = self.db.execute(
+        with self.read() as db:
+            rows = db.execute(
                 "SELECT DISTINCT checkpoint_ns FROM lg_checkpoints WHERE thread_id=? ORDER BY checkpoint_ns", (thread_id,)
             ).fetchall()
         return [r[0] for r in rows]
 
     def thread_ids(self) -> list[str]:
-        with self.lock:
-            return [r[0] for r in self.db.execute("SELECT DISTINCT thread_id FROM lg_checkpoints ORDER BY thread_id")]
+        with self.read() as db:
+            return [r[0] for r in db.execute("SELECT DISTINCT thread_id FROM lg_checkpoints ORDER BY thread_id")]
 
     def unflushed(self) -> list[tuple[int, str, str, str, str]]:
         """``(seq, thread_id, ns, checkpoint_id, snapshot)`` of rows whose refs were not yet moved."""
-        with self.lock:
-            return self.db.execute(
+        with self.read() as db:
+            return db.execute(
                 "SELECT seq, thread_id, checkpoint_ns, checkpoint_id, snapshot FROM lg_checkpoints "
                 "WHERE flushed=0 ORDER BY seq"
             ).fetchall()
@@ -239,23 +241,37 @@ class CheckpointIndex:
             db.executemany("UPDATE lg_checkpoints SET flushed=1 WHERE seq=?", [(s,) for s in seqs])
 
 
-class _Tx:
-    """``with index.tx() as db``: the index lock plus one IMMEDIATE transaction."""
+class SqliteIndex(CheckpointIndex):
+    """The embedded index: ``langgraph.sqlite`` in the store directory (one connection, one lock)."""
 
-    def __init__(self, index: CheckpointIndex) -> None:
-        self.index = index
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.where = str(self.path)
+        self.lock = threading.RLock()
+        self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA busy_timeout=60000")
+        with self.lock:
+            self.db.executescript(_SCHEMA)
+            self._check_schema(self.db)
 
-    def __enter__(self) -> sqlite3.Connection:
-        self.index.lock.acquire()
-        try:
-            self.index.db.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self.index.lock.release()
-            raise
-        return self.index.db
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
 
-    def __exit__(self, et: object, *_: object) -> None:
-        try:
-            self.index.db.execute("ROLLBACK" if et else "COMMIT")
-        finally:
-            self.index.lock.release()
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        with self.lock:
+            yield self.db
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()

@@ -17,6 +17,8 @@ from agentsnap.localstore import LocalStore
 from agentsnap.repo import PRIMARY, STORE_DIR, Repo
 from agentsnap.store import SnapshotRow
 
+from ._index import CheckpointIndex, SqliteIndex
+
 if TYPE_CHECKING:
     from .saver import PFSaver
 
@@ -92,6 +94,22 @@ class Shared:
         self.closed = False
         self.wake = threading.Event()
 
+
+
+def open_index(repo: Repo) -> CheckpointIndex:
+    """The checkpoint index for ``repo``: SQLite in its store directory, or PostgreSQL when bound to one."""
+    shared = getattr(repo.store, "shared", None)
+    if shared is None:
+        return SqliteIndex(repo.store_dir / INDEX_FILE)
+    db = getattr(shared, "db", None)
+    if db is None or not hasattr(db, "conninfo"):
+        raise AgentSnapError(
+            f"PFSaver keeps its checkpoint index in SQL: use the embedded store or a postgresql:// store, "
+            f"not {getattr(shared, 'url', 'this store')}"
+        )
+    from ._pgindex import PostgresIndex
+
+    return PostgresIndex(db.conninfo, db.schema, shared.url)
 
 
 class Written:

@@ -118,8 +118,8 @@ class ThreadVerbs:
         """Copy ``source`` to ``target``; with ``upto``, only the root chain ending at that checkpoint."""
         if source == target:
             raise InvalidInput("source and target thread are the same")
-        with self.index.lock:
-            rows = self.index.db.execute(
+        with self.index.read() as db:
+            rows = db.execute(
                 "SELECT checkpoint_ns, checkpoint_id, parent_id, snapshot, run_id, ckpt_type, ckpt, meta_type, meta "
                 "FROM lg_checkpoints WHERE thread_id=? ORDER BY checkpoint_ns, checkpoint_id",
                 (source,),

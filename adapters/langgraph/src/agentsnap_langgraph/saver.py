@@ -51,9 +51,8 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
 )
 
-from ._index import CheckpointIndex, CheckpointRow, version_key
+from ._index import CheckpointRow, version_key
 from ._store import (
-    INDEX_FILE,
     STATE_FORMAT,
     STATE_VERSION,
     ChannelMap,
@@ -63,6 +62,7 @@ from ._store import (
     author_name,
     close_at_exit,
     flush_loop,
+    open_index,
     open_store,
     thread_ref,
 )
@@ -98,7 +98,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         if flush_interval < 0:
             raise InvalidInput(f"flush_interval must be >= 0 seconds, not {flush_interval}")
         self.repo = open_store(path)
-        self.index = CheckpointIndex(self.repo.store_dir / INDEX_FILE)
+        self.index = open_index(self.repo)
         self.world_root = Path(world_root).resolve() if world_root is not None else None
         if self.world_root is not None and not self.world_root.is_dir():
             raise InvalidInput(f"world_root {str(world_root)!r} is not a directory")
