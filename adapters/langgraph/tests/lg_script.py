@@ -138,11 +138,12 @@ def normalize(graph: Any, config: dict[str, Any] = THREAD) -> list[dict[str, Any
 
 
 def main() -> None:
-    """``python lg_script.py <phase> <store dir>``: one phase with a PFSaver, as its own process."""
+    """``python lg_script.py <phase> <store dir | store URL> [worker dir]``: one phase with a PFSaver, as its own process."""
     from agentsnap_langgraph import PFSaver
 
-    phase, path = sys.argv[1], sys.argv[2]
-    with PFSaver(path) as saver:
+    phase, where = sys.argv[1], sys.argv[2]
+    saver = PFSaver.from_url(where, path=sys.argv[3]) if "://" in where else PFSaver(where)
+    with saver:
         graph = build(saver)
         if phase == "1":
             phase1(graph)

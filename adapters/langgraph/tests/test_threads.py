@@ -14,8 +14,8 @@ from agentsnap import Repo
 from agentsnap.errors import AgentSnapError
 from agentsnap_langgraph import PFSaver, thread_ref
 from agentsnap_langgraph._index import SqliteIndex
-from agentsnap_langgraph.merge import ThreadMergeConflict
 from agentsnap_langgraph._store import INDEX_FILE
+from agentsnap_langgraph.merge import ThreadMergeConflict
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages

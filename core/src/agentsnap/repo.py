@@ -456,6 +456,7 @@ class Repo:
         reset, and the current branch moves to ``spec`` (like ``git reset --hard``).
         """
         snap = self.get(spec)
+        _refuse_dead(self, snap)
         rec = snap.layers.get("world")
         if rec is None:
             raise AgentSnapError(f"snapshot {snap.id[:12]} has no world layer to restore")
@@ -684,6 +685,7 @@ class Repo:
     def restore_many(self, objs: dict[str, Any], spec: str) -> Snapshot:
         """Load each named object of a :meth:`capture_many` snapshot back through its adapter."""
         snap = self.get(spec)
+        _refuse_dead(self, snap)
         pm = get_plugin_manager()
         for name, obj in objs.items():
             layers = {k.rsplit("@", 1)[0]: self.read_layer(snap, k) for k in snap.layers if k.endswith("@" + name)}
@@ -697,12 +699,19 @@ class Repo:
     def restore_into(self, obj: Any, spec: str) -> Snapshot:
         """Load snapshot ``spec`` into a live object through its adapter."""
         snap = self.get(spec)
+        _refuse_dead(self, snap)
         layers = {name: self.read_layer(snap, name) for name in snap.layers if name != "world"}
         pm = get_plugin_manager()
         done = pm.hook.agentsnap_restore(obj=obj, layers=layers, context={"repo": self, "pm": pm, "snapshot": snap})
         if not done:
             raise AgentSnapError(f"no installed adapter could restore into {type(obj).__name__}")
         return snap
+
+
+def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
+    from .retention import refuse_dead  # expired, pruned or deleted snapshots are tombstones
+
+    refuse_dead(repo, snap)
 
 
 def _whoami() -> str:

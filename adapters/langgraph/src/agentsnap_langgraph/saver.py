@@ -36,7 +36,9 @@ from agentsnap.encoding import pack
 from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict
 from agentsnap.objects import Kind
 from agentsnap.plugins import get_plugin_manager
-from agentsnap.repo import MANIFEST_FORMAT
+from agentsnap.localstore import LocalStore
+from agentsnap.repo import MANIFEST_FORMAT, STORE_DIR, Repo
+from agentsnap.stores import STORE_URL_KEY, mask_url, store_url_of
 from agentsnap.store import RefUpdate, SnapshotRow
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -116,17 +118,31 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         atexit.register(close_at_exit, weakref.ref(self))
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> PFSaver:
-        """Open a saver by URL: a path or ``file://`` URL today; PostgreSQL once core ships that store."""
-        if url.startswith(("postgres://", "postgresql://")):
-            try:
-                from agentsnap.stores import open_store as _core_open_store  # noqa: F401
-            except ImportError:
-                pass
-            raise AgentSnapError(
-                "PFSaver on a PostgreSQL store is not yet available in this version of agentsnap-langgraph; "
-                "use PFSaver(path) with the embedded store"
-            )
+    def from_url(cls, url: str, *, path: str | os.PathLike[str] | None = None, **kwargs: Any) -> PFSaver:
+        """A saver on the store ``url`` names: a path or ``file://`` URL (the embedded store), or
+        ``postgresql://...`` (optionally ``&objects=s3://...``) shared by many workers.
+
+        With a server store, ``path`` (default ``.``) is this worker's local directory: it keeps
+        worktree state and is bound to the shared store, where objects, refs and the checkpoint
+        index live.
+        """
+        if url.startswith(("postgres://", "postgresql://", "s3://")):
+            root = Path(path or ".").resolve()
+            store_dir = root / STORE_DIR
+            if (store_dir / "format.json").exists():
+                local = LocalStore(store_dir)
+                try:
+                    bound = local.refs.get_config(STORE_URL_KEY)
+                finally:
+                    local.close()
+                if bound != store_url_of(url):
+                    raise InvalidInput(
+                        f"{store_dir} is bound to {mask_url(bound or 'its own store')}, not {mask_url(url)}; "
+                        "give another path"
+                    )
+            else:
+                Repo.init(root, store_url=url).close()
+            return cls(root, **kwargs)
         if url.startswith("file://"):
             url = url[len("file://") :]
         return cls(url, **kwargs)
