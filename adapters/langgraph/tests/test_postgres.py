@@ -13,19 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from agentsnap import Repo
 from agentsnap.testing.servers import need_module
 
 need_module("psycopg_pool")
 need_module("langgraph.checkpoint.conformance")
 
+import lg_script  # noqa: E402
+from agentsnap_langgraph import PFSaver, thread_ref  # noqa: E402
 from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-
-import lg_script  # noqa: E402
-from agentsnap_langgraph import PFSaver, thread_ref  # noqa: E402
 from test_checkpoint_conformance import SyncPathShim, _assert_all_passed  # noqa: E402
 
 HERE = Path(__file__).parent

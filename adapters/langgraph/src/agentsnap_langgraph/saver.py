@@ -34,12 +34,12 @@ from typing import Any
 from agentsnap import content
 from agentsnap.encoding import pack
 from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict
+from agentsnap.localstore import LocalStore
 from agentsnap.objects import Kind
 from agentsnap.plugins import get_plugin_manager
-from agentsnap.localstore import LocalStore
 from agentsnap.repo import MANIFEST_FORMAT, STORE_DIR, Repo
-from agentsnap.stores import STORE_URL_KEY, mask_url, store_url_of
 from agentsnap.store import RefUpdate, SnapshotRow
+from agentsnap.stores import STORE_URL_KEY, mask_url, store_url_of
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
