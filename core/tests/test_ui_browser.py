@@ -67,7 +67,7 @@ def save_screenshot(driver: Any, tmp_path: Path, name: str) -> Path:
 
 def test_page_draws_the_dag_shows_layers_and_diffs_a_pair(browser: Any, store: UIStore, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     srv = make_server(store.repo, port=0)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -144,10 +144,20 @@ def test_page_draws_the_dag_shows_layers_and_diffs_a_pair(browser: Any, store: U
         save_screenshot(d, tmp_path, "ui-diff-side-by-side.png")
 
         # ---- filters
+        Select(css("#f-branch")[0]).select_by_value("attempt-2")
+        css("#f-apply")[0].click()
+        wait.until(lambda _: len(css(".node-row")) == 2)
+        assert [r.get_attribute("data-id") for r in css(".node-row")] == [store.attempt_2, store.base]
+        Select(css("#f-branch")[0]).select_by_value("")
         css("#f-agent")[0].send_keys("writer-b")
         css("#f-apply")[0].click()
         wait.until(lambda _: len(css(".node-row")) == 1)
         assert css(".node-row")[0].get_attribute("data-id") == store.attempt_2
+        css("#f-agent")[0].clear()
+        css("#f-thread")[0].send_keys("t-1")
+        css("#f-apply")[0].click()
+        wait.until(lambda _: len(css(".node-row")) == 3)
+        assert {r.get_attribute("data-id") for r in css(".node-row")} == {store.base, store.attempt_1, store.main_side}
 
         # the page ran without script errors (nothing blocked by its own Content-Security-Policy)
         errors = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
