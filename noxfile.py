@@ -31,6 +31,7 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
             "langgraph-checkpoint==4.3.2",
             "langgraph-checkpoint-sqlite==3.1.2",
             "langgraph-checkpoint-conformance==0.0.2",
+            "langgraph-checkpoint-postgres==3.2.0",
             "langchain-core==1.7.*",
         ],
     },

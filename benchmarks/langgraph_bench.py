@@ -1,6 +1,6 @@
 """Checkpoint throughput of one LangGraph workload with PFSaver, InMemorySaver and AsyncSqliteSaver.
 
-Run: ``python benchmarks/langgraph_bench.py [--threads 40] [--steps 12] [--rounds 3]`` in an environment
+Run: ``python benchmarks/langgraph_bench.py [--threads 40] [--steps 12] [--rounds 3] [--postgres]`` in an environment
 with agentsnap-langgraph and langgraph-checkpoint-sqlite installed (``nox -s langgraph`` makes one:
 ``.nox/langgraph-lg-1-2/bin/python benchmarks/langgraph_bench.py``).
 
@@ -9,6 +9,10 @@ until ``steps`` super-steps ran, over ``threads`` threads run one after another 
 (LangGraph's default durability). Every saver writes to a file-backed store in its own temporary
 directory, except InMemorySaver. Each round runs every saver once, in rotating order; the best
 round counts. Printed: checkpoints per second and the ratio against AsyncSqliteSaver.
+
+``--postgres`` also starts a throwaway PostgreSQL server (agentsnap's test helper: Debian's
+postgresql-15, run as user ``postgres``) and adds PFSaver on a ``postgresql://`` store and LangGraph's
+AsyncPostgresSaver (langgraph-checkpoint-postgres) on the same server.
 """
 
 from __future__ import annotations
@@ -94,6 +98,30 @@ SAVERS: dict[str, Callable[[int, int], Awaitable[tuple[float, int]]]] = {
     "InMemorySaver": run_memory,
     "AsyncSqliteSaver": run_sqlite,
 }
+POSTGRES_URL = ""
+
+
+async def run_pfsaver_pg(threads: int, steps: int) -> tuple[float, int]:
+    import uuid
+
+    with tempfile.TemporaryDirectory(prefix="bench-pfsaver-pg-") as d:
+        start = time.perf_counter()
+        with PFSaver.from_url(f"{POSTGRES_URL}?schema=bench_{uuid.uuid4().hex[:10]}", path=d) as saver:
+            n = await workload(saver, threads, steps)
+        return time.perf_counter() - start, n
+
+
+async def run_postgres(threads: int, steps: int) -> tuple[float, int]:
+    import psycopg
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:  # a fresh schema per run
+        conn.execute("DROP TABLE IF EXISTS checkpoints, checkpoint_blobs, checkpoint_writes, checkpoint_migrations")
+    start = time.perf_counter()
+    async with AsyncPostgresSaver.from_conn_string(POSTGRES_URL) as saver:
+        await saver.setup()
+        n = await workload(saver, threads, steps)
+    return time.perf_counter() - start, n
 
 
 def main() -> None:
@@ -101,7 +129,25 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=40)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--postgres", action="store_true", help="also PFSaver(postgresql://) and AsyncPostgresSaver")
     args = ap.parse_args()
+    server = None
+    if args.postgres:
+        global POSTGRES_URL
+        from agentsnap.testing.servers import PostgresServer
+
+        server = PostgresServer().start()
+        POSTGRES_URL = server.url
+        SAVERS["PFSaver (postgres)"] = run_pfsaver_pg
+        SAVERS["AsyncPostgresSaver"] = run_postgres
+    try:
+        _measure(args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def _measure(args: argparse.Namespace) -> None:
     best: dict[str, tuple[float, int]] = {}
     names = list(SAVERS)
     for r in range(args.rounds):
@@ -113,10 +159,13 @@ def main() -> None:
     assert len(counts) == 1, f"savers stored different numbers of checkpoints: {best}"
     peer = best["AsyncSqliteSaver"][0]
     print(f"workload: {args.threads} threads x {args.steps} steps = {counts.pop()} checkpoints, best of {args.rounds}")
-    print(f"{'saver':<18}{'seconds':>10}{'checkpoints/s':>16}{'vs AsyncSqliteSaver':>22}")
+    print(f"{'saver':<20}{'seconds':>10}{'checkpoints/s':>16}{'vs AsyncSqliteSaver':>22}")
     for name in names:
         elapsed, n = best[name]
-        print(f"{name:<18}{elapsed:>10.3f}{n / elapsed:>16.0f}{peer / elapsed:>21.2f}x")
+        print(f"{name:<20}{elapsed:>10.3f}{n / elapsed:>16.0f}{peer / elapsed:>21.2f}x")
+    if "AsyncPostgresSaver" in best:
+        ratio = best["AsyncPostgresSaver"][0] / best["PFSaver (postgres)"][0]
+        print(f"PFSaver (postgres) vs AsyncPostgresSaver on the same server: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

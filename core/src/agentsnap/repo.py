@@ -323,13 +323,16 @@ class Repo:
         os.replace(tmp, self._trace_path)
 
     # ---------------------------------------------------------------- world
-    def _ignore(self) -> world.Ignore:
-        return world.Ignore(self.root, include_git=self.include_git)
+    def _ignore(self, include_secrets: bool | None = None) -> world.Ignore:
+        if include_secrets is None:  # credential files stay out of snapshots unless the store opts in
+            include_secrets = self.refs.get_config("world.include_secrets") == "true"
+        return world.Ignore(self.root, include_git=self.include_git, include_secrets=include_secrets)
 
     def _capture_world_default(self, root: str, context: dict[str, Any]) -> dict[str, Any]:
         cache_path = self.wt_dir / "statcache.msgpack"
         cache = world.StatCache.load(cache_path) if Path(root) == self.root else None
-        entries, new_cache, stats = world.capture(Path(root), self.objects, self._ignore(), cache, self._advance)
+        ignore = self._ignore(context.get("include_secrets"))
+        entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance)
         tree = world.put_tree(self.objects, entries)
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
         context["entries"] = entries
@@ -382,6 +385,7 @@ class Repo:
         move_head: bool = True,
         meta: dict[str, Any] | None = None,
         redact_env: bool = True,
+        include_secrets: bool | None = None,
     ) -> Snapshot:
         """Capture the working directory, the trace and any extra layers; return the snapshot.
 
@@ -393,7 +397,7 @@ class Repo:
         symref, head_oid = self.head()
         target_ref = ref or symref
         expected = self.refs.get_ref(target_ref) if target_ref else head_oid
-        context: dict[str, Any] = {"repo": self, "pm": pm, "redact": redact_env}
+        context: dict[str, Any] = {"repo": self, "pm": pm, "redact": redact_env, "include_secrets": include_secrets}
         manifest_layers: dict[str, Any] = {}
         if capture_world:
             rec = pm.hook.agentsnap_capture_world(root=str(self.root), context=context)
