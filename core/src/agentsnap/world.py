@@ -47,11 +47,43 @@ SCAN_THREADS = min(4, (os.cpu_count() or 2) + 1)
 Entry = tuple[str, str, int, int, str]  # path, kind, mode, size, ref
 
 
-class Ignore:
-    """gitignore-style matching: built-in defaults plus the root's ``.agentsnapignore``."""
+#: credential files left out of world capture unless the user opts in (see :func:`is_secret_file`)
+SECRET_PATTERNS = (
+    ".env", ".env.*", "!.env.example", "!.env.sample", "!.env.template", "!.env.dist",
+    "*.pem", "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    ".netrc", ".npmrc", ".pypirc", ".pgpass", ".git-credentials", "credentials.json", "**/.aws/credentials",
+)
+_SECRET_NAMES = frozenset({".env", ".netrc", ".npmrc", ".pypirc", ".pgpass", ".git-credentials", "credentials.json"})
+_ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
+#: prefix of the temp files :func:`materialize` writes; an interrupted restore's leftovers are never captured
+TEMP_PREFIX = ".agentsnap-tmp-"
 
-    def __init__(self, root: Path, include_git: bool = False, extra: list[str] | None = None) -> None:
+
+def is_secret_file(rel: str) -> bool:
+    """True for ``.env`` files, private keys and credential files (the default secret exclusions)."""
+    name = rel.rsplit("/", 1)[-1]
+    if name in _SECRET_NAMES:
+        return True
+    if name.startswith(".env.") and name not in _ENV_TEMPLATES:
+        return True
+    if name.endswith((".pem", ".p12", ".pfx")) or name.startswith(("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")):
+        return True
+    return rel == ".aws/credentials" or rel.endswith("/.aws/credentials")
+
+
+class Ignore:
+    """gitignore-style matching: built-in defaults plus the root's ``.agentsnapignore``.
+
+    Credential files (:data:`SECRET_PATTERNS`) are ignored unless ``include_secrets`` is set (store
+    config ``world.include_secrets=true``) or a ``!pattern`` line in ``.agentsnapignore`` re-includes one.
+    """
+
+    def __init__(
+        self, root: Path, include_git: bool = False, extra: list[str] | None = None, include_secrets: bool = False
+    ) -> None:
         lines = [p for p in DEFAULT_IGNORES if not (include_git and p == ".git/")]
+        if not include_secrets:
+            lines += SECRET_PATTERNS
         ignore_file = root / IGNORE_FILE
         if ignore_file.is_file():
             lines += ignore_file.read_text(errors="replace").splitlines()
@@ -61,12 +93,17 @@ class Ignore:
         # without an ignore file only the defaults apply: decide by name, no pattern matching
         self.defaults_only = not extra and not ignore_file.is_file()
         self.skip_git = not include_git
+        self.skip_secrets = not include_secrets
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         if rel in self.always:
             return True
+        if not is_dir and TEMP_PREFIX in rel and rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
+            return True
         if self.defaults_only:
-            return is_dir and self.skip_git and (rel == ".git" or rel.endswith("/.git"))
+            if is_dir:
+                return self.skip_git and (rel == ".git" or rel.endswith("/.git"))
+            return self.skip_secrets and is_secret_file(rel)
         return self.spec.match_file(rel + "/" if is_dir else rel)
 
 
