@@ -523,7 +523,7 @@ def effect(
             sig: inspect.Signature | None = inspect.signature(f)
         except (TypeError, ValueError):
             sig = None
-        spec = ToolSpec(name or getattr(f, "__name__", "tool"), kind, key, simulate, guard, on_divergence, record_args, sig)
+        spec = ToolSpec(str(name or getattr(f, "__name__", None) or "tool"), kind, key, simulate, guard, on_divergence, record_args, sig)
         register_tool(spec.name, f)
         if inspect.iscoroutinefunction(f):
 
