@@ -1,0 +1,126 @@
+"""The interpreter's settings as plain data (secrets redacted), and code cells read back from messages."""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+__all__ = ["SETTINGS", "capture_settings", "restore_settings", "cells_from_messages", "plain_messages"]
+
+#: OpenInterpreter attributes (interpreter/core/core.py, OpenInterpreter.__init__, 0.4.3)
+INTERPRETER_SETTINGS = (
+    "offline", "auto_run", "verbose", "debug", "max_output", "safe_mode", "shrink_images", "loop", "loop_message",
+    "loop_breakers", "disable_telemetry", "in_terminal_interface", "conversation_history", "conversation_filename",
+    "os", "speak_messages", "sync_computer", "system_message", "custom_instructions", "user_message_template",
+    "always_apply_user_message_template", "code_output_template", "empty_code_output_template",
+    "code_output_sender", "multi_line", "contribute_conversation", "plain_text_display", "highlight_active_line",
+    "last_messages_count",
+)
+#: Computer attributes (interpreter/core/computer/computer.py, Computer.__init__)
+COMPUTER_SETTINGS = ("offline", "verbose", "debug", "emit_images", "save_skills", "import_computer_api", "import_skills", "max_output")
+#: Llm attributes (interpreter/core/llm/llm.py, Llm.__init__); ``api_key`` is never stored
+LLM_SETTINGS = (
+    "model", "temperature", "supports_vision", "supports_functions", "execution_instructions", "context_window",
+    "max_tokens", "api_base", "api_version", "max_budget",
+)
+SECRET_FIELDS = ("llm.api_key",)
+SETTINGS = {"interpreter": INTERPRETER_SETTINGS, "computer": COMPUTER_SETTINGS, "llm": LLM_SETTINGS}
+REDACTED = "<redacted>"
+_URL_PASSWORD = re.compile(r"(?<=://)([^:/@\s]+):([^@/\s]+)@")
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _owner(interpreter: Any, group: str) -> Any:
+    return interpreter if group == "interpreter" else getattr(interpreter, group)
+
+
+def _is_plain(value: Any) -> bool:
+    if isinstance(value, _PLAIN):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+
+
+def capture_settings(interpreter: Any) -> tuple[dict[str, dict[str, Any]], list[str], list[str]]:
+    """``(settings, redacted field names, skipped field names)`` of a live interpreter."""
+    out: dict[str, dict[str, Any]] = {}
+    redacted: list[str] = []
+    skipped: list[str] = []
+    for group, names in SETTINGS.items():
+        owner = _owner(interpreter, group)
+        values: dict[str, Any] = {}
+        for name in names:
+            if not hasattr(owner, name):
+                continue
+            value = getattr(owner, name)
+            if isinstance(value, tuple):
+                value = list(value)
+            if not _is_plain(value):
+                skipped.append(f"{group}.{name}")
+                continue
+            if isinstance(value, str) and _URL_PASSWORD.search(value):
+                value = _URL_PASSWORD.sub(rf"\1:{REDACTED}@", value)
+                redacted.append(f"{group}.{name} (password in URL)")
+            values[name] = value
+        out[group] = values
+    for field in SECRET_FIELDS:
+        group, name = field.split(".")
+        if getattr(_owner(interpreter, group), name, None):
+            redacted.append(field)
+    return out, redacted, skipped
+
+
+def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Set the stored settings on ``interpreter``; return ``(restored names, kept names)``.
+
+    A value that was redacted at capture is not written: the interpreter keeps its own. Setting
+    ``llm.model`` to the value it already has keeps ``llm._is_loaded`` (the framework's setter would
+    reset it and reload the model on the next chat).
+    """
+    restored: list[str] = []
+    kept: list[str] = []
+    for group, values in settings.items():
+        if group not in SETTINGS:
+            continue
+        owner = _owner(interpreter, group)
+        for name, value in values.items():
+            if name not in SETTINGS[group]:
+                continue
+            if isinstance(value, str) and REDACTED in value:
+                kept.append(f"{group}.{name}")
+                continue
+            if group == "llm" and name == "model" and getattr(owner, "model", None) == value:
+                restored.append("llm.model")
+                continue
+            setattr(owner, name, copy.deepcopy(value))
+            restored.append(f"{group}.{name}")
+    kept += [f for f in SECRET_FIELDS]
+    return restored, kept
+
+
+def plain_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A deep copy of LMC messages (they are plain dicts of strings in 0.4.3)."""
+    return copy.deepcopy([dict(m) for m in messages])
+
+
+def cells_from_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Code cells read from LMC messages: each ``type == "code"`` message and the console output after it.
+
+    Used when the interpreter ran code before :func:`attach` installed the recorder.
+    """
+    cells: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if m.get("type") != "code" or m.get("role") != "assistant":
+            continue
+        output: list[dict[str, Any]] = []
+        for later in messages[i + 1 :]:
+            if later.get("role") != "computer":
+                break
+            if later.get("type") == "console" and later.get("format") == "output":
+                output.append({"type": "console", "format": "output", "content": later.get("content", "")})
+        if i + 1 < len(messages) and messages[i + 1].get("role") == "computer":
+            cells.append({"language": str(m.get("format", "")).lower(), "code": str(m.get("content", "")),
+                          "output": output, "step": i + 1, "origin": "messages"})
+    return cells
