@@ -646,3 +646,63 @@ def test_a_call_running_in_another_process_is_reported_in_flight_not_rerun(repo:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+APPLY_CHILD = textwrap.dedent(
+    """
+    import json, sys, time, pathlib
+    from agentsnap import Repo
+    from agentsnap.effects import apply_deferred, Effects, effect, EffectInDoubt
+    from agentsnap.testing.effects import Outbox
+    root, outbox, go, mode, branch = sys.argv[1:6]
+    repo = Repo.open(root); box = Outbox(outbox)
+    while not pathlib.Path(go).exists():
+        time.sleep(0.005)
+    if mode == "apply":
+        rep = apply_deferred(repo, branch, tools={"send_email": box.send})
+        print("CHILD " + json.dumps({"applied": rep["applied"], "conflicts": len(rep["conflicts"]), "in_doubt": rep["in_doubt"]}))
+    else:
+        fx = Effects(repo)
+        @effect(session=fx)
+        def send_email(to, body):
+            return box.send(to, body)
+        try:
+            with fx.step(5):
+                send_email("bob", "same position")
+            print("CHILD " + json.dumps({"events": fx.events}))
+        except EffectInDoubt as exc:
+            print("CHILD " + json.dumps({"in_flight": exc.in_flight}))
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["apply", "call"])
+def test_concurrent_processes_never_duplicate_an_effect(repo: Repo, tmp_path: Path, mode: str) -> None:
+    """Four processes apply four sibling forks (or call one position) at once: exactly one email."""
+    outbox = Outbox(tmp_path / "outbox.jsonl")
+    fx = Effects(repo)
+    agent = make_agent(fx, outbox)
+    run_step(agent, fx, 0)
+    snap = repo.capture(agent, "before the send")
+    branches = _fork_and_run(repo, snap, outbox, 4) if mode == "apply" else ["main"] * 4
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", APPLY_CHILD, str(repo.root), str(outbox.path), str(go), mode, b],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for b in branches
+    ]
+    go.write_text("go")
+    outs = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr
+        outs.append(json.loads([x for x in stdout.splitlines() if x.startswith("CHILD ")][-1][6:]))
+    assert len(outbox.emails()) == 1, outs
+    if mode == "apply":
+        assert sum(len(o["applied"]) for o in outs) == 1
+        assert sum(o["conflicts"] for o in outs) + sum(len(o["in_doubt"]) for o in outs) == 3
+    else:
+        ran = [o for o in outs if o.get("events") and o["events"][0][0] == "run"]
+        assert len(ran) == 1
+    assert repo.verify()["ok"]
