@@ -127,6 +127,8 @@ def test_path_parameters_cannot_read_outside_the_store(server: UIServer, store: 
         "/api/graph?limit=-1",
         "/api/graph?limit=100000",
         "/api/graph?cursor=abc",
+        "/api/graph?cursor=99999999999999999999999",
+        f"/api/snapshots/{sid}/layers/world?offset=-5",
     ]
     for path in attacks:
         status, body = request(server, path)
@@ -136,6 +138,21 @@ def test_path_parameters_cannot_read_outside_the_store(server: UIServer, store: 
         assert json.loads(text)["error"], path
     # the same ids, valid, are answered
     assert get_json(server, f"/api/snapshots/{sid[:10]}")["id"] == sid
+
+
+def test_an_unexpected_error_is_a_500_and_the_server_keeps_serving(
+    server: UIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentsnap.ui import api
+
+    def broken(repo: Repo) -> Any:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(api, "refs", broken)
+    status, body = request(server, "/api/refs")
+    assert status == 500 and b"secret detail" not in body and json.loads(body)["error"].startswith("internal error")
+    monkeypatch.undo()
+    assert request(server, "/api/refs")[0] == 200
 
 
 def test_the_server_is_read_only(server: UIServer, store: UIStore) -> None:

@@ -165,3 +165,39 @@ def test_page_draws_the_dag_shows_layers_and_diffs_a_pair(browser: Any, store: U
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_large_store_loads_a_page_at_a_time(browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """130 snapshots: the page shows the first 100, 'Load more' adds the rest; the lane stays one line."""
+    from agentsnap import Repo
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    repo = Repo.init(tmp_path / "big")
+    for i in range(130):
+        repo.snapshot(f"step {i}", agent="looper", capture_world=False, trace=[])
+    newest_first = [row.id for row in repo.refs.list_snapshots()]
+    srv = make_server(repo, port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        d = browser
+        wait = WebDriverWait(d, 30)
+        d.get(srv.url)
+        wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, ".node-row")) == 100)
+        assert "(more below)" in d.find_element(By.ID, "status").text
+        assert len(d.find_elements(By.CSS_SELECTOR, "svg path.edge.offpage")) == 1  # towards the next page
+        more = d.find_element(By.ID, "more")
+        d.execute_script("arguments[0].scrollIntoView()", more)
+        more.click()
+        wait.until(lambda _: len(d.find_elements(By.CSS_SELECTOR, ".node-row")) == 130)
+        shown = [r.get_attribute("data-id") for r in d.find_elements(By.CSS_SELECTOR, ".node-row")]
+        assert shown == newest_first
+        assert not d.find_element(By.ID, "more").is_displayed()
+        assert not d.find_elements(By.CSS_SELECTOR, "svg path.edge.offpage")
+        assert len({c.get_attribute("cx") for c in d.find_elements(By.CSS_SELECTOR, "svg circle.node")}) == 1
+        save_screenshot(d, tmp_path, "ui-large-store.png")
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        repo.close()

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import sys
 import threading
+import traceback
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -78,9 +80,12 @@ def _int(q: dict[str, list[str]], name: str, default: int | None) -> int | None:
     if not values or values[-1] == "":
         return default
     try:
-        return int(values[-1])
+        value = int(values[-1])
     except ValueError:
         raise InvalidInput(f"{name} must be an integer") from None
+    if abs(value) > 10**12:
+        raise InvalidInput(f"{name} is out of range")
+    return value
 
 
 def _text(q: dict[str, list[str]], name: str) -> str:
@@ -157,6 +162,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except AgentSnapError as exc:
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc), head_only)
+            return
+        except Exception:  # a bug or an unreadable object: say so, keep serving, details on stderr only
+            traceback.print_exc(file=sys.stderr)
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error (details on the server's stderr)", head_only)
             return
         self._send(status, body, ctype, head_only)
 
