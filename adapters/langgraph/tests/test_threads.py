@@ -70,7 +70,14 @@ def test_fork_thread_copies_history_and_isolates(store: Path) -> None:
             ids = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(f)]
             origin = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(cfg("main"))]
             assert ids == [i for i in origin if i <= first.config["configurable"]["checkpoint_id"]]
+        point = first.config["configurable"]["checkpoint_id"]
+        shared = saver.snapshot_id(first.config)
+        assert saver.snapshot_id({"configurable": {"thread_id": "main-fork-2", "checkpoint_id": point}}) == shared
         say(graph, "main-fork-1", "A", "hA")
+        fork_first_new = next(
+            s for s in graph.get_state_history(cfg("main-fork-1")) if s.parent_config and s.parent_config["configurable"]["checkpoint_id"] == point
+        )
+        assert Repo.open(store).get(saver.snapshot_id(fork_first_new.config)).parents == [shared]
         assert contents(graph, "main-fork-2") == ["hi", "echo: hi"]
         assert contents(graph, "main") == ["hi", "echo: hi", "more", "echo: more"]
         assert saver.fork_thread(cfg("main"), 1)[0]["configurable"]["thread_id"] == "main-fork-3"

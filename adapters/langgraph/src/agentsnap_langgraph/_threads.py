@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agentsnap import content, world
 from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty, UnknownSnapshot
 from agentsnap.plugins import get_plugin_manager
-from agentsnap.store import RefUpdate, SnapshotRow
+from agentsnap.store import RefUpdate
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
@@ -109,8 +109,8 @@ class ThreadVerbs:
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint (the whole parent chain, all namespaces) and write of a thread.
 
-        Each copy is a new snapshot of the target thread whose parents are the copies; channel
-        values are shared with the source (same objects).
+        The target's checkpoints are the source's snapshots (nothing is written twice); the target's
+        own later checkpoints branch off them, so ``agentsnap log --graph`` shows where it forked.
         """
         self._copy(str(source_thread_id), str(target_thread_id), None)
 
@@ -134,22 +134,9 @@ class ThreadVerbs:
             rows = [r for r in rows if r[0] != "" or r[1] in chain]
         if not rows:
             return
-        mapping: dict[str, str] = {}
-        queued: list[tuple[str, str, str, list[str]]] = []
-        written: list[tuple[Any, ...]] = []
-        snap_rows: list[SnapshotRow] = []
-        for ns, cid, parent_id, snap, run_id, ctype, ckpt, mtype, meta in rows:
-            manifest = self.repo.manifest(snap)
-            doc = content.get_value(self.repo.objects, manifest["layers"]["state"]["content"], "langgraph state")
-            doc["thread_id"] = target
-            parents = [mapping.get(p, p) for p in manifest["parents"]]
-            channels = {ch: tuple(v) for ch, v in doc["channels"].items()}
-            new_meta = dict(manifest.get("meta", {}), thread_id=target)
-            new = self._write_snapshot(doc, channels, parents, new_meta, manifest["layers"].get("world"))
-            mapping[snap] = new.id
-            queued.append((thread_ref(target, ns), new.id, cid, parents))
-            written.append((target, ns, cid, parent_id, new.id, run_id, ctype, ckpt, mtype, meta))
-            snap_rows.append(new.row)
+        # the copies share the source's snapshots (like git branches): no object is written again
+        queued = [(thread_ref(target, r[0]), r[3], r[1], self.repo.manifest(r[3])["parents"]) for r in rows]
+        written = [(target, *r) for r in rows]
         copied_ids = {(r[0], r[1]) for r in rows}
         with self.index.tx() as db:
             db.executemany(
@@ -176,7 +163,6 @@ class ThreadVerbs:
                 for r in db.execute("SELECT seq FROM lg_checkpoints WHERE thread_id=? AND flushed=0", (target,)).fetchall()
             ]
         with self._s.lock:
-            self._s.pending_rows.extend(snap_rows)
             self._s.pending_seqs.extend(seqs)
             for item in queued:
                 self._queue(*item)
@@ -203,8 +189,10 @@ class ThreadVerbs:
             manifest = self.repo.manifest(snap)
             doc = content.get_value(self.repo.objects, manifest["layers"]["state"]["content"], "langgraph state")
             doc["parent_checkpoint_id"] = None
+            doc["thread_id"] = thread_id  # the kept snapshot may have been shared with the thread it was copied from
             channels = {ch: tuple(v) for ch, v in doc["channels"].items()}
-            new = self._write_snapshot(doc, channels, [], dict(manifest.get("meta", {})), manifest["layers"].get("world"))
+            meta = dict(manifest.get("meta", {}), thread_id=thread_id)
+            new = self._write_snapshot(doc, channels, [], meta, manifest["layers"].get("world"))
             keep_versions = [(ch, v[0]) for ch, v in channels.items()]
             with self.index.tx() as db:
                 db.execute(
