@@ -1,0 +1,75 @@
+"""agentsnap adapter for vLLM: a KV connector that saves prompt KV blocks as agentsnap pages and loads them
+into a fresh engine (the scheduler counts them as computed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentsnap import InvalidInput, Repo, Snapshot
+
+CONNECTOR = "AgentsnapConnector"
+MODULE = "agentsnap_vllm.connector"
+FORMAT = "agentsnap-vllm"
+SNAPSHOT_PARAM = "agentsnap_snapshot"
+
+__all__ = ["kv_transfer_config", "saved_layer", "snapshot", "snapshot_params"]
+
+
+def kv_transfer_config(repo: str | Path, *, save: bool = True, load: str | None = None, **extra: Any) -> Any:
+    """A ``vllm.config.KVTransferConfig`` that plugs the agentsnap connector into an engine.
+
+    Args:
+        repo: the agentsnap repository holding the pages.
+        save: save the prompt KV of every prefilled request (picked up by :func:`snapshot`).
+        load: a snapshot (id, branch or tag) whose pages every request may load; refused at engine start
+            when its fingerprint does not match the engine.
+        extra: more connector options (``model_id``, ``weights`` to override the fingerprint's fields).
+    """
+    from vllm.config import KVTransferConfig
+
+    config = {"repo": str(Path(repo).resolve()), "save": save, **extra}
+    if load:
+        config["load"] = load
+    return KVTransferConfig(
+        kv_connector=CONNECTOR, kv_connector_module_path=MODULE, kv_role="kv_both", kv_connector_extra_config=config
+    )
+
+
+def snapshot_params(snapshot_id: str) -> dict[str, Any]:
+    """``SamplingParams(extra_args=...)`` that make one request load its prefix from ``snapshot_id``."""
+    return {"kv_transfer_params": {SNAPSHOT_PARAM: snapshot_id}}
+
+
+def _take_saved(worker: Any) -> list[dict[str, Any]]:
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    return get_kv_transfer_group().take_saved()
+
+
+def saved_layer(llm: Any) -> dict[str, Any]:
+    """Collect (via ``collective_rpc``) the KV records the workers saved since the last call, as a cache layer."""
+    records = [rec for worker in llm.collective_rpc(_take_saved) for rec in worker]
+    refs = list(dict.fromkeys(r for rec in records for r in rec["refs"]))
+    return {"format": FORMAT, "v": 1, "requests": records, "refs": refs}
+
+
+def connector_repo(llm: Any) -> Path | None:
+    """The repository the engine's agentsnap connector writes to, or None if it has none."""
+    config = getattr(llm.llm_engine.vllm_config, "kv_transfer_config", None)
+    if config is None or config.kv_connector != CONNECTOR:
+        return None
+    return Path((config.kv_connector_extra_config or {})["repo"]).resolve()
+
+
+def snapshot(llm: Any, repo: Repo, message: str = "vllm KV cache", **kw: Any) -> Snapshot:
+    """Snapshot the KV pages the engine saved (plus anything else ``repo.snapshot`` takes)."""
+    where = connector_repo(llm)
+    if where is None:
+        raise InvalidInput("this LLM has no agentsnap connector; build it with kv_transfer_config=kv_transfer_config(...)")
+    if where != repo.root:
+        raise InvalidInput(f"the engine's connector writes to {where}, not to {repo.root}; snapshot with that repository")
+    layer = saved_layer(llm)
+    if not layer["requests"]:
+        raise InvalidInput("the engine saved no KV pages since the last snapshot (prompts shorter than one block?)")
+    return repo.snapshot(message, layers={"cache": layer}, capture_world=kw.pop("capture_world", False), **kw)
