@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .client import AsyncClient, Client, SnapshotInfo
 from .errors import (
     AgentSnapError,
     AmbiguousId,
@@ -16,7 +17,11 @@ from .errors import (
     UnsupportedFormat,
 )
 from .hookspecs import hookimpl
+from .migrations import MigrationError, register_migration
 from .repo import Repo, Snapshot
+from .retention import SnapshotGone
+from .rollback import AutoSnapshot, checkpoint, rollback
+from .snapshottable import Snapshottable, SupportsStateDict, UnsupportedValue, register_type
 
 __version__ = "0.1.0"
 
@@ -35,5 +40,18 @@ __all__ = [
     "UnsafeSnapshot",
     "UnsupportedFormat",
     "hookimpl",
+    "AsyncClient",
+    "AutoSnapshot",
+    "Client",
+    "MigrationError",
+    "SnapshotGone",
+    "SnapshotInfo",
+    "Snapshottable",
+    "SupportsStateDict",
+    "UnsupportedValue",
+    "checkpoint",
+    "register_migration",
+    "register_type",
+    "rollback",
     "__version__",
 ]

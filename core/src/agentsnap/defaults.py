@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .hookspecs import hookimpl
+from .snapshottable import dump_state, is_typed, load_state, typed_trace
 
 LAYER_HOOKS = ("trace", "state", "effects", "cache", "model")
 
@@ -45,6 +46,8 @@ def agentsnap_handles(obj: Any) -> str | None:
 
 @hookimpl(trylast=True)
 def agentsnap_capture_state(obj: Any, context: dict[str, Any]) -> Any:
+    if is_typed(obj):  # Snapshottable: typed msgpack encoding, schema version (agentsnap.snapshottable)
+        return dump_state(obj)
     if agentsnap_handles(obj):
         return obj.state_dict()
     return None
@@ -52,6 +55,9 @@ def agentsnap_capture_state(obj: Any, context: dict[str, Any]) -> Any:
 
 @hookimpl(trylast=True)
 def agentsnap_restore_state(obj: Any, state: Any, context: dict[str, Any]) -> bool | None:
+    if is_typed(obj):
+        load_state(obj, state, trust_pickle=bool(context.get("trust_pickle", False)))
+        return True
     if agentsnap_handles(obj):
         obj.load_state_dict(state)
         return True
@@ -60,6 +66,8 @@ def agentsnap_restore_state(obj: Any, state: Any, context: dict[str, Any]) -> bo
 
 @hookimpl(trylast=True)
 def agentsnap_capture_trace(obj: Any, context: dict[str, Any]) -> list[dict[str, Any]] | None:
+    if is_typed(obj):
+        return typed_trace(obj)
     messages = getattr(obj, "messages", None)
     if agentsnap_handles(obj) and isinstance(messages, list):
         return [dict(m) for m in messages]
@@ -68,6 +76,8 @@ def agentsnap_capture_trace(obj: Any, context: dict[str, Any]) -> list[dict[str,
 
 @hookimpl(trylast=True)
 def agentsnap_restore_trace(obj: Any, messages: list[dict[str, Any]], context: dict[str, Any]) -> bool | None:
+    if is_typed(obj):
+        return True  # the state layer restores a typed agent's messages, with their types
     if agentsnap_handles(obj) and isinstance(getattr(obj, "messages", None), list):
         obj.messages[:] = [dict(m) for m in messages]
         return True

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from . import content, world
 from .errors import AgentSnapError
 from .objects import Kind, is_oid, unpack_chunk_list
+from .retention import TOMBSTONES, Graveyard
 
 if TYPE_CHECKING:
     from .repo import Repo
@@ -16,13 +17,14 @@ def roots(repo: Repo) -> dict[str, str]:
     """Every id a ref, a HEAD or a reflog entry names, with where it was found."""
     out: dict[str, str] = {}
     for name, oid in repo.refs.list_refs().items():
-        out.setdefault(oid, name)
+        if not name.startswith(TOMBSTONES):  # marks of dead snapshots keep nothing alive
+            out.setdefault(oid, name)
     for wt, (_sym, oid) in repo.refs.list_heads().items():
         if oid:
             out.setdefault(oid, f"HEAD of worktree {wt}")
     for e in repo.refs.reflog():
         for oid in (e.old, e.new):
-            if oid:
+            if oid and not e.name.startswith(TOMBSTONES):
                 out.setdefault(oid, f"reflog #{e.seq} of {e.name}")
     return out
 
@@ -36,11 +38,16 @@ def _content_ids(repo: Repo, oid: str) -> list[str]:
     return [oid]
 
 
-def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None) -> set[str]:
-    """Ids of all objects reachable from the roots; problems found on the way are appended."""
+def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: float | None = None) -> set[str]:
+    """Ids of all objects reachable from the roots; problems found on the way are appended.
+
+    Expired, pruned and deleted snapshots (:mod:`agentsnap.retention`) are tombstones: kept as a manifest
+    when a ref or a live child reaches them, their layers not reached through them.
+    """
     problems = problems if problems is not None else []
     seen: set[str] = set()
-    stack = list(roots(repo).items())
+    grave = Graveyard(repo, now)
+    stack = [(oid, where) for oid, where in roots(repo).items() if not grave.skip_root(oid, where)]
     manifests_seen: set[str] = set()
     while stack:
         oid, where = stack.pop()
@@ -55,6 +62,8 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None) -> set[s
         seen.add(oid)
         for p in m["parents"]:
             stack.append((p, f"parent of {oid[:12]}"))
+        if grave.is_dead(oid, m):
+            continue
         for name, rec in m["layers"].items():
             try:
                 ids = [rec[k] for k in ("tree", "env", "content") if is_oid(rec.get(k))]
@@ -80,7 +89,7 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None) -> set[s
     return seen
 
 
-def verify(repo: Repo) -> dict[str, Any]:
+def verify(repo: Repo, now: float | None = None) -> dict[str, Any]:
     """Re-hash every object and check that refs, parents and layers resolve."""
     problems: list[dict[str, Any]] = []
     checked = 0
@@ -90,7 +99,7 @@ def verify(repo: Repo) -> dict[str, Any]:
             repo.objects.get(oid)
         except AgentSnapError as exc:
             problems.append({"kind": "object", "id": oid, "error": str(exc)})
-    live = reachable(repo, problems)
+    live = reachable(repo, problems, now=now)
     return {
         "ok": not problems,
         "objects": checked,
@@ -101,7 +110,7 @@ def verify(repo: Repo) -> dict[str, Any]:
     }
 
 
-def gc(repo: Repo, grace_seconds: float) -> dict[str, Any]:
+def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, Any]:
     """Delete objects no root reaches and that are older than the grace period.
 
     New snapshots write (or re-touch) their objects before any ref names them, so an object
@@ -109,7 +118,7 @@ def gc(repo: Repo, grace_seconds: float) -> dict[str, Any]:
     snapshot never deletes what that snapshot is about to reference.
     """
     problems: list[dict[str, Any]] = []
-    live = reachable(repo, problems)
+    live = reachable(repo, problems, now=now)
     if problems:
         raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
     removed = kept_young = 0

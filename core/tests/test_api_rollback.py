@@ -1,0 +1,207 @@
+"""``agentsnap.rollback`` (agent + files) and ``@agentsnap.checkpoint`` / ``AutoSnapshot``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import agentsnap
+import pytest
+from agentsnap.errors import InvalidInput
+
+
+class Agent(agentsnap.Snapshottable):
+    def __init__(self) -> None:
+        self.memory: list[str] = []
+        self.calls = 0
+
+    def step(self, text: str) -> int:
+        self.memory.append(text)
+        self.calls += 1
+        return self.calls
+
+
+class PlainAgent:
+    """Not Snapshottable: only state_dict()/load_state_dict() (the core's default plugin handles it)."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {"n": 0}
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.data
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.data = state
+
+
+def test_rollback_restores_agent_and_reraises() -> None:
+    agent = Agent()
+    agent.step("kept")
+    with pytest.raises(KeyError, match="boom"):
+        with agentsnap.rollback(agent) as rb:
+            agent.step("lost")
+            raise KeyError("boom")
+    assert rb.rolled_back and agent.memory == ["kept"] and agent.calls == 1
+
+
+def test_no_rollback_when_the_block_succeeds() -> None:
+    agent = Agent()
+    with agentsnap.rollback(agent) as rb:
+        agent.step("kept")
+    assert not rb.rolled_back and agent.memory == ["kept"]
+
+
+def test_rollback_of_a_plain_state_dict_object_is_a_deep_copy() -> None:
+    agent = PlainAgent()
+    with pytest.raises(RuntimeError):
+        with agentsnap.rollback(agent):
+            agent.data["n"] = 5  # mutated in place: the copy taken on entry must not share it
+            raise RuntimeError
+    assert agent.data == {"n": 0}
+
+
+def test_rollback_with_world_puts_files_back_and_keeps_the_failed_state(tmp_path: Path) -> None:
+    repo = agentsnap.Repo.init(tmp_path)
+    (tmp_path / "notes.txt").write_text("v1")
+    (tmp_path / "keep.txt").write_text("k")
+    base = repo.snapshot("base")
+    agent = Agent()
+    with pytest.raises(ValueError):
+        with agentsnap.rollback(agent, world=tmp_path, repo=repo, message="risky edit") as rb:
+            agent.step("edit")
+            (tmp_path / "notes.txt").write_text("broken")
+            (tmp_path / "junk.tmp").write_text("x")
+            (tmp_path / "keep.txt").unlink()
+            raise ValueError("tool failed")
+    assert (tmp_path / "notes.txt").read_text() == "v1" and (tmp_path / "keep.txt").read_text() == "k"
+    assert not (tmp_path / "junk.tmp").exists() and agent.memory == []
+    assert repo.head()[1] == base.id  # the branch did not move
+    failed = repo.world_entries(rb.undo)
+    assert any(e[0] == "junk.tmp" for e in failed)  # the failed attempt is kept for inspection
+    assert repo.get(rb.snapshot).message == "rollback: before risky edit"
+    repo.close()
+
+
+def test_rollback_of_one_directory_only(tmp_path: Path) -> None:
+    repo = agentsnap.Repo.init(tmp_path)
+    (tmp_path / "sandbox").mkdir()
+    (tmp_path / "sandbox" / "a.txt").write_text("a")
+    (tmp_path / "outside.txt").write_text("o")
+    repo.snapshot("base")
+    repo.close()
+    with pytest.raises(RuntimeError):
+        with agentsnap.rollback(None, world=tmp_path / "sandbox"):
+            (tmp_path / "sandbox" / "a.txt").write_text("changed")
+            (tmp_path / "outside.txt").write_text("changed too")
+            raise RuntimeError
+    assert (tmp_path / "sandbox" / "a.txt").read_text() == "a"
+    assert (tmp_path / "outside.txt").read_text() == "changed too"  # outside the protected world
+
+
+def test_async_rollback() -> None:
+    agent = Agent()
+
+    async def main() -> None:
+        async with agentsnap.rollback(agent):
+            agent.step("x")
+            await asyncio.sleep(0)
+            raise OSError("network")
+
+    with pytest.raises(OSError):
+        asyncio.run(main())
+    assert agent.calls == 0
+
+
+def test_rollback_refuses_objects_nothing_handles() -> None:
+    with pytest.raises(agentsnap.AgentSnapError, match="no installed adapter"):
+        with agentsnap.rollback(object()):
+            pass
+
+
+# ---------------------------------------------------------------------------------------------- checkpoint
+def test_checkpoint_every_n_calls(tmp_path: Path) -> None:
+    client = agentsnap.Client(tmp_path)
+
+    class Worker(Agent):
+        @agentsnap.checkpoint(every=3, client=client, agent_id="worker")
+        def work(self, text: str) -> int:
+            return self.step(text)
+
+    w = Worker()
+    for i in range(7):
+        w.work(f"t{i}")
+    timeline = client.timeline("worker")
+    assert len(timeline) == 2  # after calls 3 and 6
+    assert client.restore(timeline[0].id, into=Worker()).memory == ["t0", "t1", "t2", "t3", "t4", "t5"]
+    assert Worker.work.last == timeline[0].id
+    client.close()
+
+
+def test_checkpoint_every_t_seconds_with_a_fake_clock(tmp_path: Path) -> None:
+    now = [100.0]
+    client = agentsnap.Client(tmp_path)
+
+    @agentsnap.checkpoint(seconds=60, client=client, agent=lambda agent, text: agent, clock=lambda: now[0])
+    def act(agent: Agent, text: str) -> None:
+        agent.step(text)
+
+    a = Agent()
+    act(a, "first")
+    now[0] += 30
+    act(a, "second")
+    assert client.timeline() == []
+    now[0] += 31
+    act(a, "third")
+    [snap] = client.timeline("Agent")
+    assert client.restore(snap.id, into=Agent()).calls == 3
+    client.close()
+
+
+def test_failed_calls_do_not_count_and_agents_are_counted_separately() -> None:
+    policy = agentsnap.AutoSnapshot(every=2)
+    a, b = Agent(), Agent()
+    assert [policy.tick(a), policy.tick(b), policy.tick(a), policy.tick(b), policy.tick(a)] == [False, False, True, True, False]
+    saved: list[str] = []
+
+    class FakeClient:  # records what would be saved; the real Client is covered above
+        def save(self, agent: Any, **kw: Any) -> str:
+            saved.append(kw["agent_id"])
+            return "id"
+
+    class Flaky(Agent):
+        @agentsnap.checkpoint(every=1, client=FakeClient())
+        def go(self, fail: bool) -> None:
+            if fail:
+                raise RuntimeError
+            self.step("ok")
+
+    f = Flaky()
+    with pytest.raises(RuntimeError):
+        f.go(True)
+    f.go(False)
+    assert saved == ["Flaky"]
+
+
+def test_async_checkpoint_with_async_client(tmp_path: Path) -> None:
+    async def main() -> int:
+        async with agentsnap.AsyncClient(tmp_path) as client:
+
+            class Async(Agent):
+                @agentsnap.checkpoint(every=2, client=client, agent_id="async")
+                async def work(self) -> None:
+                    await asyncio.sleep(0)
+                    self.step("x")
+
+            w = Async()
+            for _ in range(4):
+                await w.work()
+            return len(await client.timeline("async"))
+
+    assert asyncio.run(main()) == 2
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"every": 0}, {"every": True}, {"seconds": -1}])
+def test_checkpoint_policy_needs_a_sane_interval(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput):
+        agentsnap.checkpoint(**kwargs)

@@ -1,0 +1,305 @@
+"""Snapshottable agents and the typed value encoding: every supported type round-trips, nothing else does."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import socket
+import uuid
+from collections import namedtuple
+from decimal import Decimal
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
+
+import agentsnap
+import pydantic
+import pytest
+from agentsnap.encoding import pack, unpack
+from agentsnap.errors import UnsafeSnapshot
+from agentsnap.snapshottable import decode_value, dump_state, encode_value
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    x: int
+    y: str = "origin"
+
+
+@dataclasses.dataclass
+class Note:
+    text: str
+    tags: list[str] = dataclasses.field(default_factory=list)
+    seen: int = dataclasses.field(default=0, init=False)
+
+
+class Profile(pydantic.BaseModel):
+    name: str
+    born: dt.date
+    scores: list[float] = []
+
+
+Pair = namedtuple("Pair", "left right")
+
+
+class Tool(agentsnap.Snapshottable):
+    def __init__(self) -> None:
+        self.name = "search"
+        self.uses = 0
+
+
+class Agent(agentsnap.Snapshottable):
+    def __init__(self) -> None:
+        self.memory: list[Any] = []
+        self.counters: dict[str, int] = {}
+        self.tool = Tool()
+        self._client = "live connection"
+
+
+class Picked(agentsnap.Snapshottable):
+    __snapshot_fields__ = ("keep",)
+
+    def __init__(self) -> None:
+        self.keep = 1
+        self.skip = "not captured"
+
+
+class Holder(agentsnap.Snapshottable):
+    def __init__(self) -> None:
+        self.value: Any = None
+
+
+def roundtrip(value: Any) -> Any:
+    """Through the encoding and real msgpack bytes, as the store does."""
+    return decode_value(unpack(pack(encode_value(value))))
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (1 vs True vs 1.0, list vs tuple)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, dt.datetime) and a.tzinfo is not None:
+        return a == b and a.utcoffset() == b.utcoffset() and a.tzinfo == b.tzinfo
+    return bool(a == b)
+
+
+# ---------------------------------------------------------------------------------------------- property
+def _zones() -> st.SearchStrategy[Any]:
+    zones: list[dt.tzinfo] = [dt.timezone.utc, dt.timezone(dt.timedelta(hours=5, minutes=30)), dt.timezone(-dt.timedelta(hours=7))]
+    try:
+        from zoneinfo import ZoneInfo
+
+        zones.append(ZoneInfo("Europe/Paris"))
+    except Exception:  # no tz database on this machine
+        pass
+    return st.sampled_from(zones)
+
+
+hashables = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+    st.dates(),
+    st.uuids(),
+    st.decimals(allow_nan=False, allow_infinity=False, places=3),
+    st.sampled_from(list(Color) + list(Level)),
+    st.builds(Point, st.integers(), st.text(max_size=4)),
+)
+leaves = st.one_of(
+    hashables,
+    st.floats(allow_nan=False),
+    st.complex_numbers(allow_nan=False, allow_infinity=False),
+    st.builds(bytearray, st.binary(max_size=8)),
+    st.datetimes(),
+    st.datetimes(timezones=_zones()),
+    st.times(),
+    st.timedeltas(),
+    st.builds(PurePosixPath, st.text(alphabet="abc/._", max_size=12)),
+    st.builds(PureWindowsPath, st.text(alphabet="abc\\._", max_size=12)),
+    st.builds(Path, st.text(alphabet="abc/._", max_size=12)),
+    st.builds(Note, st.text(max_size=6), st.lists(st.text(max_size=3), max_size=3)),
+    st.builds(Profile, name=st.text(max_size=6), born=st.dates(), scores=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3)),
+    st.builds(Pair, st.integers(), st.text(max_size=3)),
+)
+values = st.recursive(
+    leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=6), inner, max_size=4),
+        st.dictionaries(hashables, inner, max_size=4),
+        st.sets(hashables, max_size=4),
+        st.frozensets(hashables, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values)
+def test_property_every_supported_type_round_trips_through_msgpack_bytes(value: Any) -> None:
+    back = roundtrip(value)
+    assert same(back, value), (value, back)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=values)
+def test_property_nested_values_round_trip_through_the_store(value: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
+    with agentsnap.Client(tmp_path_factory.mktemp("store")) as client:
+        holder = Holder()
+        holder.value = {"nested": [value, (value,)], "child": Tool()}
+        snap = client.save(holder, agent_id="holder")
+        back = client.restore(snap, into=Holder())
+    assert same(back.value["nested"], [value, (value,)])
+    assert isinstance(back.value["child"], Tool)
+
+
+def test_same_value_same_bytes_so_snapshots_dedup() -> None:
+    a = {"s": {3, 1, 2}, "d": {2: "b", 1: "a"}}
+    b = {"d": {1: "a", 2: "b"}, "s": {2, 3, 1}}
+    assert pack(encode_value(a)) == pack(encode_value(b))
+
+
+# ---------------------------------------------------------------------------------------------- errors
+def test_unsupported_type_names_the_attribute_path(tmp_path: Path) -> None:
+    agent = Agent()
+    sock = socket.socket()
+    try:
+        agent.memory = ["ok", {"k": [1, 2, sock]}]
+        with agentsnap.Client(tmp_path) as client:
+            with pytest.raises(agentsnap.UnsupportedValue) as err:
+                client.save(agent, agent_id="a")
+            assert client.timeline() == []  # nothing half-written
+    finally:
+        sock.close()
+    assert err.value.path == "Agent.memory[1]['k'][2]"
+    assert "socket.socket" in str(err.value) and "Agent.memory[1]['k'][2]" in str(err.value)
+
+
+def test_unsupported_type_inside_a_nested_agent_names_the_full_path() -> None:
+    agent = Agent()
+    agent.tool.uses = object()
+    with pytest.raises(agentsnap.UnsupportedValue, match=r"Agent\.tool\.uses: values of type builtins\.object"):
+        dump_state(agent)
+
+
+def test_unsupported_set_member_and_dict_key_are_named() -> None:
+    with pytest.raises(agentsnap.UnsupportedValue) as err:
+        encode_value({"tools": {frozenset({object()})}}, "agent")
+    assert err.value.path.startswith("agent['tools'] item")
+
+
+def test_no_pickle_by_default_and_never_on_load_without_trust() -> None:
+    class Pickly(agentsnap.Snapshottable):
+        __snapshot_pickle__ = True
+
+        def __init__(self) -> None:
+            self.blob = range(3)  # not a supported type: pickled only because the class opted in
+
+    data = encode_value(Pickly().state_dict(), "Pickly", allow_pickle=True)
+    assert data["blob"]["$t"] == "pickle"
+    with pytest.raises(UnsafeSnapshot, match="pickle"):
+        decode_value(data, "Pickly")
+    assert decode_value(data, "Pickly", trust_pickle=True)["blob"] == range(3)
+    with pytest.raises(agentsnap.UnsupportedValue):
+        encode_value({"blob": range(3)}, "NotOptedIn")
+
+
+def test_classes_named_by_a_snapshot_are_never_imported() -> None:
+    doc = {"$t": "dataclass", "cls": "some_module_not_imported_xyz:Evil", "v": {}}
+    with pytest.raises(agentsnap.AgentSnapError, match="not imported"):
+        decode_value(doc, "agent.x")
+    with pytest.raises(agentsnap.AgentSnapError, match="not a dataclass"):
+        decode_value({"$t": "dataclass", "cls": "builtins:dict", "v": {}}, "agent.x")
+    with pytest.raises(agentsnap.AgentSnapError, match="unknown value tag"):
+        decode_value({"$t": "future-type", "v": 1}, "agent.x")
+
+
+def test_user_dict_with_the_tag_key_is_escaped() -> None:
+    value = {"$t": "tuple", "v": [1, 2]}
+    assert same(roundtrip(value), value)
+
+
+# ---------------------------------------------------------------------------------------------- the mixin
+def test_public_attributes_by_default_private_excluded_nested_recursive(tmp_path: Path) -> None:
+    agent = Agent()
+    agent.memory = [("user", "hi")]
+    agent.counters = {"calls": 3}
+    agent.tool.uses = 2
+    assert set(agent.state_dict()) == {"memory", "counters", "tool"}
+    with agentsnap.Client(tmp_path) as client:
+        snap = client.save(agent, agent_id="a")
+        fresh = Agent()
+        fresh_tool = fresh.tool
+        client.restore(snap, into=fresh)
+        rebuilt = client.restore(snap)  # a new instance of the saved class
+    assert fresh.memory == [("user", "hi")] and fresh.counters == {"calls": 3}
+    assert fresh.tool is fresh_tool and fresh.tool.uses == 2  # nested agents load in place
+    assert fresh._client == "live connection"
+    assert isinstance(rebuilt, Agent) and rebuilt.tool.uses == 2
+
+
+def test_explicit_field_list() -> None:
+    p = Picked()
+    assert p.state_dict() == {"keep": 1}
+    with pytest.raises(agentsnap.AgentSnapError, match="not one of __snapshot_fields__"):
+        p.load_state_dict({"skip": 2})
+
+
+def test_clone_is_independent_and_shares_private_resources() -> None:
+    agent = Agent()
+    agent.memory.append({"at": dt.datetime(2024, 5, 1, 12, 0)})
+    twin = agent.clone()
+    twin.memory.append("more")
+    twin.tool.uses = 9
+    assert agent.memory == [{"at": dt.datetime(2024, 5, 1, 12, 0)}] and agent.tool.uses == 0
+    assert twin._client is agent._client
+
+
+def test_plain_state_dict_objects_still_work_through_the_client(tmp_path: Path) -> None:
+    class Plain:
+        def __init__(self) -> None:
+            self.data = {"n": 1}
+            self.messages: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+
+        def state_dict(self) -> dict[str, Any]:
+            return dict(self.data)
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            self.data = dict(state)
+
+    p = Plain()
+    with agentsnap.Client(tmp_path) as client:
+        snap = client.save(p, agent_id="plain")
+        p.data["n"], p.messages[:] = 2, []
+        client.restore(snap, into=p)
+        assert client.repo.read_layer(snap, "trace")[0]["content"] == "hi"
+    assert p.data == {"n": 1} and p.messages == [{"role": "user", "content": "hi"}]
+
+
+def test_timezones_and_folds_survive() -> None:
+    from zoneinfo import ZoneInfo
+
+    ambiguous = dt.datetime(2024, 10, 27, 2, 30, tzinfo=ZoneInfo("Europe/Paris"), fold=1)
+    back = roundtrip(ambiguous)
+    assert back.tzinfo == ZoneInfo("Europe/Paris") and back.utcoffset() == ambiguous.utcoffset() and back.fold == 1
+    assert same(roundtrip(uuid.UUID(int=5)), uuid.UUID(int=5))
+    assert same(roundtrip(Decimal("1.10")), Decimal("1.10")) and str(roundtrip(Decimal("1.10"))) == "1.10"
