@@ -252,3 +252,44 @@ async def test_async_puts_capture_files_too(tmp_path: Path) -> None:
         await graph.ainvoke({"messages": [HumanMessage(content="hi", id="h1")]}, cfg("aw"))
         snap = Repo.open(project).get(saver.snapshot_id(cfg("aw")))
         assert "a.txt" in [e[0] for e in Repo.open(project).world_entries(snap)]
+
+
+WORKER = """
+import sys
+sys.path.insert(0, {here!r})
+from test_threads import chat_graph, say
+from agentsnap_langgraph import PFSaver
+with PFSaver({store!r}, flush_interval=0.01) as saver:
+    graph = chat_graph(saver)
+    for turn in range(5):
+        say(graph, {thread!r}, f"turn {{turn}}", f"h{{turn}}")
+"""
+
+
+def test_concurrent_processes_on_one_store_lose_nothing(store: Path) -> None:
+    """Three processes write their own threads into one store at once: every checkpoint is indexed,
+    every thread ref names its newest checkpoint, and every snapshot stays reachable."""
+    from agentsnap.maintenance import reachable
+
+    PFSaver(store).close()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER.format(here=str(HERE), store=str(store), thread=f"w{i}")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
+    for p in procs:
+        _out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    repo = Repo.open(store)
+    with PFSaver(store) as saver:
+        for i in range(3):
+            history = list(saver.list(cfg(f"w{i}")))
+            assert len(history) == 15
+            assert repo.refs.get_ref(thread_ref(f"w{i}")) == saver.snapshot_id(cfg(f"w{i}"))
+        snaps = {row[4] for row in saver.index.iter_rows(None, None, None, None, None)}
+    assert snaps <= reachable(repo)
+    assert repo.verify()["ok"]

@@ -158,7 +158,8 @@ class CheckpointIndex:
         before: str | None,
         limit: int | None,
     ) -> Iterator[CheckpointRow]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[Any] = []
         for col, val in (("thread_id", thread_id), ("checkpoint_ns", ns), ("checkpoint_id", checkpoint_id)):
             if val is not None:
                 where.append(f"{col}=?")

@@ -310,6 +310,6 @@ class ThreadVerbs:
         """
         from .merge import merge_thread
 
-        return merge_thread(self, graph, target, source, as_node=as_node, prefer=prefer)
+        return merge_thread(self, graph, target, source, as_node=as_node, prefer=prefer)  # type: ignore[arg-type]
 
 

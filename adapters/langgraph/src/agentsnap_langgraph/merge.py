@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agentsnap.errors import AgentSnapError, InvalidInput
+from langchain_core.runnables import RunnableConfig
 
 if TYPE_CHECKING:
     from .saver import PFSaver
@@ -70,12 +71,12 @@ def _has_reducer(graph: Any, key: str) -> bool:
 def merge_thread(
     saver: PFSaver,
     graph: Any,
-    target: dict[str, Any],
-    source: dict[str, Any],
+    target: RunnableConfig,
+    source: RunnableConfig,
     *,
     as_node: str | None = None,
     prefer: str | None = None,
-) -> dict[str, Any]:
+) -> RunnableConfig:
     """Merge ``source``'s changes since the common checkpoint into ``target``; return the new target config."""
     if prefer not in (None, "source", "target"):
         raise InvalidInput(f"prefer must be 'source', 'target' or None, not {prefer!r}")
@@ -118,10 +119,11 @@ def merge_thread(
             conflicts.append(key)
     if conflicts:
         raise ThreadMergeConflict(sorted(conflicts))
-    target_cfg = {"configurable": {"thread_id": t_thread, "checkpoint_ns": "", "checkpoint_id": t_chain[0]}}
+    target_cfg: RunnableConfig = {"configurable": {"thread_id": t_thread, "checkpoint_ns": "", "checkpoint_id": t_chain[0]}}
     if not updates:
         return target_cfg
     source_snap = saver.snapshot_id({"configurable": {"thread_id": s_thread, "checkpoint_id": s_list[0]}})
     with saver._s.lock:
         saver._s.extra_parents[(t_thread, "")] = source_snap
-    return dict(graph.update_state(target_cfg, updates, as_node=as_node))
+    result: RunnableConfig = graph.update_state(target_cfg, updates, as_node=as_node)
+    return result

@@ -297,7 +297,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         parent_id = conf.get("checkpoint_id")
-        cp = dict(checkpoint)
+        cp: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = cp.pop("channel_values", {})
         new_blobs: list[tuple[str, str, str, str | None]] = []
         fresh: ChannelMap = {}
