@@ -61,3 +61,28 @@ def step(interp: OpenInterpreter, i: int, variant: str) -> None:
 
 def test_effects_kit_passes_for_an_open_interpreter_email_language(tmp_path):
     assert_effects(EffectsCase("openinterpreter", make, step, send_step=1), tmp_path)
+
+
+def test_forks_defer_an_irreversible_shell_command_until_one_is_applied(work, repo, interpreters, tmp_path):
+    from agentsnap.effects import apply_deferred
+    from agentsnap_openinterpreter import restore
+    from conftest import scripted
+
+    counter = tmp_path / "deploys.log"
+    script = {"deploy": f"```shell\necho deployed >> {counter}\n```"}
+    interp = attach(interpreters(scripted(script)), repo)
+    snap = interp.snapshot("before-deploy")
+    forks = repo.fork(snap.id, 2)  # effects policy "defer" by default
+    for f in forks:
+        attempt = attach(interpreters(scripted(script)), repo, effects=Effects(repo, f["branch"]))
+        restore(repo, snap.id, attempt, world=False)
+        attempt.chat("deploy", display=False)
+        assert session_of(attempt).cells[-1]["status"] == "deferred"
+        assert "it was not run" in attempt.messages[-2]["content"]  # the model was told
+    assert not counter.exists()  # no fork deployed anything
+
+    applied = apply_deferred(repo, forks[0]["branch"])
+    assert len(applied["applied"]) == 1
+    assert counter.read_text().splitlines() == ["deployed"]  # run once, for real, on promotion
+    again = apply_deferred(repo, forks[1]["branch"])
+    assert counter.read_text().splitlines() == ["deployed"] and again["conflicts"]  # the second fork's is flagged

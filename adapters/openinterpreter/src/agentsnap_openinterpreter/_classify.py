@@ -146,12 +146,12 @@ class CommandClassifier:
                 return IRREVERSIBLE, f"uses {node.id}, bound by an irreversible cell"
             elif isinstance(node, ast.Call):
                 fn = node.func
-                name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
-                if name == "open" and _opens_for_writing(node):
+                called = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+                if called == "open" and _opens_for_writing(node):
                     return IRREVERSIBLE, "opens a file for writing"
-                if name in self.unsafe_calls:
-                    return IRREVERSIBLE, f"calls {name}()"
-                if name is None and not isinstance(fn, ast.Lambda):
+                if called in self.unsafe_calls:
+                    return IRREVERSIBLE, f"calls {called}()"
+                if called is None and not isinstance(fn, ast.Lambda):
                     return IRREVERSIBLE, "calls a computed function"
         return PURE, "computes only"
 
