@@ -16,6 +16,11 @@ PAGE_SIZE = 8
 
 @functools.cache
 def model() -> LlamaForCausalLM:
+    return fresh_model()
+
+
+def fresh_model() -> LlamaForCausalLM:
+    """A new instance with the same weights (peft wraps models in place, so LoRA tests take their own)."""
     torch.manual_seed(1234)
     config = LlamaConfig(
         vocab_size=256,
@@ -58,3 +63,12 @@ def _observe(s: KVSession) -> dict:
 def case() -> AdapterCase:
     return AdapterCase(name="transformers KVSession", make=session, step=_step, observe=_observe,
                        factory="tinymodel:case", steps=3)
+
+
+def lora_session(random_lora: bool) -> KVSession:
+    """A session over the tiny model with a peft LoRA adapter (random weights, or peft's no-op init)."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(7)
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=not random_lora)
+    return KVSession(get_peft_model(fresh_model(), config).eval(), page_size=PAGE_SIZE)

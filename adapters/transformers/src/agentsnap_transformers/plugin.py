@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from agentsnap import hookimpl, kvcache
 
-from . import kv
+from . import kv, weights
 from .session import KVSession
 
 
@@ -62,11 +62,40 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
     """Refuse a mismatched cache before any layer is applied; on any failure leave the session as it was."""
     if not isinstance(obj, KVSession):
         return (yield)
-    if layers.get("cache") is not None:
-        kvcache.check_fingerprint(layers["cache"], obj.fingerprint())
     saved = (obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths)
+    adapter = None
+    if layers.get("model") is not None and weights.is_peft(obj.model):
+        from peft import get_peft_model_state_dict
+
+        adapter = {k: v.clone() for k, v in get_peft_model_state_dict(obj.model).items()}
+        # weights first: the cache fingerprint covers them. Applied here, so the per-layer hook skips it.
+        weights.restore_adapter(context["repo"].objects, obj.model, layers.pop("model"))
+        obj._fingerprint = None
     try:
+        if layers.get("cache") is not None:
+            kvcache.check_fingerprint(layers["cache"], obj.fingerprint())
         return (yield)
     except BaseException:
         obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths = saved
+        if adapter is not None:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(obj.model, adapter)
+            obj._fingerprint = None
         raise
+
+
+@hookimpl
+def agentsnap_capture_model(obj: Any, context: dict[str, Any]) -> Any:
+    if not isinstance(obj, KVSession) or not weights.is_peft(obj.model):
+        return None
+    return weights.capture_adapter(context["repo"].objects, obj.model)
+
+
+@hookimpl
+def agentsnap_restore_model(obj: Any, model: Any, context: dict[str, Any]) -> bool | None:
+    if not isinstance(obj, KVSession):
+        return None
+    weights.restore_adapter(context["repo"].objects, obj.model, model)
+    obj._fingerprint = None
+    return True
