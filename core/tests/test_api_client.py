@@ -241,3 +241,28 @@ def test_per_file_restore_python_and_cli(tmp_path: Path, monkeypatch: pytest.Mon
     bad = CliRunner().invoke(main, ["restore", snap.id[:12], "--", os.fspath(tmp_path / "outside.txt")])
     assert bad.exit_code == 2 and "outside the working tree" in bad.output
     repo.close()
+
+
+# ---------------------------------------------------------------------------------------------- shared stores
+def test_client_on_a_postgresql_store_two_checkouts_share_timeline_and_ttl(postgres_url: str, tmp_path: Path) -> None:
+    """Sessions, tombstones and TTL live in refs + manifests: any RefStore works, no schema change needed."""
+    clock = Clock()
+    one = agentsnap.Repo.init(tmp_path / "one", store_url=postgres_url)
+    two = agentsnap.Repo.init(tmp_path / "two", store_url=postgres_url)
+    with agentsnap.Client(repo=one, clock=clock) as c1, agentsnap.Client(repo=two, clock=clock) as c2:
+        bot = Bot()
+        bot.turn("from one")
+        first = c1.save(bot, agent_id="bot", ttl=30)
+        bot.turn("from two")
+        second = c2.save(bot, agent_id="bot")
+        handed = c2.handoff(second, "helper")
+        assert [t.id for t in c1.timeline("bot")] == [second, first]
+        assert c1.restore(handed, into=Bot()).memory == ["from one", "from two"]
+        clock.now += 31
+        assert [t.id for t in c2.timeline("bot")] == [second] and not c1.exists(first)
+        c2.delete(handed)
+        assert c1.timeline("helper") == []
+        c1.gc(grace_seconds=0)
+        assert c2.verify()["ok"]
+    one.close()
+    two.close()

@@ -173,9 +173,7 @@ class Client:
         _check_id("session_id", session_id)
         meta: dict[str, Any] = {"session": session_id}
         if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
-                raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
-            meta["expires_at"] = self.clock() + float(ttl)
+            meta["expires_at"] = self._expiry(ttl)
         if metadata:
             if not isinstance(metadata, dict):
                 raise InvalidInput("metadata must be a dict of plain data")
@@ -203,6 +201,11 @@ class Client:
             except RefConflict:
                 continue  # another writer saved to the same session first: re-parent on its snapshot
         raise AgentSnapError(f"session {agent_id}/{session_id} is being written too fast to append to; retry")
+
+    def _expiry(self, ttl: float) -> float:
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
+            raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
+        return self.clock() + float(ttl)
 
     def restore(self, snapshot: str, into: Any = None) -> Any:
         """Load ``snapshot`` into ``into`` (or a new instance of the saved class) and return the agent."""
@@ -248,9 +251,7 @@ class Client:
                 meta[key] = src_meta[key]
         meta["user"] = {**(src_meta.get("user") or {}), **(metadata or {})}
         if ttl is not None:
-            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or ttl <= 0:
-                raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
-            meta["expires_at"] = self.clock() + float(ttl)
+            meta["expires_at"] = self._expiry(ttl)
         trace = layers.pop("trace", None) or []
         ref = session_ref(target_agent_id, session)
         text = message or f"handoff: {src.manifest.get('agent', '') or src.id[:12]} -> {target_agent_id}"
