@@ -76,6 +76,19 @@ class Picked(agentsnap.Snapshottable):
         self.skip = "not captured"
 
 
+class Counter(agentsnap.Snapshottable):
+    """A nested snapshottable value (equality by state, for the property test)."""
+
+    def __init__(self, n: int = 0, label: str = "") -> None:
+        self.n, self.label = n, label
+        self._cache: dict[str, Any] = {}
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Counter and other.state_dict() == self.state_dict()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Holder(agentsnap.Snapshottable):
     def __init__(self) -> None:
         self.value: Any = None
@@ -138,6 +151,7 @@ leaves = st.one_of(
     st.builds(Note, st.text(max_size=6), st.lists(st.text(max_size=3), max_size=3)),
     st.builds(Profile, name=st.text(max_size=6), born=st.dates(), scores=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3)),
     st.builds(Pair, st.integers(), st.text(max_size=3)),
+    st.builds(Counter, st.integers(), st.text(max_size=4)),
 )
 values = st.recursive(
     leaves,
