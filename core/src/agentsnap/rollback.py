@@ -126,12 +126,7 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap.rollback(a
             paths = sorted(tops)
             if not paths:
                 return None
-        here = os.getcwd()
-        os.chdir(self.repo.root)  # restore() reads relative paths from the current directory
-        try:
-            result = self.repo.restore(self.snapshot, paths=paths)
-        finally:
-            os.chdir(here)
+        result = self.repo.restore(self.snapshot, paths=[str(self.repo.root / p) for p in paths])  # absolute: no chdir
         return result.get("undo")
 
 
