@@ -287,6 +287,7 @@ def restore(
     state = repo.read_layer(snap, "state")
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise AgentSnapError(f"snapshot {snap.id[:12]} was not taken from an Open Interpreter session")
+    _check_layers({name: repo.read_layer(snap, name) for name in ("trace", "state", "cells")})  # before any write
     if interpreter is None:
         from interpreter import OpenInterpreter
 
