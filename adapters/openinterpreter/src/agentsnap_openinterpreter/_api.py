@@ -289,8 +289,12 @@ def restore(
         raise AgentSnapError(f"snapshot {snap.id[:12]} was not taken from an Open Interpreter session")
     _check_layers({name: repo.read_layer(snap, name) for name in ("trace", "state", "cells")})  # before any write
     if interpreter is None:
-        from interpreter import OpenInterpreter
-
+        try:
+            from interpreter import OpenInterpreter
+        except ImportError as exc:
+            raise AgentSnapError(
+                f"cannot import Open Interpreter ({exc}); pip install 'agentsnap-openinterpreter[interpreter]'"
+            ) from None
         interpreter = OpenInterpreter(disable_telemetry=True)
     changes = None
     if world:
