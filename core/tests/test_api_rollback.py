@@ -205,3 +205,16 @@ def test_async_checkpoint_with_async_client(tmp_path: Path) -> None:
 def test_checkpoint_policy_needs_a_sane_interval(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
         agentsnap.checkpoint(**kwargs)
+
+
+def test_auto_snapshot_policy_in_a_loop_you_do_not_own(tmp_path: Path) -> None:
+    with agentsnap.Client(tmp_path) as client:
+        agent = Agent()
+        snapper = agentsnap.auto_snapshot(agent, every=4, client=client, agent_id="looper")
+        saved = []
+        for i in range(10):
+            agent.step(f"turn {i}")
+            saved.append(snapper.tick(f"turn {i}"))
+        assert [i for i, s in enumerate(saved) if s] == [3, 7]
+        assert [t.message for t in client.timeline("looper")] == ["turn 7", "turn 3"]
+        assert client.restore(snapper.last, into=Agent()).calls == 8

@@ -20,7 +20,7 @@ from .hookspecs import hookimpl
 from .migrations import MigrationError, register_migration
 from .repo import Repo, Snapshot
 from .retention import SnapshotGone
-from .rollback import AutoSnapshot, checkpoint, rollback
+from .rollback import AutoSnapshot, auto_snapshot, checkpoint, rollback
 from .snapshottable import Snapshottable, SupportsStateDict, UnsupportedValue, register_type
 
 __version__ = "0.1.0"
@@ -42,6 +42,7 @@ __all__ = [
     "hookimpl",
     "AsyncClient",
     "AutoSnapshot",
+    "auto_snapshot",
     "Client",
     "MigrationError",
     "SnapshotGone",

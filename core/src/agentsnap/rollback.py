@@ -23,7 +23,7 @@ from .errors import AgentSnapError, InvalidInput
 from .plugins import get_plugin_manager
 from .repo import Repo
 
-__all__ = ["AutoSnapshot", "checkpoint", "rollback"]
+__all__ = ["AutoSnapshot", "auto_snapshot", "checkpoint", "rollback"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -161,6 +161,32 @@ class AutoSnapshot:
             if due:
                 slot[0], slot[1] = 0, now
             return due
+
+
+class auto_snapshot:  # noqa: N801 - a policy object used like a function
+    """Save ``agent`` when the policy is due; call :meth:`tick` after each turn of a loop you do not own.
+
+    ``snapper = agentsnap.auto_snapshot(agent, every=10, client=client)`` then ``snapper.tick()`` per turn
+    (returns the new snapshot id, or None when no save was due).
+    """
+
+    def __init__(self, agent: Any, *, every: int | None = None, seconds: float | None = None, client: Any = None,
+                 agent_id: str | None = None, session_id: str = "default", clock: Callable[[], float] = time.monotonic) -> None:
+        self.agent, self.client = agent, client
+        self.policy = AutoSnapshot(every, seconds, clock)
+        self.agent_id, self.session_id = agent_id or type(agent).__name__, session_id
+        self.last: str | None = None
+
+    def tick(self, message: str = "") -> str | None:
+        if not self.policy.tick(self.agent):
+            return None
+        if self.client is None:
+            from .client import Client
+
+            self.client = Client()
+        self.last = self.client.save(self.agent, agent_id=self.agent_id, session_id=self.session_id,
+                                     message=message or "auto snapshot")
+        return self.last
 
 
 def checkpoint(
