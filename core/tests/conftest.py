@@ -51,7 +51,8 @@ def repo(tmp_path: Path) -> Repo:
 def site_packages_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of a real package tree: this venv's site-packages plus the standard library (thousands of files)."""
     dst = tmp_path_factory.mktemp("sp") / "tree"
-    skip = shutil.ignore_patterns("__pycache__", "*.so", "test", "tests", "idlelib", "site-packages")
+    # *.pem: key/cert files are default-ignored by world capture (secrets), e.g. botocore/certifi CA bundles
+    skip = shutil.ignore_patterns("__pycache__", "*.so", "test", "tests", "idlelib", "site-packages", "*.pem")
     shutil.copytree(sysconfig.get_paths()["purelib"], dst / "site-packages", symlinks=True, ignore=skip)
     shutil.copytree(sysconfig.get_paths()["stdlib"], dst / "stdlib", symlinks=True, ignore=skip)
     return dst
