@@ -112,27 +112,32 @@ class CheckpointIndex:
         """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq."""
         thread_id, ns = row[0], row[1]
         with self.tx() as db:
-            db.execute(
+            cur = db.execute(
                 f"INSERT OR REPLACE INTO lg_checkpoints ({_ROW_COLS}, run_id, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
                 (*row, run_id),
             )
+            seq = getattr(cur, "lastrowid", None)
             if blobs:
                 db.executemany(
                     "INSERT OR REPLACE INTO lg_blobs VALUES (?,?,?,?,?,?)",
                     [(thread_id, ns, ch, ver, typ, oid) for ch, ver, typ, oid in blobs],
                 )
-            seq = db.execute(
-                "SELECT seq FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
-                (thread_id, ns, row[2]),
-            ).fetchone()[0]
+            if not seq:
+                seq = db.execute(
+                    "SELECT seq FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
+                    (thread_id, ns, row[2]),
+                ).fetchone()[0]
         return int(seq)
 
     def insert_writes(self, rows: Sequence[tuple[Any, ...]], replace: Sequence[bool]) -> None:
         """Store writes; rows with ``replace`` overwrite, the others are kept if already present."""
+        overwrite = [r for r, rep in zip(rows, replace, strict=True) if rep]
+        keep = [r for r, rep in zip(rows, replace, strict=True) if not rep]
         with self.tx() as db:
-            for r, rep in zip(rows, replace, strict=True):
-                verb = "INSERT OR REPLACE" if rep else "INSERT OR IGNORE"
-                db.execute(f"{verb} INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", r)
+            if keep:
+                db.executemany("INSERT OR IGNORE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", keep)
+            if overwrite:
+                db.executemany("INSERT OR REPLACE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", overwrite)
 
     # ------------------------------------------------------------------ reads
     def get_row(self, thread_id: str, ns: str, checkpoint_id: str | None) -> CheckpointRow | None:

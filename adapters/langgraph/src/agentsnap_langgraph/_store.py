@@ -90,6 +90,8 @@ class Shared:
         #: (thread, ns) -> extra parent snapshot for the next put (merge_thread)
         self.extra_parents: dict[tuple[str, str], str] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
+        #: object id -> time.monotonic() when this process last stored it
+        self.stored: dict[str, float] = {}
         self.cache_bytes = 0
         self.closed = False
         self.wake = threading.Event()

@@ -70,6 +70,9 @@ from ._store import (
 )
 from ._threads import ThreadVerbs
 
+#: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
+REWRITE_AFTER = 600.0
+
 
 class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer on the agentsnap store (sync and async, all optional capabilities).
@@ -260,7 +263,18 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
 
     # ------------------------------------------------------------------ objects
     def _put_blob(self, data: bytes) -> str:
-        oid = content.put_bytes(self.repo.objects, data)
+        """Store a channel value; one this process stored in the last minutes is not written again."""
+        oid = content.put_bytes(None, data)
+        now = time.monotonic()
+        s = self._s
+        with s.lock:
+            last = s.stored.get(oid)
+        if last is None or now - last > REWRITE_AFTER:  # re-put: freshens it against a concurrent gc
+            content.put_bytes(self.repo.objects, data)
+            with s.lock:
+                if len(s.stored) > 200_000:
+                    s.stored.clear()
+                s.stored[oid] = now
         self._remember(oid, data)
         return oid
 
