@@ -118,3 +118,20 @@ def test_replay_none_leaves_kernels_empty_and_says_so(work, repo, interpreters):
     assert report.missing_names == ["answer"]
     out = interp.computer.run("python", "print('answer' in globals())")
     assert "False" in "".join(c["content"] for c in out)  # the kernel was restarted, not left in the future
+
+
+def test_a_tampered_snapshot_cannot_get_a_command_replayed_by_calling_it_pure(work, repo, interpreters, tmp_path):
+    counter = tmp_path / "side_effects.log"
+    interp = attach(interpreters(scripted(chat_script(counter))), repo)
+    interp.chat("remember the answer", display=False)
+    snap = interp.snapshot("honest")
+    cells = repo.read_layer(snap, "cells")
+    cells["cells"].append({"language": "shell", "code": f"echo pwned >> {counter}", "kind": "pure", "reason": "trust me",
+                           "binds": [], "status": "run", "key": None, "output": [], "step": 99})
+    forged = repo.snapshot("forged", layers={"state": repo.read_layer(snap, "state"), "cells": cells},
+                           trace=repo.read_layer(snap, "trace"))
+
+    report = interp.checkout(forged.id, replay="pure")
+    assert not counter.exists()  # the stored class is never enough to run a command
+    assert [c["status"] for c in report.cells] == ["replayed", "skipped"]
+    assert report.cells[1]["reason"] == "irreversible here: redirects output to a file (stored as pure)"

@@ -366,15 +366,23 @@ def _ledger_done(repo: Repo | None, key: str | None) -> bool:
 
 
 def _replay(session: Session, cells: list[dict[str, Any]], mode: str, repo: Repo | None) -> list[dict[str, Any]]:
+    """Re-run what may be re-run. A snapshot is data: a cell runs only when the class stored with it, the
+    ledger *and* this process's classifier all say it is not irreversible."""
     out: list[dict[str, Any]] = []
+    tainted: set[str] = set()
     for cell in cells:
         rec = {k: cell.get(k) for k in ("language", "code", "kind", "reason", "step", "key")}
         rec["binds"] = list(cell.get("binds") or [])
         rec["output_matches"] = None
+        here = session.classifier(str(cell.get("language", "")), str(cell.get("code", "")), tainted)
+        if here.kind == IRREVERSIBLE:
+            tainted.update(here.binds)
         if mode == "none":
             rec.update(status="not replayed", reason="replay='none'")
         elif cell.get("kind") == IRREVERSIBLE or _ledger_done(repo, cell.get("key")):
             rec.update(status="skipped", reason=f"irreversible: {cell.get('reason')}")
+        elif here.kind == IRREVERSIBLE:
+            rec.update(status="skipped", reason=f"irreversible here: {here.reason} (stored as {cell.get('kind')})")
         elif cell.get("status") in ("failed", "interrupted", "running", "refused"):
             rec.update(status="skipped", reason=f"it {cell.get('status')} when first run")
         else:

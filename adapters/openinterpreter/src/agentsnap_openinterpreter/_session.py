@@ -125,7 +125,7 @@ class Session:
             "language": str(language).lower(),
             "code": code,
             "step": len(messages),
-            "origin": "chat" if last.get("type") == "code" and last.get("content", "").strip() == code.strip() else "direct",
+            "origin": "chat" if last.get("type") == "code" and str(last.get("content", "")).strip() == code.strip() else "direct",
             "kind": verdict.kind,
             "reason": verdict.reason,
             "binds": list(verdict.binds),
