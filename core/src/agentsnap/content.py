@@ -80,6 +80,11 @@ def chunk_ids(store: ObjectStore, oid: str) -> list[str]:
 
 
 def get_bytes(store: ObjectStore, oid: str, limit: int = MAX_CONTENT_BYTES) -> bytes:
+    kind, raw = store.get(oid)
+    if kind == Kind.CHUNKS:  # refuse an oversized chunk list before reading a byte of it
+        declared = sum(n for _, n in objects.unpack_chunk_list(oid, raw))
+        if declared > limit:
+            raise ObjectCorrupt(oid, f"at most {limit} bytes", f"{declared} bytes declared", "content too large")
     out = bytearray()
     for piece in iter_chunks(store, oid):
         out += piece

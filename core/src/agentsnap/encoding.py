@@ -42,7 +42,7 @@ def pack(value: Any) -> bytes:
     """Encode ``value`` canonically (sorted map keys, tuples as lists)."""
     try:
         return msgpack.packb(_canonical(value), use_bin_type=True, strict_types=False)
-    except TypeError as exc:
+    except (TypeError, OverflowError, ValueError) as exc:  # e.g. an int outside msgpack's 64-bit range
         raise AgentSnapError(f"value cannot be stored: {exc}") from None
 
 

@@ -42,6 +42,8 @@ from .stores import bind_store_url, open_repo_store
 
 STORE_DIR = ".agentsnap"
 MANIFEST_FORMAT = 1
+#: a manifest only names layers; anything bigger is refused before it is decoded
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 PRIMARY = "_"
 DEFAULT_BRANCH = "main"
 _REF_NAME = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/\-+@]+$")
@@ -262,6 +264,8 @@ class Repo:
         kind, raw = self.objects.get(oid)
         if kind != Kind.MANIFEST:
             raise UnknownSnapshot(oid)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise ObjectCorrupt(oid, f"at most {MAX_MANIFEST_BYTES} bytes", f"{len(raw)} bytes", "oversized manifest")
         doc = unpack(raw, f"manifest {oid[:12]}")
         if not isinstance(doc, dict) or doc.get("format") != "agentsnap-manifest":
             raise ObjectCorrupt(oid, "manifest", "not a snapshot manifest")
@@ -272,6 +276,13 @@ class Repo:
             raise ObjectCorrupt(oid, "manifest", "bad parents")
         if not isinstance(doc.get("layers"), dict) or not isinstance(doc.get("time"), (int, float)):
             raise ObjectCorrupt(oid, "manifest", "bad layers or time")
+        for name, rec in doc["layers"].items():  # records are read by key later: check their shape once, here
+            if not isinstance(name, str) or not isinstance(rec, dict):
+                raise ObjectCorrupt(oid, "manifest", f"bad record for layer {name!r}")
+            if any(k in rec and not is_oid(rec[k]) for k in ("content", "tree", "env")):
+                raise ObjectCorrupt(oid, "manifest", f"layer {name!r} names an invalid content id")
+            if "refs" in rec and not isinstance(rec["refs"], list):
+                raise ObjectCorrupt(oid, "manifest", f"layer {name!r} has bad refs")
         return doc
 
     def get(self, spec: str | None = None) -> Snapshot:
@@ -284,11 +295,15 @@ class Repo:
         rec = s.layers.get(layer)
         if rec is None:
             return None
+        if "content" not in rec:
+            raise ObjectCorrupt(s.id, "manifest", f"layer {layer!r} has no content")
         return content.get_value(self.objects, rec["content"], f"{layer} layer")
 
     def world_entries(self, snap: str | Snapshot) -> list[world.Entry]:
         s = snap if isinstance(snap, Snapshot) else self.get(snap)
         rec = s.layers.get("world")
+        if rec and "tree" not in rec:
+            raise ObjectCorrupt(s.id, "manifest", "world layer has no tree")
         return world.load_tree(self.objects, rec["tree"]) if rec else []
 
     # ---------------------------------------------------------------- trace (pending)
@@ -478,7 +493,12 @@ class Repo:
                 raise TargetNotEmpty(str(to))
             if dry_run:
                 return {"id": snap.id, "to": str(dest), "dry_run": True, "changes": {"added": [e[0] for e in target_entries if e[1] != "d"]}}
-            world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths, self._advance)
+            made = not dest.exists()
+            try:
+                world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths, self._advance)
+            except BaseException:  # a refused restore (corrupt or missing object) leaves the target as it was
+                _empty_dir(dest, remove=made)
+                raise
             return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f")}
         current = self.working_entries()
         if dry_run:
@@ -728,6 +748,23 @@ def _whoami() -> str:
 def _mkdir(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def _empty_dir(p: Path, remove: bool) -> None:
+    """Undo a restore into a directory that was empty (or absent, then ``remove`` it too); links are not followed."""
+    if not p.is_dir():
+        return
+    for child in p.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            for dirpath, dirnames, _files in os.walk(child):  # read-only dirs from the snapshot
+                for d in dirnames:
+                    os.chmod(os.path.join(dirpath, d), 0o700)
+            os.chmod(child, 0o700)
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink()
+    if remove:
+        p.rmdir()
 
 
 def _under(path: str, roots: list[str]) -> bool:

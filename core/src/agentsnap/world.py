@@ -41,6 +41,7 @@ RACY_WINDOW_NS = 100_000_000
 #: filesystem timestamp tick; tests raise it to simulate coarse filesystems
 TIMESTAMP_GRANULARITY_NS = 1
 MAX_PATH = 4096
+NAME_MAX = 255
 HASH_THREADS = min(4, (os.cpu_count() or 2) + 1)
 SCAN_THREADS = min(4, (os.cpu_count() or 2) + 1)
 
@@ -334,6 +335,8 @@ def validate_entries(entries: list[Entry]) -> None:
         parts = path.split("/")
         if any(p in ("", ".", "..") for p in parts):
             raise UnsafeSnapshot(path, "path escapes the root or is not normalised")
+        if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
+            raise UnsafeSnapshot(path[:80], f"a path component is longer than {NAME_MAX} bytes")
         if parts[0] == ".agentsnap":
             raise UnsafeSnapshot(path, "path inside the store directory")
         if kind not in ("f", "l", "d"):
@@ -477,11 +480,23 @@ def materialize(
                 continue
             tmp = os.path.join(os.path.dirname(full), f".agentsnap-tmp-{os.getpid()}-{os.path.basename(full)}"[:255])
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                n = content.write_to(store, ref, fh)
-            if n != size:
-                os.unlink(tmp)
-                raise ObjectCorrupt(ref, f"{size} bytes", f"{n} bytes", "file size differs from tree")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    n = 0
+                    for piece in content.iter_chunks(store, ref):  # stop at the declared size (no disk bombs)
+                        n += len(piece)
+                        if n > size:
+                            break
+                        fh.write(piece)
+                if n != size:
+                    raise ObjectCorrupt(ref, f"{size} bytes", f"{n}{'+' if n > size else ''} bytes",
+                                        "file size differs from tree")
+            except BaseException:  # a corrupt or missing object leaves no temp file behind
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                raise
             os.chmod(tmp, mode)
             os.replace(tmp, full)
             if progress:
@@ -498,6 +513,9 @@ def _check_parents(root: Path, rel: str) -> None:
     cur = str(root)
     for part in parts:
         cur = os.path.join(cur, part)
-        st = os.lstat(cur)
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            raise UnsafeSnapshot(rel, f"parent {part!r} is not a directory entry of the tree") from None
         if not stat.S_ISDIR(st.st_mode):
             raise UnsafeSnapshot(rel, f"parent {cur!r} is not a real directory (a symlink would lead outside)")
