@@ -508,6 +508,7 @@ def _load_extensions(loaders: list[Callable[[], None]]) -> None:
 
 
 from . import effects_cli as _effects_cli  # noqa: E402,F401  (registers `agentsnap effects`)
+from . import fanout_cli as _fanout_cli  # noqa: E402,F401  (registers `agentsnap fanout`)
 from . import merge_cli as _merge_cli  # noqa: E402,F401  (registers `agentsnap merge`)
 from . import remote_cli as _remote_cli  # noqa: E402,F401  (registers push/pull/fetch/clone/remote)
 from . import retention_cli as _retention_cli  # noqa: E402,F401  (registers prune/du/expire/timeline)
