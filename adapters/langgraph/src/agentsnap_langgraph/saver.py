@@ -187,6 +187,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 s.pending_seqs.clear()
             try:
                 self.repo.objects.barrier()  # objects durable before any ref names them
+                self.index.sync()  # and the index rows naming them
                 self._index_snapshots(rows)
                 self._move_refs(refs)
                 self.index.mark_flushed(seqs)
