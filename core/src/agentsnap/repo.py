@@ -720,13 +720,17 @@ class Repo:
                 raise AgentSnapError(f"no installed adapter could restore {name!r} ({type(obj).__name__})")
         return snap
 
-    def restore_into(self, obj: Any, spec: str) -> Snapshot:
-        """Load snapshot ``spec`` into a live object through its adapter."""
+    def restore_into(self, obj: Any, spec: str, **options: Any) -> Snapshot:
+        """Load snapshot ``spec`` into a live object through its adapter.
+
+        ``options`` reach the adapter's hooks in ``context["options"]`` (e.g. ``replay="pure"``).
+        """
         snap = self.get(spec)
         _refuse_dead(self, snap)
         layers = {name: self.read_layer(snap, name) for name in snap.layers if name != "world"}
         pm = get_plugin_manager()
-        done = pm.hook.agentsnap_restore(obj=obj, layers=layers, context={"repo": self, "pm": pm, "snapshot": snap})
+        ctx = {"repo": self, "pm": pm, "snapshot": snap, "options": options}
+        done = pm.hook.agentsnap_restore(obj=obj, layers=layers, context=ctx)
         if not done:
             raise AgentSnapError(f"no installed adapter could restore into {type(obj).__name__}")
         return snap
