@@ -52,6 +52,7 @@ class LocalObjects:
         self._pending_dirs: set[str] = set()
         self._known_dirs: set[str] = set()
         self._tmp_seq = 0
+        self._aged: dict[str, int] = {}
 
     def _path(self, oid: str) -> str:
         return f"{self.dir}/{oid[:2]}/{oid[2:]}"
@@ -77,8 +78,7 @@ class LocalObjects:
     def put(self, kind: int, raw: bytes | memoryview) -> str:
         oid = objects.digest(kind, raw)
         path = self._path(oid)
-        if os.path.exists(path):
-            _freshen(path)
+        if os.path.exists(path) and _freshen(path):
             return oid
         _, stored = objects.encode(kind, raw)
         self._write(oid, path, stored)
@@ -87,8 +87,7 @@ class LocalObjects:
     def put_stored(self, oid: str, stored: bytes) -> None:
         objects.decode(oid, stored)  # verify before accepting
         path = self._path(oid)
-        if os.path.exists(path):
-            _freshen(path)
+        if os.path.exists(path) and _freshen(path):
             return
         self._write(oid, path, stored)
 
@@ -138,15 +137,33 @@ class LocalObjects:
 
     def age(self, oid: str) -> float:
         try:
-            return time.time() - os.stat(self._path(oid)).st_mtime
+            st = os.stat(self._path(oid))
         except FileNotFoundError:
             raise ObjectMissing(oid) from None
+        with self._lock:
+            self._aged[oid] = st.st_mtime_ns  # delete() spares the object if a writer re-uses it after this
+        return time.time() - st.st_mtime
 
     def delete(self, oid: str) -> None:
+        """Remove an object unless a writer re-used it since :meth:`age` looked (gc's race with ``put``).
+
+        The object is first renamed aside, then its mtime is compared with the one ``age`` saw: a
+        ``put`` that refreshed it in between wins and the object is put back; a ``put`` that comes
+        after the rename finds no file to refresh and writes the object again.
+        """
+        path = self._path(oid)
+        with self._lock:
+            seen = self._aged.pop(oid, None)
+            self._tmp_seq += 1
+            trash = f"{self.dir}/{oid[:2]}/.tmp-gc-{os.getpid()}-{threading.get_ident()}-{self._tmp_seq}"
         try:
-            os.unlink(self._path(oid))
+            os.rename(path, trash)
         except FileNotFoundError:
-            pass
+            return
+        if seen is not None and os.stat(trash).st_mtime_ns != seen and not os.path.exists(path):
+            os.rename(trash, path)  # re-used after gc looked: keep it
+            return
+        os.unlink(trash)
 
     def barrier(self) -> None:
         with self._lock:
@@ -178,12 +195,18 @@ def _fsync_path(path: str, flags: int) -> None:
         os.close(fd)
 
 
-def _freshen(path: str) -> None:
-    """Re-used objects get a new mtime so a concurrent gc's grace period protects them."""
+def _freshen(path: str) -> bool:
+    """Re-used objects get a new mtime so a concurrent gc's grace period protects them.
+
+    False when the file is gone (a gc took it between the caller's check and now): write it again.
+    """
     try:
         os.utime(path)
+    except FileNotFoundError:
+        return False
     except OSError:
         pass
+    return True
 
 
 _SCHEMA = """
