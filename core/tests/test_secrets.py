@@ -64,3 +64,74 @@ def test_restore_in_place_leaves_uncaptured_secrets_alone(repo: Repo) -> None:
     repo.restore(first.id)
     assert (repo.root / ".env").read_text() == "API_KEY=sk-live"
     assert not (repo.root / "b.txt").exists()
+
+
+# ---------------------------------------------------------------- agentsnap scan
+
+TOKEN = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0" * 2
+GH = "ghp_" + "x" * 36
+
+
+def _dirty_snapshot(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> str:
+    (repo.root / ".env").write_text(f"OPENAI_API_KEY={TOKEN}\n")
+    (repo.root / "deploy.sh").write_text("export DB_PASSWORD=hunter2hunter2\ngit clone https://bob:s3cr3tpw@example.com/x\n")
+    (repo.root / "key.txt").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n")
+    (repo.root / "clean.py").write_text("print('hello')\n")
+    (repo.root / "blob.bin").write_bytes(b"\0\1\2" + TOKEN.encode())  # binary: not scanned
+    repo.append_message("user", f"my token is {GH}, please use it")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok_abcdefgh12345678")
+    snap = repo.snapshot("dirty", include_secrets=True, redact_env=False,
+                         layers={"state": {"config": {"api_key": "plain-secret-value-123"}, "n": 3}})
+    return snap.id
+
+
+def test_scan_reports_secrets_in_every_layer_without_printing_them(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentsnap.scan import scan_snapshot
+
+    oid = _dirty_snapshot(repo, monkeypatch)
+    report = scan_snapshot(repo, oid)
+    got = {(f["layer"], f["where"], f["kind"]) for f in report["findings"]}
+    assert ("world", ".env", "credential file") in got
+    assert ("world", ".env", "OpenAI/Anthropic key") in got
+    assert ("world", "deploy.sh", "secret assignment DB_PASSWORD") in got
+    assert ("world", "deploy.sh", "password in URL") in got
+    assert ("world", "key.txt", "private key") in got
+    assert ("trace", "[0].content", "GitHub token") in got
+    assert ("state", "config.api_key", "secret-named key") in got
+    assert ("env", "MY_SERVICE_TOKEN", "secret-named key") in got
+    assert not any(f["where"] in ("clean.py", "blob.bin") for f in report["findings"])
+    text = repr(report)
+    for secret in (TOKEN, GH, "hunter2hunter2", "s3cr3tpw", "plain-secret-value-123", "tok_abcdefgh12345678"):
+        assert secret not in text
+
+
+def test_scan_of_a_default_snapshot_is_clean(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentsnap.scan import scan_snapshot
+
+    (repo.root / ".env").write_text(f"OPENAI_API_KEY={TOKEN}\n")  # excluded by default
+    (repo.root / "app.py").write_text("API_URL = 'https://example.com'\npassword = input()\n")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok_abcdefgh12345678")  # redacted by default
+    report = scan_snapshot(repo, repo.snapshot("clean").id)
+    assert report["count"] == 0, report["findings"]
+    assert report["files_scanned"] == 1
+
+
+def test_scan_cli_exit_codes_and_json(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from agentsnap.cli import main
+    from click.testing import CliRunner
+
+    (repo.root / "a.txt").write_text("nothing here\n")
+    clean = repo.snapshot("clean").id
+    dirty = _dirty_snapshot(repo, monkeypatch)
+    runner = CliRunner()
+    ok = runner.invoke(main, ["-C", str(repo.root), "scan", clean])
+    assert ok.exit_code == 0 and "no secrets found" in ok.output
+    bad = runner.invoke(main, ["-C", str(repo.root), "scan", dirty, "--json"])
+    assert bad.exit_code == 1
+    doc = json.loads(bad.output)
+    assert doc["v"] == 1 and doc["id"] == dirty and doc["count"] >= 7
+    assert TOKEN not in bad.output
+    missing = runner.invoke(main, ["-C", str(repo.root), "scan", "nope"])
+    assert missing.exit_code == 2 and "unknown snapshot" in missing.output

@@ -512,6 +512,7 @@ from . import fanout_cli as _fanout_cli  # noqa: E402,F401  (registers `agentsna
 from . import merge_cli as _merge_cli  # noqa: E402,F401  (registers `agentsnap merge`)
 from . import remote_cli as _remote_cli  # noqa: E402,F401  (registers push/pull/fetch/clone/remote)
 from . import retention_cli as _retention_cli  # noqa: E402,F401  (registers prune/du/expire/timeline)
+from . import scan as _scan  # noqa: E402,F401  (registers `agentsnap scan`)
 from .ui import cli as _ui_cli  # noqa: E402,F401  (registers `agentsnap ui`)
 
 if __name__ == "__main__":  # pragma: no cover
