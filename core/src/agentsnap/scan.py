@@ -47,7 +47,9 @@ PATTERNS: dict[str, re.Pattern[str]] = {
         "password in URL": r"[a-z][a-z0-9+.\-]*://[^/\s:@]+:[^/\s@]{3,}@",
     }.items()
 }
-_ASSIGNMENT = re.compile(r"""(?m)^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*[=:][ \t]*['"]?([^\s'"#]{8,})""")
+_ASSIGNMENT = re.compile(
+    r"""(?m)^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*[=:][ \t]*['"]?([^\s'"#]{8,})"""
+)
 
 
 @dataclass(frozen=True)
