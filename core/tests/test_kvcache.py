@@ -111,3 +111,14 @@ def test_large_page_is_chunked(tmp_path):
     record = kvcache.write_cache(repo.objects, FP, [1, 2], 2, lambda s, e: blob)
     assert kvcache.summary(record)["bytes"] == len(blob)
     assert [d for _s, _e, d in kvcache.iter_pages(repo.objects, record)] == [blob]
+
+
+def test_previous_pages_missing_from_this_store_are_written_again(tmp_path):
+    one, two = Repo.init(tmp_path / "one"), Repo.init(tmp_path / "two")
+    tokens = list(range(1, 11))
+    first = write(one, tokens)
+    calls: list[tuple[int, int]] = []
+    second = write(two, tokens, calls, previous=first)  # restored from repo one, captured into repo two
+    assert calls == [(0, 4), (4, 8), (8, 10)]
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(two.objects, second, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))

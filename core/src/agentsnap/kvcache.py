@@ -123,7 +123,7 @@ def write_cache(
         extra: extra keys of the hash chain (LoRA id, salt, ...).
         previous: a record whose pages are known to be byte-identical to this cache's pages with
             the same hash (the same live cache captured earlier, or the record it was restored from):
-            its full pages are reused without calling ``page_bytes``.
+            its full pages present in ``store`` are reused without calling ``page_bytes``.
         meta: adapter data stored with the record (shapes, block table, ...).
     """
     if page_size <= 0:
@@ -132,6 +132,8 @@ def write_cache(
     known: dict[str, dict[str, Any]] = {}
     if previous is not None and previous.get("fingerprint") == dict(fp) and previous.get("page_size") == page_size:
         known = {p["hash"]: p for p in previous.get("pages", []) if p["n"] == page_size}
+        absent = store.missing([p["content"] for p in known.values()])  # e.g. restored from another store
+        known = {h: p for h, p in known.items() if p["content"] not in absent}
     pages: list[dict[str, Any]] = []
     parent: str | None = None
     for start in range(0, len(tokens), page_size):

@@ -21,10 +21,14 @@ class KVSession:
         last_logits: next-token logits after the last forward call (float32 copy), or None.
         forward_lengths: the number of tokens of each forward call this session made.
         page_size: token slots per stored KV page.
+        weights: a digest or revision naming the model's weights; by default every parameter is hashed once.
     """
 
-    def __init__(self, model: Any, *, page_size: int = kv.DEFAULT_PAGE_SIZE, tokenizer: str = "none") -> None:
+    def __init__(
+        self, model: Any, *, page_size: int = kv.DEFAULT_PAGE_SIZE, tokenizer: str = "none", weights: str | None = None
+    ) -> None:
         self.model = model
+        self.weights = weights
         self.page_size = page_size
         self.tokenizer = tokenizer
         self.cache = DynamicCache(config=model.config)
@@ -38,7 +42,7 @@ class KVSession:
     def fingerprint(self) -> dict[str, str]:
         """The cache fingerprint of this session's model (weights digest computed once)."""
         if self._fingerprint is None:
-            self._fingerprint = kv.fingerprint(self.model, tokenizer=self.tokenizer)
+            self._fingerprint = kv.fingerprint(self.model, weights=self.weights, tokenizer=self.tokenizer)
         return self._fingerprint
 
     @torch.no_grad()
@@ -69,7 +73,7 @@ class KVSession:
 
     def fork(self) -> KVSession:
         """An independent copy: cache tensors are cloned (caches may grow in place)."""
-        other = KVSession(self.model, page_size=self.page_size, tokenizer=self.tokenizer)
+        other = KVSession(self.model, page_size=self.page_size, tokenizer=self.tokenizer, weights=self.weights)
         other._fingerprint = self._fingerprint
         if self.cache.get_seq_length() > 0:
             other.cache = DynamicCache(

@@ -62,8 +62,8 @@ def connector_repo(llm: Any) -> Path | None:
     return Path((config.kv_connector_extra_config or {})["repo"]).resolve()
 
 
-def snapshot(llm: Any, repo: Repo, message: str = "vllm KV cache", **kw: Any) -> Snapshot:
-    """Snapshot the KV pages the engine saved (plus anything else ``repo.snapshot`` takes)."""
+def snapshot(llm: Any, repo: Repo, message: str = "vllm KV cache", *, lora: Any = None, **kw: Any) -> Snapshot:
+    """Snapshot the KV pages the engine saved, and the ``lora`` adapter (a ``LoRARequest``) as the model layer."""
     where = connector_repo(llm)
     if where is None:
         raise InvalidInput("this LLM has no agentsnap connector; build it with kv_transfer_config=kv_transfer_config(...)")
@@ -72,4 +72,9 @@ def snapshot(llm: Any, repo: Repo, message: str = "vllm KV cache", **kw: Any) ->
     layer = saved_layer(llm)
     if not layer["requests"]:
         raise InvalidInput("the engine saved no KV pages since the last snapshot (prompts shorter than one block?)")
-    return repo.snapshot(message, layers={"cache": layer}, capture_world=kw.pop("capture_world", False), **kw)
+    layers = {"cache": layer}
+    if lora is not None:
+        from .lora import capture_lora
+
+        layers["model"] = capture_lora(repo.objects, lora)
+    return repo.snapshot(message, layers=layers, capture_world=kw.pop("capture_world", False), **kw)
