@@ -38,6 +38,21 @@ class ObjectCorrupt(AgentSnapError):
         super().__init__(f"object {oid} is corrupt ({reason}: expected {expected}, got {got})")
 
 
+class EncryptedObject(AgentSnapError):
+    def __init__(self, oid: str) -> None:
+        self.oid = oid
+        super().__init__(
+            f"object {oid[:12]} is encrypted; set AGENTSNAP_ENCRYPTION_KEY (or AGENTSNAP_ENCRYPTION_KEY_FILE) "
+            "to the store's key to read it"
+        )
+
+
+class UntrustedSnapshot(AgentSnapError):
+    def __init__(self, oid: str, reason: str) -> None:
+        self.oid, self.reason = oid, reason
+        super().__init__(f"snapshot {oid[:12]} is not signed by a trusted key ({reason}); nothing was changed")
+
+
 class UnknownSnapshot(AgentSnapError):
     def __init__(self, spec: str) -> None:
         self.spec = spec

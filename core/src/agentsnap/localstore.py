@@ -85,7 +85,7 @@ class LocalObjects:
         return oid
 
     def put_stored(self, oid: str, stored: bytes) -> None:
-        objects.decode(oid, stored)  # verify before accepting
+        objects.verify_stored(oid, stored)  # verify before accepting (encrypted objects: what can be checked)
         path = self._path(oid)
         if os.path.exists(path) and _freshen(path):
             return

@@ -6,14 +6,15 @@ manifest. On disk (and on the wire) an object is::
 
     b"ASO" | format version (1 byte) | kind (1 byte) | codec (1 byte) | raw length (u64 LE) | payload
 
-``codec`` is 0 (stored) or 1 (zstd). Decoding is bounded: the declared raw length may not
-exceed :data:`MAX_OBJECT_BYTES` and decompression stops there, and every decode re-hashes
+``codec`` is 0 (stored), 1 (zstd) or 2 (encrypted, see :mod:`agentsnap.crypto`). Decoding is bounded:
+the declared raw length may not exceed :data:`MAX_OBJECT_BYTES` and decompression stops there, and every decode re-hashes
 the result and compares it with the id it was asked for.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
@@ -22,7 +23,7 @@ import pyfastcdc
 import zstandard
 
 from .encoding import pack, unpack
-from .errors import ObjectCorrupt, UnsupportedFormat
+from .errors import EncryptedObject, ObjectCorrupt, UnsupportedFormat
 
 OBJECT_FORMAT = 1
 MAGIC = b"ASO"
@@ -32,6 +33,10 @@ MAX_OBJECT_BYTES = 32 * 1024 * 1024
 SMALL_FILE = 64 * 1024
 CDC_AVG, CDC_MIN, CDC_MAX = 48 * 1024, 16 * 1024, 256 * 1024
 ZSTD_LEVEL = 1
+#: codec 2: AES-256-GCM envelope written by :mod:`agentsnap.crypto` (the header stays in the clear)
+CODEC_ENCRYPTED = 2
+#: set by :mod:`agentsnap.crypto` when this process holds the encryption key: ``(oid, stored) -> (kind, raw)``
+encrypted_opener: Callable[[str, bytes], tuple[int, bytes]] | None = None
 
 
 class Kind(IntEnum):
@@ -92,6 +97,10 @@ def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
             raw = zstandard.ZstdDecompressor().decompress(payload, max_output_size=length)
         except zstandard.ZstdError as exc:
             raise ObjectCorrupt(oid, oid, "?", f"bad compressed data ({exc})") from None
+    elif codec == CODEC_ENCRYPTED:
+        if encrypted_opener is None:
+            raise EncryptedObject(oid)
+        return encrypted_opener(oid, stored)
     else:
         raise ObjectCorrupt(oid, oid, "?", f"unknown codec {codec}")
     if len(raw) != length:
@@ -100,6 +109,19 @@ def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
     if got != oid:
         raise ObjectCorrupt(oid, oid, got)
     return kind, raw
+
+
+def verify_stored(oid: str, stored: bytes) -> None:
+    """Check stored bytes before accepting them from a peer: fully for plain objects; for encrypted
+    ones (which only the key holder can open) the header and size bounds (see :mod:`agentsnap.crypto`)."""
+    if len(stored) >= HEADER.size and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED:
+        _, version, _kind, _codec, length = HEADER.unpack_from(stored)
+        if version != OBJECT_FORMAT:
+            raise UnsupportedFormat(f"object {oid[:12]}", version, OBJECT_FORMAT)
+        if length > MAX_OBJECT_BYTES or len(stored) > MAX_OBJECT_BYTES + HEADER.size + 1024 or not is_oid(oid):
+            raise ObjectCorrupt(oid, oid, "?", "encrypted object over the size limit")
+        return
+    decode(oid, stored)
 
 
 _chunker = pyfastcdc.FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)

@@ -123,6 +123,12 @@ class Repo:
         self.store = open_repo_store(self.store_dir)  # its own, or the shared store its store.url names
         self.objects = self.store.objects
         self.refs = self.store.refs
+        if self.refs.get_config("crypto.encrypt") or os.environ.get("AGENTSNAP_ENCRYPTION_KEY") or os.environ.get(
+            "AGENTSNAP_ENCRYPTION_KEY_FILE"
+        ):  # encryption at rest (agentsnap.crypto): writes sealed, reads opened with a key kept outside the store
+            from .crypto import encryption_wrapper
+
+            self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
         self.wt_dir = self.store_dir / "wt" / worktree
         self.progress: Progress | None = None
@@ -445,6 +451,10 @@ class Repo:
             "layers": manifest_layers,
             "meta": meta or {},
         }
+        if self.refs.get_config("crypto.signing_key"):  # signed snapshots (agentsnap.crypto)
+            from .crypto import maybe_sign
+
+            manifest = maybe_sign(self, manifest)
         oid = self.objects.put(Kind.MANIFEST, pack(manifest))
         self.objects.barrier()  # objects durable before any ref names them
         self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
@@ -671,6 +681,12 @@ class Repo:
         report["effects"] = ledger = verify_ledger(self)
         report["problems"] += [{"kind": "effects", "id": None, **p} for p in ledger["problems"]]
         report["ok"] = report["ok"] and not ledger["problems"]
+        if self.refs.get_config("crypto.trusted_keys"):  # signed snapshots: every one must verify (agentsnap.crypto)
+            from .crypto import verify_signatures
+
+            report["signatures"] = sig = verify_signatures(self)
+            report["problems"] += [{"kind": "signature", **p} for p in sig["problems"]]
+            report["ok"] = report["ok"] and sig["ok"]
         return report
 
     def gc(self, grace_seconds: float = 3600.0) -> dict[str, Any]:

@@ -277,8 +277,8 @@ def run_child(work: Callable[[Recorder], None], journal: Path, watch: Path, kill
     errors = [e[1] for e in events if e[0] == "x"]
     ends = [e[1] for e in events if e[0] in ("e", "k")]
     killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    return ChildRun(killed, code, ends[-1] if ends else 0, notes, events, errors[0] if errors else "")
+    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+    return ChildRun(killed, exit_code, ends[-1] if ends else 0, notes, events, errors[0] if errors else "")
 
 
 # ---------------------------------------------------------------- scenarios and the driver
