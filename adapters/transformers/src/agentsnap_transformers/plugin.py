@@ -1,25 +1,34 @@
-"""agentsnap hooks for transformers: a :class:`KVSession`'s cache and state layers."""
+"""agentsnap hooks for transformers: a :class:`KVSession`'s cache, state and model layers.
+
+This module is loaded in every process that uses agentsnap (entry-point discovery), so it imports
+neither torch nor transformers: a KVSession can only exist once ``agentsnap_transformers.session``
+has been imported, and the hooks import the heavy modules when they actually run.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import torch
 from agentsnap import hookimpl, kvcache
 
-from . import kv, weights
-from .session import KVSession
+
+def _is_session(obj: Any) -> bool:
+    mod = sys.modules.get("agentsnap_transformers.session")
+    return mod is not None and isinstance(obj, mod.KVSession)
 
 
 @hookimpl
 def agentsnap_handles(obj: Any) -> str | None:
-    return "transformers" if isinstance(obj, KVSession) else None
+    return "transformers" if _is_session(obj) else None
 
 
 @hookimpl
 def agentsnap_capture_cache(obj: Any, context: dict[str, Any]) -> Any:
-    if not isinstance(obj, KVSession):
+    if not _is_session(obj):
         return None
+    from . import kv
+
     record = kv.write_cache(
         context["repo"].objects, obj.cache, obj.tokens, obj.fingerprint(), page_size=obj.page_size, previous=obj.base_record
     )
@@ -29,8 +38,10 @@ def agentsnap_capture_cache(obj: Any, context: dict[str, Any]) -> Any:
 
 @hookimpl
 def agentsnap_restore_cache(obj: Any, cache: Any, context: dict[str, Any]) -> bool | None:
-    if not isinstance(obj, KVSession):
+    if not _is_session(obj):
         return None
+    from . import kv
+
     restored = kv.read_cache(context["repo"].objects, cache, obj.fingerprint(), config=obj.model.config)
     obj.cache = restored
     obj.tokens = list(cache["tokens"])
@@ -40,16 +51,20 @@ def agentsnap_restore_cache(obj: Any, cache: Any, context: dict[str, Any]) -> bo
 
 @hookimpl
 def agentsnap_capture_state(obj: Any, context: dict[str, Any]) -> Any:
-    if not isinstance(obj, KVSession):
+    if not _is_session(obj):
         return None
+    from . import kv
+
     logits = None if obj.last_logits is None else bytes(kv.tensor_bytes(obj.last_logits))
     return {"last_logits": logits, "page_size": obj.page_size}
 
 
 @hookimpl
 def agentsnap_restore_state(obj: Any, state: Any, context: dict[str, Any]) -> bool | None:
-    if not isinstance(obj, KVSession):
+    if not _is_session(obj):
         return None
+    import torch
+
     raw = state.get("last_logits")
     obj.last_logits = None if raw is None else torch.frombuffer(bytearray(raw), dtype=torch.float32).clone()
     obj.page_size = int(state.get("page_size", obj.page_size))
@@ -60,8 +75,10 @@ def agentsnap_restore_state(obj: Any, state: Any, context: dict[str, Any]) -> bo
 @hookimpl(wrapper=True)
 def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any]) -> Any:
     """Refuse a mismatched cache before any layer is applied; on any failure leave the session as it was."""
-    if not isinstance(obj, KVSession):
+    if not _is_session(obj):
         return (yield)
+    from . import weights
+
     saved = (obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths)
     adapter = None
     if layers.get("model") is not None and weights.is_peft(obj.model):
@@ -87,15 +104,21 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
 
 @hookimpl
 def agentsnap_capture_model(obj: Any, context: dict[str, Any]) -> Any:
-    if not isinstance(obj, KVSession) or not weights.is_peft(obj.model):
+    if not _is_session(obj):
+        return None
+    from . import weights
+
+    if not weights.is_peft(obj.model):
         return None
     return weights.capture_adapter(context["repo"].objects, obj.model)
 
 
 @hookimpl
 def agentsnap_restore_model(obj: Any, model: Any, context: dict[str, Any]) -> bool | None:
-    if not isinstance(obj, KVSession):
+    if not _is_session(obj):
         return None
+    from . import weights
+
     weights.restore_adapter(context["repo"].objects, obj.model, model)
     obj._fingerprint = None
     return True
