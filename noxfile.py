@@ -146,3 +146,38 @@ def dist(session: nox.Session) -> None:
     session.install(*wheels)
     session.run("python", str(ROOT / "tests" / "check_entry_points.py"), *[p.name for p in pkgs[1:]])
     os.environ.pop("AGENTSNAP_PLUGINS", None)
+
+
+#: Ray for the fan-out tests (issue 15): the newest release on this index that installs on Python 3.11
+RAY = ["ray==2.60.*"]
+BUDGET["fanout_ray"] = 420
+
+
+@nox.session(python=PYTHON)
+def fanout_ray(session: nox.Session) -> None:
+    """Fan-out on a local Ray cluster (head node on 127.0.0.1) with a shared PostgreSQL+S3 store."""
+    _install_core(session)
+    session.install(*RAY)
+    session.env["AGENTSNAP_RAY"] = "1"  # the Ray tests are skipped elsewhere (the core session), run here
+    _pytest(session, "-m", "ray", "-rP", str(CORE / "tests" / "test_fanout_ray.py"))  # -rP: says which Ray ran
+
+
+nox.options.sessions.append("fanout_ray")
+
+
+#: issue 12: crash injection, power loss, concurrent gc, hostile corpus, fuzzing (hypothesis + atheris), secrets,
+#: encryption, signing, format fixture. AGENTSNAP_LONG=1 (e.g. `nox -s reliability -- -s` with it set) runs long.
+RELIABILITY_TESTS = ["test_crash.py", "test_crash_concurrent_gc.py", "test_hostile.py", "test_fuzz.py",
+                     "test_fuzz_atheris.py", "test_secrets.py", "test_crypto.py", "test_format_fixture.py"]
+BUDGET["reliability"] = 900
+
+
+@nox.session(python=PYTHON)
+def reliability(session: nox.Session) -> None:
+    """Reliability and security suite with counts printed (the core session runs it too, minus atheris)."""
+    session.install("-e", f"{CORE}[test,crypto]", "atheris>=2.3")
+    session.env["AGENTSNAP_REQUIRE_ATHERIS"] = "1"
+    _pytest(session, "-rA", "-s", *[str(CORE / "tests" / t) for t in RELIABILITY_TESTS])
+
+
+nox.options.sessions.append("reliability")

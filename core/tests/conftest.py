@@ -63,3 +63,7 @@ def real_tree(site_packages_copy: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "work"
     shutil.copytree(site_packages_copy, dst, symlinks=True)
     return dst
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ray: needs Ray (run by 'nox -s fanout_ray', skipped elsewhere)")

@@ -28,6 +28,7 @@ re-runs the others from the base.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -38,6 +39,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -178,13 +180,12 @@ def checkout(job: ForkJob, path: Path) -> Repo:
 def run_fork(job: ForkJob) -> dict[str, Any]:
     """Check the fork out, run it, score it, snapshot it; return a :class:`ForkResult` as a dict."""
     t0 = time.monotonic()
-    tmp = None if job.workdir else tempfile.mkdtemp(prefix="agentsnap-fanout-")
-    path = Path(job.workdir) if job.workdir else Path(str(tmp)) / "work"
-    score_file = Path(str(tmp)) / "score" if tmp else Path(str(path) + ".score")  # outside the fork's tree
+    path, score_file = _paths(job)
     res = ForkResult(job.index, job.branch, "failed")
     repo: Repo | None = None
     try:
         score_file.unlink(missing_ok=True)
+        score_file.parent.mkdir(parents=True, exist_ok=True)
         repo = checkout(job, path)
         ctx = ForkContext(job.index, job.seed, job.branch, path, repo, score_file)
         deadline = None if job.timeout is None else t0 + job.timeout
@@ -219,13 +220,27 @@ def run_fork(job: ForkJob) -> dict[str, Any]:
     finally:
         if repo is not None:
             repo.close()
-        if tmp:
-            _rmtree(Path(tmp))
-        elif not job.keep:
-            _rmtree(path)
-            score_file.unlink(missing_ok=True)
+        if not job.keep:
+            _cleanup(job)
     res.seconds = round(time.monotonic() - t0, 3)
     return res.to_dict()
+
+
+def _paths(job: ForkJob) -> tuple[Path, Path]:
+    """``(checkout, score file)`` of a job: its worktree, or a directory in this machine's temp dir named
+    after the run and fork (so a re-run replaces what a killed attempt left there)."""
+    if job.workdir:
+        return Path(job.workdir), Path(job.workdir + ".score")
+    top = Path(tempfile.gettempdir()) / f"agentsnap-fanout-{job.run_id[:8]}-{job.index}"
+    return top / "work", top / "score"
+
+
+def _cleanup(job: ForkJob) -> None:
+    path, score_file = _paths(job)
+    _rmtree(path)
+    score_file.unlink(missing_ok=True)
+    if not job.workdir and path.parent.is_dir():
+        _rmtree(path.parent)
 
 
 def _shell(cmd: str, cwd: Path, env: dict[str, str], deadline: float | None) -> tuple[int | None, str, bool]:
@@ -364,14 +379,15 @@ def _exit_text(code: int | None) -> str:
 def _lost(job: ForkJob, started: float, error: str, status: str = "failed") -> ForkResult:
     """A fork whose worker died or was killed: report it, and snapshot what its tree holds when we can."""
     res = ForkResult(job.index, job.branch, status, error=error, seconds=round(time.monotonic() - started, 3))
-    if job.workdir and Path(job.workdir, STORE_DIR).is_file():
+    path, _ = _paths(job)  # on this machine (a Ray task on another node left its checkout there)
+    if (path / STORE_DIR).exists():
         try:
-            with Repo.open(job.workdir) as repo:
+            with Repo.open(path) as repo:
                 res.snapshot = _snapshot_result(repo, job, res).id
         except Exception:  # noqa: BLE001 - the report matters more than the snapshot
             pass
-        if not job.keep:
-            _rmtree(Path(job.workdir))
+    if not job.keep:
+        _cleanup(job)
     return res
 
 
@@ -382,10 +398,17 @@ def _run_ray(jobs: list[ForkJob], parallel: int, address: str | None, on_result:
         import ray
     except ImportError:
         raise InvalidInput("the ray backend needs Ray: pip install 'ray>=2.40'") from None
+    with contextlib.redirect_stdout(sys.stderr):  # Ray prints worker deaths to stdout: keep stdout for results
+        return _ray_loop(ray, jobs, parallel, address, on_result, on_start)
+
+
+def _ray_loop(ray: Any, jobs: list[ForkJob], parallel: int, address: str | None,
+              on_result: Callable[[ForkResult], None], on_start: Callable[[int], None]) -> list[str]:
     notes = []
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
+        extra: dict[str, Any] = {} if address else {"include_dashboard": False}  # a new local instance
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **extra)
     notes.append(f"ray: {len(ray.nodes())} node(s), {ray.cluster_resources().get('CPU', 0):g} CPU")
     task = ray.remote(num_cpus=1, max_retries=0)(run_fork)
     queue = list(jobs)
