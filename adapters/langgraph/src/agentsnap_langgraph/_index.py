@@ -4,8 +4,9 @@ It answers LangGraph's queries fast (latest checkpoint of a thread, listing, pen
 the checkpoints themselves are agentsnap snapshots and their channel values content-addressed
 objects, named here by id. Commits use WAL with ``synchronous=NORMAL`` (no fsync per put):
 durability comes from :meth:`PFSaver.flush`, which makes the objects durable and then moves the
-thread refs in one compare-and-swap transaction. A row whose snapshot was never flushed is
-checked on the next open (see :meth:`CheckpointIndex.unflushed`).
+thread refs in one compare-and-swap transaction. Until then a row also carries its snapshot's
+manifest and state document (``pending_*``): the flush writes them as objects. A row never flushed
+is finished on the next open (see :meth:`CheckpointIndex.unflushed`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ CREATE TABLE IF NOT EXISTS lg_checkpoints (
     meta_type TEXT NOT NULL,
     meta BLOB NOT NULL,
     flushed INTEGER NOT NULL DEFAULT 0,
+    pending_state BLOB,
+    pending_manifest BLOB,
     UNIQUE (thread_id, checkpoint_ns, checkpoint_id)
 );
 CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
@@ -111,13 +114,15 @@ class CheckpointIndex:
         row: CheckpointRow,
         run_id: str | None,
         blobs: Sequence[tuple[str, str, str, str | None]],
+        pending: tuple[bytes, bytes] | None = None,
     ) -> int:
         """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq."""
         thread_id, ns = row[0], row[1]
         with self.tx() as db:
             cur = db.execute(
-                f"INSERT OR REPLACE INTO lg_checkpoints ({_ROW_COLS}, run_id, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
-                (*row, run_id),
+                f"INSERT OR REPLACE INTO lg_checkpoints ({_ROW_COLS}, run_id, flushed, pending_state, pending_manifest) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)",
+                (*row, run_id, *(pending or (None, None))),
             )
             seq = getattr(cur, "lastrowid", None)
             if blobs:
@@ -235,19 +240,22 @@ class CheckpointIndex:
         with self.read() as db:
             return [r[0] for r in db.execute("SELECT DISTINCT thread_id FROM lg_checkpoints ORDER BY thread_id")]
 
-    def unflushed(self) -> list[tuple[int, str, str, str, str]]:
-        """``(seq, thread_id, ns, checkpoint_id, snapshot)`` of rows whose refs were not yet moved."""
+    def unflushed(self) -> list[tuple[int, str, str, str, str, bytes | None, bytes | None]]:
+        """``(seq, thread_id, ns, checkpoint_id, snapshot, state bytes, manifest bytes)`` of rows not yet flushed."""
         with self.read() as db:
             return db.execute(
-                "SELECT seq, thread_id, checkpoint_ns, checkpoint_id, snapshot FROM lg_checkpoints "
-                "WHERE flushed=0 ORDER BY seq"
+                "SELECT seq, thread_id, checkpoint_ns, checkpoint_id, snapshot, pending_state, pending_manifest "
+                "FROM lg_checkpoints WHERE flushed=0 ORDER BY seq"
             ).fetchall()
 
     def mark_flushed(self, seqs: Sequence[int]) -> None:
         if not seqs:
             return
         with self.tx() as db:
-            db.executemany("UPDATE lg_checkpoints SET flushed=1 WHERE seq=?", [(s,) for s in seqs])
+            db.executemany(
+                "UPDATE lg_checkpoints SET flushed=1, pending_state=NULL, pending_manifest=NULL WHERE seq=?",
+                [(s,) for s in seqs],
+            )
 
 
 class SqliteIndex(CheckpointIndex):

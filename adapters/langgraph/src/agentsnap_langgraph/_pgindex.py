@@ -30,6 +30,8 @@ CREATE TABLE IF NOT EXISTS lg_checkpoints (
     meta_type TEXT NOT NULL,
     meta BYTEA NOT NULL,
     flushed INTEGER NOT NULL DEFAULT 0,
+    pending_state BYTEA,
+    pending_manifest BYTEA,
     UNIQUE (thread_id, checkpoint_ns, checkpoint_id)
 );
 CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);

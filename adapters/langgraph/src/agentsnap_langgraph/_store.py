@@ -85,6 +85,8 @@ class Shared:
         self.pending_refs: dict[str, list[Pending]] = {}
         self.pending_rows: list[SnapshotRow] = []
         self.pending_seqs: list[int] = []
+        #: (state document, manifest) bytes of new snapshots, written as objects by the next flush
+        self.pending_objects: list[tuple[bytes, bytes]] = []
         #: (thread, ns) -> (checkpoint id, snapshot, channel map) of the newest put
         self.last: dict[tuple[str, str], tuple[str, str, ChannelMap]] = {}
         #: (thread, ns) -> extra parent snapshot for the next put (merge_thread)
@@ -117,10 +119,12 @@ def open_index(repo: Repo) -> CheckpointIndex:
 class Written:
     """A snapshot just written: its id and its row for the core snapshot index."""
 
-    __slots__ = ("id", "row")
+    __slots__ = ("id", "row", "pending")
 
-    def __init__(self, oid: str, row: SnapshotRow) -> None:
+    def __init__(self, oid: str, row: SnapshotRow, pending: tuple[bytes, bytes] | None = None) -> None:
         self.id, self.row = oid, row
+        #: (state document, manifest) bytes not written yet: the next flush writes them
+        self.pending = pending
 
 
 def flush_loop(ref: weakref.ReferenceType[PFSaver], shared: Shared, interval: float) -> None:

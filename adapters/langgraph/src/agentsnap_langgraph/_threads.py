@@ -118,6 +118,7 @@ class ThreadVerbs:
         """Copy ``source`` to ``target``; with ``upto``, only the root chain ending at that checkpoint."""
         if source == target:
             raise InvalidInput("source and target thread are the same")
+        self.flush()  # the snapshots shared with the copy must exist
         with self.index.read() as db:
             rows = db.execute(
                 "SELECT checkpoint_ns, checkpoint_id, parent_id, snapshot, run_id, ckpt_type, ckpt, meta_type, meta "
@@ -225,7 +226,9 @@ class ThreadVerbs:
 
     # ------------------------------------------------------------------ agentsnap verbs on threads
     def snapshot_id(self, config: RunnableConfig) -> str:
-        """The agentsnap snapshot id of the checkpoint ``config`` names (or the thread's newest)."""
+        """The agentsnap snapshot id of the checkpoint ``config`` names (or the thread's newest); flushes first,
+        so the snapshot is in the store."""
+        self.flush()
         conf = config["configurable"]
         row = self.index.get_row(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "", get_checkpoint_id(config))
         if row is None:

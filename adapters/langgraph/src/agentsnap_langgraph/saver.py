@@ -32,10 +32,10 @@ from types import TracebackType
 from typing import Any
 
 from agentsnap import content
-from agentsnap.encoding import pack
+from agentsnap.encoding import pack, unpack
 from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict
 from agentsnap.localstore import LocalStore
-from agentsnap.objects import Kind
+from agentsnap.objects import Kind, digest
 from agentsnap.plugins import get_plugin_manager
 from agentsnap.repo import MANIFEST_FORMAT, STORE_DIR, Repo
 from agentsnap.store import RefUpdate, SnapshotRow
@@ -181,11 +181,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 if not s.pending_refs and not s.pending_seqs:
                     return
                 refs = {name: list(entries) for name, entries in s.pending_refs.items()}
-                rows, seqs = list(s.pending_rows), list(s.pending_seqs)
+                rows, seqs, pending = list(s.pending_rows), list(s.pending_seqs), list(s.pending_objects)
                 s.pending_refs.clear()
                 s.pending_rows.clear()
                 s.pending_seqs.clear()
+                s.pending_objects.clear()
             try:
+                self._write_pending(pending)
                 self.repo.objects.barrier()  # objects durable before any ref names them
                 self.index.sync()  # and the index rows naming them
                 self._index_snapshots(rows)
@@ -197,6 +199,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                         s.pending_refs.setdefault(name, [])[:0] = entries
                     s.pending_rows[:0] = rows
                     s.pending_seqs[:0] = seqs
+                    s.pending_objects[:0] = pending
                 raise
 
     def _index_snapshots(self, rows: list[SnapshotRow]) -> None:
@@ -244,23 +247,49 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Remember a new snapshot for the next flush (caller holds ``self._s.lock``)."""
         self._s.pending_refs.setdefault(ref, []).append((snap, cid, tuple(parents)))
 
+    def _write_pending(self, pending: Sequence[tuple[bytes, bytes]]) -> None:
+        """Write deferred state documents and manifests as objects."""
+        objects = self.repo.objects
+        for state_bytes, manifest_bytes in pending:
+            content.put_bytes(objects, state_bytes)
+            objects.put(Kind.MANIFEST, manifest_bytes)
+
     def _recover(self) -> None:
-        """Finish rows a crashed writer committed but never flushed; drop those whose objects are gone."""
+        """Finish rows a crashed writer committed but never flushed.
+
+        Their snapshots are written from the bytes the rows carry; a row whose channel values did
+        not reach the disk (a power cut) is dropped, like every later row that needs them.
+        """
         rows = self.index.unflushed()
         if not rows:
             return
         objects = self.repo.objects
-        lost = [r for r in rows if not objects.has(r[4])]
+        lost, keep, pending = [], [], []
+        refs: dict[str, list[Pending]] = {}
+        for seq, thread_id, ns, cid, snap, state_bytes, manifest_bytes in rows:
+            if state_bytes is not None and manifest_bytes is not None:
+                doc = unpack(bytes(state_bytes), "langgraph state")
+                needed = {v[2] for v in doc.get("channels", {}).values() if v[2]}
+                if objects.missing(needed):
+                    lost.append(seq)
+                    continue
+                pending.append((bytes(state_bytes), bytes(manifest_bytes)))
+                parents = tuple(unpack(bytes(manifest_bytes), "manifest")["parents"])
+            elif objects.has(snap):
+                parents = tuple(self.repo.manifest(snap)["parents"])
+            else:
+                lost.append(seq)
+                continue
+            keep.append(seq)
+            refs.setdefault(thread_ref(thread_id, ns), []).append((snap, cid, parents))
         if lost:
             with self.index.tx() as db:
-                db.executemany("DELETE FROM lg_checkpoints WHERE seq=?", [(r[0],) for r in lost])
-        keep = [r for r in rows if objects.has(r[4])]
-        refs: dict[str, list[Pending]] = {}
-        for _seq, thread_id, ns, cid, snap in keep:
-            refs.setdefault(thread_ref(thread_id, ns), []).append((snap, cid, tuple(self.repo.manifest(snap)["parents"])))
+                db.executemany("DELETE FROM lg_checkpoints WHERE seq=?", [(q,) for q in lost])
+        self._write_pending(pending)
         objects.barrier()
+        self.index.sync()
         self._move_refs(refs)
-        self.index.mark_flushed([r[0] for r in keep])
+        self.index.mark_flushed(keep)
 
     # ------------------------------------------------------------------ objects
     def _put_blob(self, data: bytes) -> str:
@@ -359,10 +388,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             "source": source if isinstance(source, str) else None,
         }
         world_rec = self._capture_world() if self.world_root is not None else None
-        snap = self._write_snapshot(state_doc, channels, parents, meta, world_rec)
+        snap = self._write_snapshot(state_doc, channels, parents, meta, world_rec, defer=True)
         row: CheckpointRow = (thread_id, ns, checkpoint["id"], parent_id, snap.id, ckpt_t[0], ckpt_t[1], meta_t[0], meta_t[1])
-        seq = self.index.insert_checkpoint(row, str(run_id) if run_id is not None else None, new_blobs)
+        seq = self.index.insert_checkpoint(row, str(run_id) if run_id is not None else None, new_blobs, snap.pending)
         with self._s.lock:
+            if snap.pending is not None:
+                self._s.pending_objects.append(snap.pending)
             self._s.last[(thread_id, ns)] = (checkpoint["id"], snap.id, channels)
             self._queue(thread_ref(thread_id, ns), snap.id, checkpoint["id"], parents)
             self._s.pending_rows.append(snap.row)
@@ -417,9 +448,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         parents: list[str],
         meta: dict[str, Any],
         world_rec: dict[str, Any] | None,
+        defer: bool = False,
     ) -> Written:
+        """Build a checkpoint's state document and manifest; write them now, or (``defer``) leave their
+        bytes to the caller, who keeps them in the index row until :meth:`flush` writes them."""
         objects = self.repo.objects
-        state_oid = content.put_value(objects, state_doc)
+        state_bytes = pack(state_doc)
+        state_oid = content.put_bytes(None if defer else objects, state_bytes)
         blob_ids = sorted({oid for _v, _t, oid in channels.values() if oid})
         layers: dict[str, Any] = {"state": {"content": state_oid, "refs": blob_ids}}
         if world_rec is not None:
@@ -440,8 +475,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             "layers": layers,
             "meta": {k: v for k, v in meta.items() if v is not None},
         }
-        oid = objects.put(Kind.MANIFEST, pack(manifest))
-        return Written(oid, SnapshotRow(oid, tuple(parents), now, message, "langgraph"))
+        manifest_bytes = pack(manifest)
+        row = SnapshotRow("", tuple(parents), now, message, "langgraph")
+        if defer:
+            oid = digest(Kind.MANIFEST, manifest_bytes)
+            return Written(oid, _with_id(row, oid), (state_bytes, manifest_bytes))
+        oid = objects.put(Kind.MANIFEST, manifest_bytes)
+        return Written(oid, _with_id(row, oid))
 
     # ------------------------------------------------------------------ writes
     def put_writes(
@@ -595,3 +635,6 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             number = int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
 
+
+def _with_id(row: SnapshotRow, oid: str) -> SnapshotRow:
+    return SnapshotRow(oid, row.parents, row.time, row.message, row.agent)
