@@ -151,7 +151,18 @@ def test_twelve_forks_each_patch_scored_by_its_tests_best_merged_storage_shared(
     print(f"one snapshot {one_snapshot} B; after 12 forks {total} B (+{total - one_snapshot} B); "
           f"forks' changed file bytes {changes} B; 12 full copies would be {13 * one_snapshot} B")
     assert total <= 1.1 * one_snapshot + changes
-    assert not (work / ".agentsnap" / "fanout" / out["run"][:8]).exists()  # fork directories removed
+    assert not (work / ".agentsnap" / "fanout").exists()  # the forks' directories are removed
+
+
+def test_keep_leaves_every_fork_checked_out_on_its_branch(repo: Repo) -> None:
+    (repo.root / "a.txt").write_text("a\n")
+    repo.snapshot("base")
+    res = fanout(repo, 2, 'echo "fork $AGENTSNAP_FORK_INDEX" > a.txt; echo AGENTSNAP_SCORE=1', keep=True)
+    for r in res.results:
+        path = repo.store_dir / "fanout" / res.run_id[:8] / str(r.index)
+        assert (path / "a.txt").read_text() == f"fork {r.index}\n"
+        with Repo.open(path) as wt:  # a linked worktree: work on in it, snapshot, merge later
+            assert wt.current_branch() == r.branch and wt.head()[1] == r.snapshot and wt.status()["clean"]
 
 
 def test_rerun_skips_finished_forks_and_reruns_failed_ones_from_the_base(tmp_path: Path, repo: Repo) -> None:
@@ -355,3 +366,16 @@ def test_cli_plain_output_streams_forks_then_ranks_and_live_view_on_a_tty(tmp_pa
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))  # no colours
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert "fan-out: 4/4 done" in text and "┃ fork ┃ status" in text and "best: fanout-" in text
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize("name, says", [
+    ("fanout_patches.py", ["best: fanout-", "5 passed"]),
+    ("fanout_email.py", ["emails sent during the fan-out: 0", "emails sent after the merge: 1"]),
+])
+def test_examples_run(name: str, says: list[str]) -> None:
+    proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert all(s in proc.stdout for s in says), proc.stdout

@@ -335,39 +335,46 @@ def _run_local(jobs: list[ForkJob], parallel: int, on_result: Callable[[ForkResu
     mp = multiprocessing.get_context("fork")
     queue = list(jobs)
     running: dict[int, tuple[Any, Any, float, ForkJob]] = {}
-    while queue or running:
-        while queue and len(running) < parallel:
-            job = queue.pop(0)
-            recv, send = mp.Pipe(duplex=False)
-            proc = mp.Process(target=_child, args=(job, send), daemon=False)
-            proc.start()
-            send.close()
-            running[job.index] = (proc, recv, time.monotonic(), job)
-            on_start(job.index)
-        waits = [r for _, r, _, _ in running.values()] + [p.sentinel for p, _, _, _ in running.values()]
-        multiprocessing.connection.wait(waits, timeout=0.25)
-        for index, (proc, recv, started, job) in list(running.items()):
-            result: ForkResult | None = None
-            if recv.poll():
-                try:
-                    result = ForkResult(**recv.recv())
-                except (EOFError, OSError):
-                    result = None
-            if result is None and not proc.is_alive():
+    try:
+        while queue or running:
+            while queue and len(running) < parallel:
+                job = queue.pop(0)
+                recv, send = mp.Pipe(duplex=False)
+                proc = mp.Process(target=_child, args=(job, send), daemon=False)
+                proc.start()
+                send.close()
+                running[job.index] = (proc, recv, time.monotonic(), job)
+                on_start(job.index)
+            waits = [r for _, r, _, _ in running.values()] + [p.sentinel for p, _, _, _ in running.values()]
+            multiprocessing.connection.wait(waits, timeout=0.25)
+            for index, (proc, recv, started, job) in list(running.items()):
+                alive = proc.is_alive()  # before reading: a child that exited has sent all it ever will
+                result = _receive(recv)
+                if result is None and not alive:
+                    result = _lost(job, started, _exit_text(proc.exitcode))
+                elif result is None and job.timeout is not None:
+                    if time.monotonic() - started > job.timeout + (0.0 if callable(job.run) else GRACE):
+                        _killpg(proc.pid)
+                        proc.join()
+                        result = _lost(job, started, f"did not finish within {job.timeout:g} s; killed", "timeout")
+                if result is None:
+                    continue
                 proc.join()
-                result = _lost(job, started, _exit_text(proc.exitcode))
-            elif result is None and job.timeout is not None:
-                limit = job.timeout + (0.0 if callable(job.run) else GRACE)
-                if time.monotonic() - started > limit:
-                    _killpg(proc.pid)
-                    proc.join()
-                    result = _lost(job, started, f"did not finish within {job.timeout:g} s; killed", "timeout")
-            if result is None:
-                continue
+                recv.close()
+                del running[index]
+                on_result(result)
+    finally:  # interrupted: no fork outlives the fan-out
+        for proc, recv, _, _ in running.values():
+            _killpg(proc.pid)
             proc.join()
             recv.close()
-            del running[index]
-            on_result(result)
+
+
+def _receive(recv: Any) -> ForkResult | None:
+    try:
+        return ForkResult(**recv.recv()) if recv.poll() else None
+    except (EOFError, OSError):
+        return None
 
 
 def _exit_text(code: int | None) -> str:
@@ -435,6 +442,8 @@ def _ray_loop(ray: Any, jobs: list[ForkJob], parallel: int, address: str | None,
                     del pending[ref]
                     on_result(_lost(job, started, f"did not finish within {job.timeout:g} s; cancelled", "timeout"))
     finally:
+        for ref in pending:  # interrupted: cancel what still runs
+            ray.cancel(ref, force=True)
         if started_here:
             ray.shutdown()
     return notes
@@ -541,8 +550,9 @@ def fanout(
         _run_local(jobs, parallel, collect, lambda i: emit("start", i))
     elif jobs:
         notes += _run_ray(jobs, parallel, address, collect, lambda i: emit("start", i))
-    if not keep and wt_root.is_dir() and not any(wt_root.iterdir()):
-        wt_root.rmdir()
+    for d in (wt_root, wt_root.parent) if not worktrees else (wt_root,):
+        if not keep and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
     out = FanoutResult(rid, base, backend, [results[i] for i in sorted(results)], minimize, None, notes)
     if merge == "best" and out.winner is not None:
         out.merge = merge_winner(repo, out)

@@ -24,7 +24,7 @@ class _Live:
 
         self.n, self.minimize = n, minimize
         self.rows: dict[int, dict[str, Any]] = {i: {"status": "queued"} for i in range(1, n + 1)}
-        self.live = Live(self._table(), refresh_per_second=4, transient=False, console=None)
+        self.live = Live(self._table(), refresh_per_second=4, redirect_stdout=False, redirect_stderr=False)
 
     def __enter__(self) -> _Live:
         self.live.__enter__()
