@@ -59,6 +59,18 @@ def _pytest(session: nox.Session, *args: str) -> None:
     session.run("timeout", "--signal=TERM", "--kill-after=30", str(budget), "pytest", *args, *TIMEOUT, *session.posargs, external=True)
 
 
+def _ensure_chromium(session: nox.Session) -> None:
+    """Headless Chromium + chromedriver for the `agentsnap ui` browser test (Debian packages)."""
+    import shutil
+
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return
+    if os.geteuid() != 0:
+        session.warn("chromium/chromedriver missing and not root: the UI browser test will skip (fail under CI=true)")
+        return
+    session.run("sh", "-c", "apt-get update -qq && apt-get install -y -qq chromium chromium-driver", external=True)
+
+
 def _install_core(session: nox.Session) -> None:
     session.install("-e", f"{CORE}[test]")
 
@@ -67,6 +79,7 @@ def _install_core(session: nox.Session) -> None:
 def core(session: nox.Session) -> None:
     """The core package's tests."""
     _install_core(session)
+    _ensure_chromium(session)
     _pytest(session, str(CORE / "tests"))
 
 
