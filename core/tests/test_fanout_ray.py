@@ -42,6 +42,13 @@ KILLED = 5  #: the fork whose Ray worker is killed midway
 @pytest.fixture(scope="module")
 def ray_cluster() -> Iterator[dict[str, Any]]:
     """A Ray head node on 127.0.0.1 (2 CPUs, 100 MB object store, every port chosen here), stopped by its PID."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in RAY_ENV.items():  # before Ray is imported: it reads them into module constants
+            mp.setenv(k, v)
+        yield from _head_node()
+
+
+def _head_node() -> Iterator[dict[str, Any]]:
     need_module("ray")
     ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable))
     need(ray_bin is not None, "the 'ray' command is missing next to this Python")
@@ -170,3 +177,36 @@ def test_ray_twelve_forks_on_a_shared_postgres_s3_store_one_killed_midway(
     rerun = {f["index"]: f for f in json.loads(again.stdout)["forks"]}
     assert [i for i, f in sorted(rerun.items()) if not f["resumed"]] == [KILLED]
     assert rerun[KILLED]["status"] == "failed"  # the same command kills its worker again: reported again
+
+
+def test_ray_callable_agent_emails_deferred_in_every_fork_exactly_one_after_merge(
+        ray_cluster: dict[str, Any], combined_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The email must-show on Ray: Python callables as Ray tasks on the shared store (one effects ledger in
+    PostgreSQL): 0 emails while the forks run, exactly 1 when the winner is merged, the losers' never."""
+    import ray
+    import test_fanout
+    from agentsnap.effects_ledger import Ledger
+    from agentsnap.fanout import fanout, merge_winner
+    from agentsnap.testing.effects import Outbox
+
+    ray.cloudpickle.register_pickle_by_value(test_fanout)  # the agent and its tool travel to the workers by value
+    for k, v in {**RAY_ENV, "AGENTSNAP_EFFECTS_KEY": KEY, "XDG_CONFIG_HOME": str(tmp_path / "config"),
+                 test_fanout.OUTBOX_ENV: str(tmp_path / "outbox.jsonl")}.items():
+        monkeypatch.setenv(k, v)
+    box = Outbox(tmp_path / "outbox.jsonl")
+    with Repo.init(tmp_path / "agent", store_url=combined_url) as repo:
+        (repo.root / "task.txt").write_text("write to the boss\n")
+        repo.snapshot("base")
+        res = fanout(repo, 4, test_fanout.mail_agent, backend="ray", address=ray_cluster["address"], timeout=120)
+        print(f"ray: {ray_cluster['mode']}; {'; '.join(res.notes)}")
+        assert [r.status for r in res.results] == ["ok"] * 4, [r.error for r in res.results]
+        assert box.emails() == []
+        win = res.winner
+        assert win is not None
+        merged = merge_winner(repo, res)
+        assert len(merged["effects_applied"]) == 1
+        assert box.emails() == [{"to": "boss@example.com", "body": f"fork {win.index}: done"}]
+        led = Ledger.for_repo(repo).sync()
+        losers = {led.lineage_of(r.branch) for r in res.results if r is not win}
+        assert sorted(d.status for d in led.deferred.values() if d.lineage in losers) == ["deferred"] * 3
+        assert repo.verify()["ok"]
