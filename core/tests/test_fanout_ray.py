@@ -67,6 +67,9 @@ def _head_node() -> Iterator[dict[str, Any]]:
          "--num-gpus=0", "--object-store-memory=100000000", "--include-dashboard=false", "--disable-usage-stats",
          f"--temp-dir={temp}", *[f"{k}={v}" for k, v in ports.items()]],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    # if this test process dies before its teardown, a watchdog kills the head node's process group
+    watchdog = subprocess.Popen(["sh", "-c", f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; "
+                                 f"kill -s KILL -- -{proc.pid} 2>/dev/null; rm -rf {temp}"], start_new_session=True)
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     up = False
@@ -88,6 +91,8 @@ def _head_node() -> Iterator[dict[str, Any]]:
         yield info
     finally:
         _stop(proc, temp)
+        watchdog.kill()
+        watchdog.wait()
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
 
