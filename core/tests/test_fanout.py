@@ -326,7 +326,8 @@ def test_cli_refuses_bad_input_before_forking(tmp_path: Path) -> None:
     for args, says in ((["-n", "0", "--run", "true"], "between 1 and 10000"),
                        (["-n", "2", "--run", "  "], "command"),
                        (["-n", "2", "--run", "true", "--timeout", "-1"], "timeout"),
-                       (["nosuch", "-n", "2", "--run", "true"], "nosuch")):
+                       (["nosuch", "-n", "2", "--run", "true"], "nosuch"),
+                       (["-n", "2", "--run", "true", "--backend", "ray", "--address", "127.0.0.1:1"], "Ray")):
         proc = cli(work, "fanout", *args)
         assert proc.returncode == 2 and says in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     (work / "a.txt").write_text("dirty\n")

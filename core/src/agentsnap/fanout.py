@@ -415,7 +415,10 @@ def _ray_loop(ray: Any, jobs: list[ForkJob], parallel: int, address: str | None,
     started_here = not ray.is_initialized()
     if started_here:
         extra: dict[str, Any] = {} if address else {"include_dashboard": False}  # a new local instance
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **extra)
+        try:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **extra)
+        except ConnectionError as exc:
+            raise AgentSnapError(f"cannot connect to the Ray cluster at {address}: {exc}") from None
     notes.append(f"ray: {len(ray.nodes())} node(s), {ray.cluster_resources().get('CPU', 0):g} CPU")
     task = ray.remote(num_cpus=1, max_retries=0)(run_fork)
     queue = list(jobs)
@@ -447,6 +450,18 @@ def _ray_loop(ray: Any, jobs: list[ForkJob], parallel: int, address: str | None,
         if started_here:
             ray.shutdown()
     return notes
+
+
+def _probe(address: str) -> None:
+    """Fail fast (Ray itself retries for minutes) when nothing listens at the cluster address."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except (OSError, ValueError) as exc:
+        raise AgentSnapError(f"cannot reach the Ray cluster at {address} ({exc}); start one with 'ray start --head' "
+                             "or give its HOST:PORT") from None
 
 
 # ====================================================================== the fan-out
@@ -502,6 +517,13 @@ def fanout(
     parallel = parallel or (n if backend == "ray" else max(1, os.cpu_count() or 1))
     if parallel < 1:
         raise InvalidInput(f"--parallel must be at least 1, not {parallel}")
+    if backend == "ray":  # before anything is forked
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise InvalidInput("the ray backend needs Ray: pip install 'ray>=2.40'")
+        if address and address not in ("auto", "local"):
+            _probe(address)
     base = repo.resolve(spec)
     if merge == "best":
         from .merge import _require_clean, merge_state
