@@ -380,3 +380,38 @@ def test_examples_run(name: str, says: list[str]) -> None:
     proc = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert all(s in proc.stdout for s in says), proc.stdout
+
+
+def test_interrupted_fanout_leaves_no_fork_running(tmp_path: Path) -> None:
+    """Ctrl-C on the CLI: exit 130, and every fork's command (in its own process group) is stopped."""
+    import signal
+    import time
+
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "a.txt").write_text("a\n")
+    assert cli(work, "init").returncode == 0 and cli(work, "snapshot", "-m", "base").returncode == 0
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "agentsnap", "fanout", "-n", "3", "--parallel", "2", "--run",
+                             f"echo $$ > {pids}/$AGENTSNAP_FORK_INDEX; exec sleep 120"], cwd=work, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    running = [int(p.read_text()) for p in pids.iterdir()]
+    assert len(running) == 2
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+    while any(alive(p) for p in running) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(p) for p in running)

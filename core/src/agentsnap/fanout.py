@@ -247,13 +247,19 @@ def _shell(cmd: str, cwd: Path, env: dict[str, str], deadline: float | None) -> 
     """Run ``cmd`` in its own session; on the deadline kill its whole process group."""
     proc = subprocess.Popen(cmd, shell=True, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+    _COMMANDS.add(proc.pid)
     try:
         out, _ = proc.communicate(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
         return proc.returncode, out.decode(errors="replace"), False
     except subprocess.TimeoutExpired:
         _killpg(proc.pid)
-        out, _ = proc.communicate()
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # something that left the group still holds the pipe
+            out = b""
         return None, out.decode(errors="replace"), True
+    finally:
+        _COMMANDS.discard(proc.pid)
 
 
 def _score(job: ForkJob, ctx: ForkContext, returned: Any, env: dict[str, str],
@@ -321,8 +327,19 @@ def _rmtree(path: Path) -> None:
 
 
 # ====================================================================== backends
+#: process groups of the commands this process is running (a stopped fork stops them too)
+_COMMANDS: set[int] = set()
+
+
 def _child(job: ForkJob, conn: Any) -> None:
-    os.setsid()  # its own process group: a timeout kills the command and everything it started
+    os.setsid()  # its own process group, out of the terminal's: the parent decides when it stops
+
+    def stop(_sig: int, _frame: Any) -> None:
+        for pid in list(_COMMANDS):
+            _killpg(pid)
+        os._exit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
     try:
         conn.send(run_fork(job))
     finally:
@@ -354,8 +371,7 @@ def _run_local(jobs: list[ForkJob], parallel: int, on_result: Callable[[ForkResu
                     result = _lost(job, started, _exit_text(proc.exitcode))
                 elif result is None and job.timeout is not None:
                     if time.monotonic() - started > job.timeout + (0.0 if callable(job.run) else GRACE):
-                        _killpg(proc.pid)
-                        proc.join()
+                        _stop_child(proc)
                         result = _lost(job, started, f"did not finish within {job.timeout:g} s; killed", "timeout")
                 if result is None:
                     continue
@@ -365,9 +381,20 @@ def _run_local(jobs: list[ForkJob], parallel: int, on_result: Callable[[ForkResu
                 on_result(result)
     finally:  # interrupted: no fork outlives the fan-out
         for proc, recv, _, _ in running.values():
-            _killpg(proc.pid)
-            proc.join()
+            _stop_child(proc)
             recv.close()
+
+
+def _stop_child(proc: Any) -> None:
+    """SIGTERM (the child kills its command's process group), then SIGKILL if it lingers."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.join(5)
+    if proc.is_alive():
+        _killpg(proc.pid)
+    proc.join()
 
 
 def _receive(recv: Any) -> ForkResult | None:
