@@ -134,7 +134,8 @@ nox.options.sessions.append("merge_reference")
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with the peers (git, processfork); prints ratios."""
     _install_core(session)
-    session.install("processfork==1.0.15")
+    # a realistic agent project's site-packages is the tree the snapshot benchmark copies
+    session.install("processfork==1.0.15", *ADAPTERS["langgraph"]["lg=1.2"])
     session.run("python", str(ROOT / "benchmarks" / "run.py"), *session.posargs)
 
 
