@@ -50,7 +50,7 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
     "sglang": {"sglang=0.5.23": ["--no-deps", "-r", "adapters/sglang/requirements-cpu.txt", "--find-links", "/opt/wheels"]},
 }
 #: test sessions run by a bare `nox` (and CI)
-nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTERS]]
+nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTERS], "dist"]
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
