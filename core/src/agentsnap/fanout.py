@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -52,7 +53,7 @@ from .errors import AgentSnapError, InvalidInput
 from .repo import PRIMARY, STORE_DIR, Repo
 from .store import RefUpdate
 
-__all__ = ["BACKENDS", "FanoutResult", "ForkContext", "ForkResult", "fanout", "run_id"]
+__all__ = ["BACKENDS", "FanoutResult", "ForkContext", "ForkResult", "fanout", "merge_winner", "run_id"]
 
 BACKENDS = ("local", "ray")
 MERGE_MODES = ("best", "none")
@@ -136,9 +137,22 @@ def run_id(base: str, run: str | RunFn, score: str | RunFn | None, n: int) -> st
 
 
 def _describe(fn: str | RunFn | None) -> str | None:
+    """A command as given; a callable by module, name and a digest of its code (an edited agent is a new run)."""
     if fn is None or isinstance(fn, str):
         return fn
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+    code = getattr(fn, "__code__", None)
+    digest = hashlib.sha256(_const_bytes(code)).hexdigest()[:16] if code is not None else ""
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', type(fn).__qualname__)}:{digest}"
+
+
+def _const_bytes(value: Any) -> bytes:
+    """Stable bytes of a code object and its constants (``marshal`` output depends on reference counts)."""
+    if isinstance(value, types.CodeType):
+        return b"\x01".join([value.co_code, repr(value.co_names).encode(), *map(_const_bytes, value.co_consts)])
+    if isinstance(value, (tuple, frozenset)):
+        items = [_const_bytes(v) for v in value]
+        return b"(" + b",".join(sorted(items) if isinstance(value, frozenset) else items) + b")"
+    return repr(value).encode()
 
 
 # ====================================================================== one fork (runs in any process)
