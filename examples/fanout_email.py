@@ -20,8 +20,7 @@ from agentsnap import Repo
 from agentsnap.effects import Effects, effect
 from agentsnap.fanout import ForkContext, fanout, merge_winner
 
-TOP = Path(tempfile.mkdtemp(prefix="agentsnap-fanout-email-"))
-OUTBOX = TOP / "outbox.jsonl"
+OUTBOX = Path("outbox.jsonl")  #: set by main() to a file in a temp dir
 DRAFTS = ["Hi, done.", "Hello Ana, the report is attached.", "Report: attached. Regards", "ok",
           "Dear Ana, please find the Q3 report attached. Best, Bot", "see attachment"]
 
@@ -48,9 +47,12 @@ def emails() -> list[dict[str, str]]:
 
 
 def main() -> None:
-    os.environ.setdefault("XDG_CONFIG_HOME", str(TOP / "config"))  # the effects key of this demo only
+    global OUTBOX
+    top = Path(tempfile.mkdtemp(prefix="agentsnap-fanout-email-"))
+    OUTBOX = top / "outbox.jsonl"  # the forks inherit it (local backend: forked child processes)
+    os.environ.setdefault("XDG_CONFIG_HOME", str(top / "config"))  # the effects key of this demo only
     try:
-        with Repo.init(TOP / "agent") as repo:
+        with Repo.init(top / "agent") as repo:
             (repo.root / "task.txt").write_text("send Ana the Q3 report\n")
             repo.snapshot("task received")
             result = fanout(repo, len(DRAFTS), agent, parallel=3)
@@ -64,7 +66,7 @@ def main() -> None:
             print(f"reply.txt on main: {(repo.root / 'reply.txt').read_text().strip()!r}")
             assert len(emails()) == 1 and emails()[0]["body"] == (repo.root / "reply.txt").read_text().strip()
     finally:
-        shutil.rmtree(TOP, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
 
 
 if __name__ == "__main__":
