@@ -335,6 +335,7 @@ def test_cli_refuses_bad_input_before_forking(tmp_path: Path) -> None:
     for args, says in ((["-n", "0", "--run", "true"], "between 1 and 10000"),
                        (["-n", "2", "--run", "  "], "command"),
                        (["-n", "2", "--run", "true", "--timeout", "-1"], "timeout"),
+                       (["-n", "2", "--run", "true", "--parallel", "0"], "--parallel"),
                        (["nosuch", "-n", "2", "--run", "true"], "nosuch"),
                        (["-n", "2", "--run", "true", "--backend", "ray", "--address", "127.0.0.1:1"], "Ray")):
         proc = cli(work, "fanout", *args)

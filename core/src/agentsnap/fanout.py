@@ -555,9 +555,9 @@ def fanout(
         raise InvalidInput("the score must be a command (non-empty string) or a callable")
     if timeout is not None and not timeout > 0:
         raise InvalidInput(f"the timeout must be a positive number of seconds, not {timeout!r}")
-    parallel = parallel or (n if backend == "ray" else max(1, os.cpu_count() or 1))
-    if parallel < 1:
+    if parallel is not None and parallel < 1:
         raise InvalidInput(f"--parallel must be at least 1, not {parallel}")
+    parallel = parallel or (n if backend == "ray" else max(1, os.cpu_count() or 1))
     if backend == "ray":  # before anything is forked
         import importlib.util
 
