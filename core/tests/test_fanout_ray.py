@@ -215,3 +215,32 @@ def test_ray_callable_agent_emails_deferred_in_every_fork_exactly_one_after_merg
         losers = {led.lineage_of(r.branch) for r in res.results if r is not win}
         assert sorted(d.status for d in led.deferred.values() if d.lineage in losers) == ["deferred"] * 3
         assert repo.verify()["ok"]
+
+
+def sleepy_agent(ctx: Any) -> float:
+    """Fork 2 hangs; the others score their index."""
+    if ctx.index == 2:
+        time.sleep(120)
+    return float(ctx.index)
+
+
+def test_ray_timed_out_forks_are_reported_the_rest_complete(
+        ray_cluster: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command past --timeout is killed inside its task; a callable past it is cancelled by the driver."""
+    import ray
+    from agentsnap.fanout import fanout
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    for k, v in {**RAY_ENV, "AGENTSNAP_EFFECTS_KEY": KEY, "XDG_CONFIG_HOME": str(tmp_path / "config")}.items():
+        monkeypatch.setenv(k, v)
+    with Repo.init(tmp_path / "agent") as repo:  # a directory store: Ray tasks on this machine use worktrees
+        (repo.root / "a.txt").write_text("a\n")
+        repo.snapshot("base")
+        cmd = 'if [ "$AGENTSNAP_FORK_INDEX" = 2 ]; then sleep 120; fi; echo AGENTSNAP_SCORE=$AGENTSNAP_FORK_INDEX'
+        for run in (cmd, sleepy_agent):
+            res = fanout(repo, 3, run, backend="ray", address=ray_cluster["address"], timeout=4)
+            by = {r.index: r for r in res.results}
+            assert by[2].status == "timeout", by[2]
+            assert [by[1].status, by[3].status] == ["ok", "ok"] and res.winner is not None and res.winner.index == 3
+            assert any("same path" in n for n in res.notes)
+            print(f"{'command' if run is cmd else 'callable'} fork 2: {by[2].error}")
