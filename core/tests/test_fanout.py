@@ -228,9 +228,10 @@ def test_failed_timed_out_and_killed_forks_are_reported_the_rest_complete(tmp_pa
 OUTBOX_ENV = "FANOUT_TEST_OUTBOX"
 
 
-@effect(simulate=lambda to, body: {"status": "deferred"})
+@effect(name="fanout_test_send_email", simulate=lambda to, body: {"status": "deferred"})
 def send_email(to: str, body: str) -> dict[str, Any]:
-    """The irreversible tool: appends to a real file (the outbox)."""
+    """The irreversible tool: appends to a real file (the outbox). Tools are registered by name, process-wide:
+    a name of its own keeps other tests' ``send_email`` tools from answering for it."""
     return Outbox(os.environ[OUTBOX_ENV]).send(to, body)
 
 
