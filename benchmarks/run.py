@@ -18,7 +18,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import sysconfig
 import tempfile
 import time
