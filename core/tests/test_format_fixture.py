@@ -7,7 +7,6 @@ format version is refused by name (:class:`UnsupportedFormat` says which thing a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -17,25 +16,12 @@ from pathlib import Path
 import pytest
 from agentsnap import Repo, objects
 from agentsnap.errors import UnsupportedFormat
+from fixtures.make_store_v1 import tree  # the generator's own view of a tree: one definition
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-v1"
 EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "store-v1.json").read_text())
 
 
-def _tree(root: Path) -> dict[str, list[object]]:
-    out: dict[str, list[object]] = {}
-    for dirpath, dirnames, files in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d != ".agentsnap")
-        for name in dirnames + sorted(files):
-            full = Path(dirpath, name)
-            rel = full.relative_to(root).as_posix()
-            if full.is_symlink():
-                out[rel] = ["l", os.readlink(full)]
-            elif full.is_dir():
-                out[rel] = ["d", full.stat().st_mode & 0o777]
-            else:
-                out[rel] = ["f", full.stat().st_mode & 0o777, hashlib.sha256(full.read_bytes()).hexdigest()]
-    return out
 
 
 @pytest.fixture
@@ -61,7 +47,7 @@ def test_every_old_snapshot_restores_byte_identically(old_repo: Repo, tmp_path: 
     oid = {s.message: s.id for s in old_repo.log("main")}[which]
     want = EXPECTED["snapshots"][oid]
     old_repo.restore(oid, to=tmp_path / which)
-    assert _tree(tmp_path / which) == want["tree"]
+    assert tree(tmp_path / which) == want["tree"]
     assert old_repo.read_layer(oid, "state")["step"] == want["state"]["step"]
     assert len(old_repo.read_layer(oid, "trace")) == want["trace"]
 

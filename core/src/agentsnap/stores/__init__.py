@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from .. import objects as objmod
 from ..errors import AgentSnapError
 from ..localstore import LocalStore
 
@@ -226,3 +227,28 @@ def bind_store_url(local: LocalStore, url: str) -> None:
     url = store_url_of(url)
     open_store(url, create=True).close()
     local.refs.set_config(STORE_URL_KEY, url)
+
+
+class EncodedObjects:
+    """get / put / put_stored shared by stores that keep objects in their encoded form.
+
+    A subclass provides ``get_stored(oid)`` and ``_write(oid, stored)``.
+    """
+
+    def get_stored(self, oid: str) -> bytes:  # pragma: no cover - provided by subclasses
+        raise NotImplementedError
+
+    def _write(self, oid: str, stored: bytes) -> None:  # pragma: no cover - provided by subclasses
+        raise NotImplementedError
+
+    def get(self, oid: str) -> tuple[int, bytes]:
+        return objmod.decode(oid, self.get_stored(oid))
+
+    def put(self, kind: int, raw: bytes | memoryview) -> str:
+        oid, stored = objmod.encode(kind, raw)
+        self._write(oid, stored)
+        return oid
+
+    def put_stored(self, oid: str, stored: bytes) -> None:
+        objmod.decode(oid, stored)  # verify before accepting
+        self._write(oid, stored)

@@ -17,10 +17,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .. import objects as objmod
 from ..errors import ObjectMissing, RefConflict, UnsupportedFormat
 from ..store import ANY, ReflogEntry, RefUpdate, SnapshotRow
-from . import InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+from . import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
 
 #: schema migrations, applied in order; the schema's version is the number applied
 MIGRATIONS: list[str] = [
@@ -257,7 +256,7 @@ class PostgresRefs:
         self.db.close()
 
 
-class PostgresObjects:
+class PostgresObjects(EncodedObjects):
     """:class:`~agentsnap.store.ObjectStore` in a ``bytea`` table (stored bytes, as on disk).
 
     Every put commits on its own, so :meth:`barrier` has nothing to do.
@@ -288,18 +287,6 @@ class PostgresObjects:
         if row is None:
             raise ObjectMissing(oid)
         return bytes(row[0])
-
-    def get(self, oid: str) -> tuple[int, bytes]:
-        return objmod.decode(oid, self.get_stored(oid))
-
-    def put(self, kind: int, raw: bytes | memoryview) -> str:
-        oid, stored = objmod.encode(kind, raw)
-        self._write(oid, stored)
-        return oid
-
-    def put_stored(self, oid: str, stored: bytes) -> None:
-        objmod.decode(oid, stored)
-        self._write(oid, stored)
 
     def _write(self, oid: str, stored: bytes) -> None:
         with self.db.connection() as conn:

@@ -30,7 +30,7 @@ from .. import objects as objmod
 from ..errors import ObjectMissing, RefConflict, UnsupportedFormat
 from ..localstore import STORE_FORMAT
 from ..store import ANY, ReflogEntry, RefUpdate, SnapshotRow
-from . import InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+from . import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
 
 _PARALLEL = 16
 
@@ -149,7 +149,7 @@ class S3Store:
         self.client.close()
 
 
-class S3Objects:
+class S3Objects(EncodedObjects):
     """:class:`~agentsnap.store.ObjectStore` on S3: ``objects/ab/cdef...``."""
 
     def __init__(self, store: S3Store) -> None:
@@ -188,18 +188,6 @@ class S3Objects:
             if _not_found(exc):
                 raise ObjectMissing(oid) from None
             raise
-
-    def get(self, oid: str) -> tuple[int, bytes]:
-        return objmod.decode(oid, self.get_stored(oid))
-
-    def put(self, kind: int, raw: bytes | memoryview) -> str:
-        oid, stored = objmod.encode(kind, raw)
-        self._write(oid, stored)
-        return oid
-
-    def put_stored(self, oid: str, stored: bytes) -> None:
-        objmod.decode(oid, stored)
-        self._write(oid, stored)
 
     def _write(self, oid: str, stored: bytes) -> None:
         for _attempt in range(3):
