@@ -118,7 +118,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def merge_reference(session: nox.Session) -> None:
-    """TIES/DARE of agentsnap.modelmerge checked against mergekit 0.1.5 (with torch 2.13 CPU)."""
+    """TIES/DARE of agentsnap_core.modelmerge checked against mergekit 0.1.5 (with torch 2.13 CPU)."""
     _install_core(session)
     # uv ignores pip's config: point it at the folder holding the local CPU torch wheel, when there is one
     links = os.environ.get("PIP_FIND_LINKS") or ("/opt/wheels" if Path("/opt/wheels").is_dir() else "")

@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from agentsnap import Repo
+    from agentsnap_core import Repo
     from agentsnap_transformers import KVSession
 
     model = build_model(args.layers, args.hidden)

@@ -134,7 +134,7 @@ def main() -> None:
     server = None
     if args.postgres:
         global POSTGRES_URL
-        from agentsnap.testing.servers import PostgresServer
+        from agentsnap_core.testing.servers import PostgresServer
 
         server = PostgresServer().start()
         POSTGRES_URL = server.url

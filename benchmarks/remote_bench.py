@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentsnap import Repo
-from agentsnap.remote import clone, push
-from agentsnap.testing.servers import PostgresServer, SeaweedServer
+from agentsnap_core import Repo
+from agentsnap_core.remote import clone, push
+from agentsnap_core.testing.servers import PostgresServer, SeaweedServer
 
 BUCKET = "bench"
 

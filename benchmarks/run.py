@@ -66,7 +66,7 @@ class Agentsnap:
     name = "agentsnap"
 
     def __init__(self, root: Path) -> None:
-        from agentsnap import Repo
+        from agentsnap_core import Repo
 
         self.repo = Repo.init(root)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 def sh(*args: str, cwd: Path) -> str:
     print(f"\n$ agentsnap {' '.join(args)}", flush=True)
-    proc = subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=cwd, text=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, text=True, capture_output=True)
     print((proc.stdout + proc.stderr).rstrip(), flush=True)
     if proc.returncode != 0:
         raise SystemExit(f"demo step failed: agentsnap {' '.join(args)}")

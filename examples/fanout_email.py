@@ -16,9 +16,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from agentsnap import Repo
-from agentsnap.effects import Effects, effect
-from agentsnap.fanout import ForkContext, fanout, merge_winner
+from agentsnap_core import Repo
+from agentsnap_core.effects import Effects, effect
+from agentsnap_core.fanout import ForkContext, fanout, merge_winner
 
 OUTBOX = Path("outbox.jsonl")  #: set by main() to a file in a temp dir
 DRAFTS = ["Hi, done.", "Hello Ana, the report is attached.", "Report: attached. Regards", "ok",

@@ -19,14 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentsnap import Repo
+from agentsnap_core import Repo
 
 N = 12
 
 
 def sh(cwd: Path, *args: str, expect: int = 0, quiet: bool = False) -> str:
     """Run the real CLI, print what it says, insist on the exit code."""
-    proc = subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=cwd, text=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, text=True, capture_output=True)
     if not quiet:
         print(f"\n$ agentsnap {' '.join(args)}   # exit {proc.returncode}", flush=True)
         print((proc.stdout + proc.stderr).rstrip(), flush=True)

@@ -61,7 +61,7 @@ print(sum(int(w) for w, nxt in zip(out.split(), out.split()[1:]) if nxt.startswi
 
 
 def agentsnap(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=cwd, text=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, text=True, capture_output=True)
     print(f"$ agentsnap {' '.join(args)}\n{proc.stdout}{proc.stderr}", end="")
     if proc.returncode != 0:
         raise SystemExit(f"agentsnap {args[0]} exited with {proc.returncode}")

@@ -26,7 +26,7 @@ def main(expected_folders: list[str]) -> int:
                 ep.load()
             except Exception as exc:  # report every broken plugin, not only the first
                 problems.append(f"{dist}: entry point {ep.name} fails to load: {exc}")
-    from agentsnap.plugins import list_plugins
+    from agentsnap_core.plugins import list_plugins
 
     loaded = {p["name"] for p in list_plugins()}
     print("loaded plugins:", ", ".join(sorted(loaded)))

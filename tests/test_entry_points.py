@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from agentsnap.testing.servers import need_module
+from agentsnap_core.testing.servers import need_module
 
 EXPECTED = {"langgraph": "agentsnap-langgraph", "claude_code": "agentsnap-claude-code"}
 
@@ -15,7 +15,7 @@ EXPECTED = {"langgraph": "agentsnap-langgraph", "claude_code": "agentsnap-claude
 def plugins_json(env_extra: dict[str, str] | None = None) -> list[dict[str, str]]:
     env = {k: v for k, v in os.environ.items() if k != "AGENTSNAP_PLUGINS"}
     env.update(env_extra or {})
-    out = subprocess.run([sys.executable, "-m", "agentsnap", "plugins", "--json"], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-m", "agentsnap_core", "plugins", "--json"], capture_output=True, text=True, env=env, check=True)
     return json.loads(out.stdout)
 
 
@@ -27,7 +27,7 @@ def test_installed_adapters_are_discovered() -> None:
         assert name in by_name, f"{name} not discovered: {sorted(by_name)}"
         assert by_name[name]["dist"].startswith(dist), by_name[name]
         assert "agentsnap_handles" in by_name[name]["hooks"]
-    assert "agentsnap.defaults" in by_name
+    assert "agentsnap_core.defaults" in by_name
 
 
 def test_allow_list_limits_discovery() -> None:
@@ -35,4 +35,4 @@ def test_allow_list_limits_discovery() -> None:
     names = {p["name"] for p in plugins_json({"AGENTSNAP_PLUGINS": "langgraph"})}
     assert "langgraph" in names and "claude_code" not in names
     names = {p["name"] for p in plugins_json({"AGENTSNAP_PLUGINS": "none"})}
-    assert names == {"agentsnap.defaults"}
+    assert names == {"agentsnap_core.defaults"}

@@ -7,9 +7,9 @@ import operator
 from pathlib import Path
 from typing import Annotated, TypedDict
 
-from agentsnap import Repo
-from agentsnap.testing.reference import CounterAgent
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo
+from agentsnap_core.testing.reference import CounterAgent
+from agentsnap_core.testing.servers import need_module
 
 
 class S(TypedDict):

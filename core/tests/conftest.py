@@ -8,7 +8,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo
+from agentsnap_core import Repo
 
 
 def tree_fingerprint(root: Path, ignore: tuple[str, ...] = (".agentsnap",)) -> dict[str, tuple]:

@@ -8,11 +8,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import agentsnap
+import agentsnap_core
 import pytest
-from agentsnap.client import session_ref
-from agentsnap.errors import InvalidInput, UnknownSnapshot
-from agentsnap.retention import SnapshotGone
+from agentsnap_core.client import session_ref
+from agentsnap_core.errors import InvalidInput, UnknownSnapshot
+from agentsnap_core.retention import SnapshotGone
 from click.testing import CliRunner
 
 
@@ -24,7 +24,7 @@ class Clock:
         return self.now
 
 
-class Bot(agentsnap.Snapshottable):
+class Bot(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.memory: list[str] = []
         self.turns = 0
@@ -37,13 +37,13 @@ class Bot(agentsnap.Snapshottable):
 
 
 @pytest.fixture
-def client(tmp_path: Path) -> agentsnap.Client:
-    c = agentsnap.Client(tmp_path / "store")
+def client(tmp_path: Path) -> agentsnap_core.Client:
+    c = agentsnap_core.Client(tmp_path / "store")
     yield c
     c.close()
 
 
-def test_save_restore_into_fresh_instance_and_trace_layer(client: agentsnap.Client) -> None:
+def test_save_restore_into_fresh_instance_and_trace_layer(client: agentsnap_core.Client) -> None:
     bot = Bot()
     bot.turn("hi")
     snap = client.save(bot, agent_id="bot", message="first turn", metadata={"user": "ann"}, tags=["good"])
@@ -56,7 +56,7 @@ def test_save_restore_into_fresh_instance_and_trace_layer(client: agentsnap.Clie
     assert client.exists(snap) and not client.exists("f" * 64) and not client.exists("no-such-thing")
 
 
-def test_sessions_are_chains_and_timeline_filters_newest_first(client: agentsnap.Client) -> None:
+def test_sessions_are_chains_and_timeline_filters_newest_first(client: agentsnap_core.Client) -> None:
     bot = Bot()
     ids = {}
     for agent_id, session in [("a", "s1"), ("a", "s2"), ("b", "s1"), ("a", "s1")]:
@@ -74,14 +74,14 @@ def test_sessions_are_chains_and_timeline_filters_newest_first(client: agentsnap
     assert client.repo.head()[1] is None
 
 
-def test_odd_agent_and_session_ids_are_kept_exactly(client: agentsnap.Client) -> None:
+def test_odd_agent_and_session_ids_are_kept_exactly(client: agentsnap_core.Client) -> None:
     snap = client.save(Bot(), agent_id="team/alpha..1 +ü", session_id="chat #7")
     assert session_ref("team/alpha..1 +ü", "chat #7") in client.repo.refs.list_refs("refs/agents/")
     [item] = client.timeline("team/alpha..1 +ü", "chat #7")
     assert (item.id, item.agent_id, item.session_id) == (snap, "team/alpha..1 +ü", "chat #7")
 
 
-def test_handoff_new_snapshot_for_target_with_lineage(client: agentsnap.Client) -> None:
+def test_handoff_new_snapshot_for_target_with_lineage(client: agentsnap_core.Client) -> None:
     bot = Bot()
     bot.turn("research")
     first = client.save(bot, agent_id="researcher", session_id="job", metadata={"k": 1})
@@ -100,7 +100,7 @@ def test_handoff_new_snapshot_for_target_with_lineage(client: agentsnap.Client) 
 
 def test_ttl_expiry_leaves_queries_and_gc_reclaims(tmp_path: Path) -> None:
     clock = Clock()
-    with agentsnap.Client(tmp_path, clock=clock) as client:
+    with agentsnap_core.Client(tmp_path, clock=clock) as client:
         bot = Bot()
         bot.memory = ["x" * 5000]  # a layer of its own
         short = client.save(bot, agent_id="bot", ttl=10)
@@ -125,7 +125,7 @@ def test_ttl_expiry_leaves_queries_and_gc_reclaims(tmp_path: Path) -> None:
             client.save(bot, agent_id="bot", ttl=0)
 
 
-def test_expire_and_delete_are_immediate_and_idempotent(client: agentsnap.Client) -> None:
+def test_expire_and_delete_are_immediate_and_idempotent(client: agentsnap_core.Client) -> None:
     a = client.save(Bot(), agent_id="bot")
     b_bot = Bot()
     b_bot.turn("x")
@@ -144,33 +144,33 @@ def test_expire_and_delete_are_immediate_and_idempotent(client: agentsnap.Client
     assert client.verify()["ok"]
 
 
-def test_bad_input_is_refused_before_anything_is_written(client: agentsnap.Client) -> None:
+def test_bad_input_is_refused_before_anything_is_written(client: agentsnap_core.Client) -> None:
     for kwargs in ({"agent_id": ""}, {"agent_id": "a", "session_id": ""}, {"agent_id": "a", "metadata": {"x": object()}},
                    {"agent_id": "a", "tags": [""]}, {"agent_id": "a", "ttl": -1}):
         with pytest.raises(InvalidInput):
             client.save(Bot(), **kwargs)
-    with pytest.raises(agentsnap.AgentSnapError, match="no installed adapter handles object"):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="no installed adapter handles object"):
         client.save(object(), agent_id="a")
     assert client.timeline() == [] and client.repo.refs.list_snapshots() == []
 
 
-def test_restore_into_the_wrong_agent_class_is_refused(client: agentsnap.Client) -> None:
-    class Other(agentsnap.Snapshottable):
+def test_restore_into_the_wrong_agent_class_is_refused(client: agentsnap_core.Client) -> None:
+    class Other(agentsnap_core.Snapshottable):
         pass
 
     snap = client.save(Bot(), agent_id="bot")
-    with pytest.raises(agentsnap.AgentSnapError, match="holds a Bot agent; it cannot be loaded into a Other"):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="holds a Bot agent; it cannot be loaded into a Other"):
         client.restore(snap, into=Other())
 
 
 def test_concurrent_saves_to_one_session_lose_nothing(tmp_path: Path) -> None:
-    agentsnap.Client(tmp_path).close()
+    agentsnap_core.Client(tmp_path).close()
     errors: list[BaseException] = []
     saved: list[str] = []
 
     def work(n: int) -> None:
         try:
-            with agentsnap.Client(tmp_path) as c:
+            with agentsnap_core.Client(tmp_path) as c:
                 for i in range(5):
                     bot = Bot()
                     bot.turn(f"{n}-{i}")
@@ -184,7 +184,7 @@ def test_concurrent_saves_to_one_session_lose_nothing(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert not errors
-    with agentsnap.Client(tmp_path) as c:
+    with agentsnap_core.Client(tmp_path) as c:
         chain = c.timeline("bot")
     assert sorted(t.id for t in chain) == sorted(saved)  # one chain holds every save
     assert all(len(t.parents) == 1 for t in chain[:-1])
@@ -192,7 +192,7 @@ def test_concurrent_saves_to_one_session_lose_nothing(tmp_path: Path) -> None:
 
 def test_async_client_same_store_same_answers(tmp_path: Path) -> None:
     async def main() -> tuple[list[str], bool, bool]:
-        async with agentsnap.AsyncClient(tmp_path, clock=Clock()) as client:
+        async with agentsnap_core.AsyncClient(tmp_path, clock=Clock()) as client:
             bot = Bot()
             bot.turn("hi")
             first = await client.save(bot, agent_id="bot", ttl=5)
@@ -210,16 +210,16 @@ def test_async_client_same_store_same_answers(tmp_path: Path) -> None:
 
     lineage, gone, ok = asyncio.run(main())
     assert lineage == ["helper", "bot", "bot"] and gone and ok
-    with agentsnap.Client(tmp_path, clock=Clock(1_900_000_010.0)) as sync:  # reads what the async one wrote
+    with agentsnap_core.Client(tmp_path, clock=Clock(1_900_000_010.0)) as sync:  # reads what the async one wrote
         assert [t.agent_id for t in sync.timeline()] == ["helper"]
 
 
 # ---------------------------------------------------------------------------------------------- per-file restore
 def test_per_file_restore_python_and_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentsnap.cli import main
+    from agentsnap_core.cli import main
 
     root = tmp_path / "work"
-    repo = agentsnap.Repo.init(root)
+    repo = agentsnap_core.Repo.init(root)
     (root / "a.txt").write_text("a1")
     (root / "docs").mkdir()
     (root / "docs" / "b.md").write_text("b1")
@@ -247,9 +247,9 @@ def test_per_file_restore_python_and_cli(tmp_path: Path, monkeypatch: pytest.Mon
 def test_client_on_a_postgresql_store_two_checkouts_share_timeline_and_ttl(postgres_url: str, tmp_path: Path) -> None:
     """Sessions, tombstones and TTL live in refs + manifests: any RefStore works, no schema change needed."""
     clock = Clock()
-    one = agentsnap.Repo.init(tmp_path / "one", store_url=postgres_url)
-    two = agentsnap.Repo.init(tmp_path / "two", store_url=postgres_url)
-    with agentsnap.Client(repo=one, clock=clock) as c1, agentsnap.Client(repo=two, clock=clock) as c2:
+    one = agentsnap_core.Repo.init(tmp_path / "one", store_url=postgres_url)
+    two = agentsnap_core.Repo.init(tmp_path / "two", store_url=postgres_url)
+    with agentsnap_core.Client(repo=one, clock=clock) as c1, agentsnap_core.Client(repo=two, clock=clock) as c2:
         bot = Bot()
         bot.turn("from one")
         first = c1.save(bot, agent_id="bot", ttl=30)

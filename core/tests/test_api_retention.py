@@ -6,17 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-import agentsnap
+import agentsnap_core
 import pytest
-from agentsnap import retention
-from agentsnap.cli import main
-from agentsnap.retention import SnapshotGone
+from agentsnap_core import retention
+from agentsnap_core.cli import main
+from agentsnap_core.retention import SnapshotGone
 from click.testing import CliRunner
 
 DAY = 86400.0
 
 
-class Memo(agentsnap.Snapshottable):
+class Memo(agentsnap_core.Snapshottable):
     def __init__(self, text: str = "") -> None:
         self.text = text
 
@@ -26,12 +26,12 @@ def cli(root: Path, *args: str) -> Any:
     return res
 
 
-def saves(client: agentsnap.Client, agent_id: str, n: int, size: int = 3000) -> list[str]:
+def saves(client: agentsnap_core.Client, agent_id: str, n: int, size: int = 3000) -> list[str]:
     return [client.save(Memo(f"{agent_id}-{i}-" + "x" * size), agent_id=agent_id, message=f"{agent_id} {i}") for i in range(n)]
 
 
 def test_prune_keep_last_per_agent_then_gc_reclaims_and_verify_accepts(tmp_path: Path) -> None:
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         a = saves(client, "a", 6)
         b = saves(client, "b", 3)
         layers = {oid: client.repo.get(oid).layers["state"]["content"] for oid in a + b}
@@ -55,7 +55,7 @@ def test_prune_keep_last_per_agent_then_gc_reclaims_and_verify_accepts(tmp_path:
 
 def test_prune_keeps_daily_and_tagged_and_never_a_ref_tip(tmp_path: Path) -> None:
     clock_days = [0, 0.1, 0.2, 1.1, 1.2, 2.5, 3.5]  # snapshots over 4 UTC days
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         ids = []
         for i, _d in enumerate(clock_days):
             tags = ["release"] if i == 1 else ()
@@ -70,7 +70,7 @@ def test_prune_keeps_daily_and_tagged_and_never_a_ref_tip(tmp_path: Path) -> Non
         client.repo.tag("v1", ids[2])
         res = retention.prune(client.repo, keep_last=1, keep_tagged=True)
         assert set(res["pruned"]) == set(ids) - {ids[-1], ids[1], ids[2]}
-        with pytest.raises(agentsnap.AgentSnapError, match="at least one of"):
+        with pytest.raises(agentsnap_core.AgentSnapError, match="at least one of"):
             retention.prune(client.repo)
 
 
@@ -81,7 +81,7 @@ def test_prune_daily_policy_over_days(tmp_path: Path, monkeypatch: pytest.Monkey
     offsets = [0, 3600, 7200, DAY, DAY + 60, 2 * DAY, 3 * DAY, 3 * DAY + 1]
     fake = {"now": start}
     monkeypatch.setattr(time_mod, "time", lambda: fake["now"])
-    repo = agentsnap.Repo.init(tmp_path)
+    repo = agentsnap_core.Repo.init(tmp_path)
     ids = []
     for off in offsets:
         fake["now"] = start + off
@@ -96,7 +96,7 @@ def test_prune_daily_policy_over_days(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_prune_and_expire_cli_then_gc_and_du(tmp_path: Path) -> None:
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         ids = saves(client, "a", 5, size=20000)
         saves(client, "b", 2, size=20000)
     before = json.loads(cli(tmp_path, "du", "--by", "agent", "--json").output)
@@ -113,7 +113,7 @@ def test_prune_and_expire_cli_then_gc_and_du(tmp_path: Path) -> None:
     mid = json.loads(cli(tmp_path, "du", "--json").output)
     assert mid["reclaimable"] > 0
     assert cli(tmp_path, "gc", "--prune", "now").exit_code == 0
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         assert client.repo.verify()["ok"]
         assert [t.agent_id for t in client.timeline()] == ["b"]
     after = json.loads(cli(tmp_path, "du", "--json").output)
@@ -125,7 +125,7 @@ def test_prune_and_expire_cli_then_gc_and_du(tmp_path: Path) -> None:
 
 
 def test_du_by_branch_and_size_warning(tmp_path: Path) -> None:
-    repo = agentsnap.Repo.init(tmp_path)
+    repo = agentsnap_core.Repo.init(tmp_path)
     (tmp_path / "big.bin").write_bytes(bytes(range(256)) * 400)
     repo.snapshot("one")
     (tmp_path / "small.txt").write_text("hi")
@@ -138,13 +138,13 @@ def test_du_by_branch_and_size_warning(tmp_path: Path) -> None:
     [main_group] = data["groups"]
     assert main_group["name"] == "main" and main_group["snapshots"] == 2
     assert main_group["logical"] >= 2 * 256 * 400 and "warning" not in data
-    with agentsnap.Repo.open(tmp_path) as repo2:
+    with agentsnap_core.Repo.open(tmp_path) as repo2:
         repo2.refs.set_config(retention.WARN_KEY, "10")
     assert "warning" in json.loads(cli(tmp_path, "du", "--json").output)
 
 
 def test_tombstone_with_world_layer_restore_refused_clearly(tmp_path: Path) -> None:
-    repo = agentsnap.Repo.init(tmp_path)
+    repo = agentsnap_core.Repo.init(tmp_path)
     (tmp_path / "f.txt").write_text("v1")
     old = repo.snapshot("v1")
     (tmp_path / "f.txt").write_text("v2")
@@ -160,7 +160,7 @@ def test_tombstone_with_world_layer_restore_refused_clearly(tmp_path: Path) -> N
 
 
 def test_old_stores_without_tombstones_behave_as_before(tmp_path: Path) -> None:
-    repo = agentsnap.Repo.init(tmp_path)
+    repo = agentsnap_core.Repo.init(tmp_path)
     (tmp_path / "f.txt").write_text("x")
     s = repo.snapshot("one")
     assert retention.tombstones(repo) == {} and retention.death_of(repo, s.id) is None

@@ -1,4 +1,4 @@
-"""``agentsnap.rollback`` (agent + files) and ``@agentsnap.checkpoint`` / ``AutoSnapshot``."""
+"""``agentsnap_core.rollback`` (agent + files) and ``@agentsnap_core.checkpoint`` / ``AutoSnapshot``."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import agentsnap
+import agentsnap_core
 import pytest
-from agentsnap.errors import InvalidInput
+from agentsnap_core.errors import InvalidInput
 
 
-class Agent(agentsnap.Snapshottable):
+class Agent(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.memory: list[str] = []
         self.calls = 0
@@ -39,7 +39,7 @@ def test_rollback_restores_agent_and_reraises() -> None:
     agent = Agent()
     agent.step("kept")
     with pytest.raises(KeyError, match="boom"):
-        with agentsnap.rollback(agent) as rb:
+        with agentsnap_core.rollback(agent) as rb:
             agent.step("lost")
             raise KeyError("boom")
     assert rb.rolled_back and agent.memory == ["kept"] and agent.calls == 1
@@ -47,7 +47,7 @@ def test_rollback_restores_agent_and_reraises() -> None:
 
 def test_no_rollback_when_the_block_succeeds() -> None:
     agent = Agent()
-    with agentsnap.rollback(agent) as rb:
+    with agentsnap_core.rollback(agent) as rb:
         agent.step("kept")
     assert not rb.rolled_back and agent.memory == ["kept"]
 
@@ -55,20 +55,20 @@ def test_no_rollback_when_the_block_succeeds() -> None:
 def test_rollback_of_a_plain_state_dict_object_is_a_deep_copy() -> None:
     agent = PlainAgent()
     with pytest.raises(RuntimeError):
-        with agentsnap.rollback(agent):
+        with agentsnap_core.rollback(agent):
             agent.data["n"] = 5  # mutated in place: the copy taken on entry must not share it
             raise RuntimeError
     assert agent.data == {"n": 0}
 
 
 def test_rollback_with_world_puts_files_back_and_keeps_the_failed_state(tmp_path: Path) -> None:
-    repo = agentsnap.Repo.init(tmp_path)
+    repo = agentsnap_core.Repo.init(tmp_path)
     (tmp_path / "notes.txt").write_text("v1")
     (tmp_path / "keep.txt").write_text("k")
     base = repo.snapshot("base")
     agent = Agent()
     with pytest.raises(ValueError):
-        with agentsnap.rollback(agent, world=tmp_path, repo=repo, message="risky edit") as rb:
+        with agentsnap_core.rollback(agent, world=tmp_path, repo=repo, message="risky edit") as rb:
             agent.step("edit")
             (tmp_path / "notes.txt").write_text("broken")
             (tmp_path / "junk.tmp").write_text("x")
@@ -84,14 +84,14 @@ def test_rollback_with_world_puts_files_back_and_keeps_the_failed_state(tmp_path
 
 
 def test_rollback_of_one_directory_only(tmp_path: Path) -> None:
-    repo = agentsnap.Repo.init(tmp_path)
+    repo = agentsnap_core.Repo.init(tmp_path)
     (tmp_path / "sandbox").mkdir()
     (tmp_path / "sandbox" / "a.txt").write_text("a")
     (tmp_path / "outside.txt").write_text("o")
     repo.snapshot("base")
     repo.close()
     with pytest.raises(RuntimeError):
-        with agentsnap.rollback(None, world=tmp_path / "sandbox"):
+        with agentsnap_core.rollback(None, world=tmp_path / "sandbox"):
             (tmp_path / "sandbox" / "a.txt").write_text("changed")
             (tmp_path / "outside.txt").write_text("changed too")
             raise RuntimeError
@@ -103,7 +103,7 @@ def test_async_rollback() -> None:
     agent = Agent()
 
     async def main() -> None:
-        async with agentsnap.rollback(agent):
+        async with agentsnap_core.rollback(agent):
             agent.step("x")
             await asyncio.sleep(0)
             raise OSError("network")
@@ -114,17 +114,17 @@ def test_async_rollback() -> None:
 
 
 def test_rollback_refuses_objects_nothing_handles() -> None:
-    with pytest.raises(agentsnap.AgentSnapError, match="no installed adapter"):
-        with agentsnap.rollback(object()):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="no installed adapter"):
+        with agentsnap_core.rollback(object()):
             pass
 
 
 # ---------------------------------------------------------------------------------------------- checkpoint
 def test_checkpoint_every_n_calls(tmp_path: Path) -> None:
-    client = agentsnap.Client(tmp_path)
+    client = agentsnap_core.Client(tmp_path)
 
     class Worker(Agent):
-        @agentsnap.checkpoint(every=3, client=client, agent_id="worker")
+        @agentsnap_core.checkpoint(every=3, client=client, agent_id="worker")
         def work(self, text: str) -> int:
             return self.step(text)
 
@@ -140,9 +140,9 @@ def test_checkpoint_every_n_calls(tmp_path: Path) -> None:
 
 def test_checkpoint_every_t_seconds_with_a_fake_clock(tmp_path: Path) -> None:
     now = [100.0]
-    client = agentsnap.Client(tmp_path)
+    client = agentsnap_core.Client(tmp_path)
 
-    @agentsnap.checkpoint(seconds=60, client=client, agent=lambda agent, text: agent, clock=lambda: now[0])
+    @agentsnap_core.checkpoint(seconds=60, client=client, agent=lambda agent, text: agent, clock=lambda: now[0])
     def act(agent: Agent, text: str) -> None:
         agent.step(text)
 
@@ -159,7 +159,7 @@ def test_checkpoint_every_t_seconds_with_a_fake_clock(tmp_path: Path) -> None:
 
 
 def test_failed_calls_do_not_count_and_agents_are_counted_separately() -> None:
-    policy = agentsnap.AutoSnapshot(every=2)
+    policy = agentsnap_core.AutoSnapshot(every=2)
     a, b = Agent(), Agent()
     assert [policy.tick(a), policy.tick(b), policy.tick(a), policy.tick(b), policy.tick(a)] == [False, False, True, True, False]
     saved: list[str] = []
@@ -170,7 +170,7 @@ def test_failed_calls_do_not_count_and_agents_are_counted_separately() -> None:
             return "id"
 
     class Flaky(Agent):
-        @agentsnap.checkpoint(every=1, client=FakeClient())
+        @agentsnap_core.checkpoint(every=1, client=FakeClient())
         def go(self, fail: bool) -> None:
             if fail:
                 raise RuntimeError
@@ -185,10 +185,10 @@ def test_failed_calls_do_not_count_and_agents_are_counted_separately() -> None:
 
 def test_async_checkpoint_with_async_client(tmp_path: Path) -> None:
     async def main() -> int:
-        async with agentsnap.AsyncClient(tmp_path) as client:
+        async with agentsnap_core.AsyncClient(tmp_path) as client:
 
             class Async(Agent):
-                @agentsnap.checkpoint(every=2, client=client, agent_id="async")
+                @agentsnap_core.checkpoint(every=2, client=client, agent_id="async")
                 async def work(self) -> None:
                     await asyncio.sleep(0)
                     self.step("x")
@@ -204,13 +204,13 @@ def test_async_checkpoint_with_async_client(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kwargs", [{}, {"every": 0}, {"every": True}, {"seconds": -1}])
 def test_checkpoint_policy_needs_a_sane_interval(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):
-        agentsnap.checkpoint(**kwargs)
+        agentsnap_core.checkpoint(**kwargs)
 
 
 def test_auto_snapshot_policy_in_a_loop_you_do_not_own(tmp_path: Path) -> None:
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         agent = Agent()
-        snapper = agentsnap.auto_snapshot(agent, every=4, client=client, agent_id="looper")
+        snapper = agentsnap_core.auto_snapshot(agent, every=4, client=client, agent_id="looper")
         saved = []
         for i in range(10):
             agent.step(f"turn {i}")

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import agentsnap
+import agentsnap_core
 import pytest
-from agentsnap.migrations import clear_migrations
-from agentsnap.retention import SnapshotGone
+from agentsnap_core.migrations import clear_migrations
+from agentsnap_core.retention import SnapshotGone
 from click.testing import CliRunner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "api"
@@ -51,7 +51,7 @@ def test_seed_rollback_agent_with_memory_and_counters_after_failed_call(tmp_path
     assert (agent.memory, agent.call_count, agent.tools_used) == (["hello", "world"], 2, set())
     assert agent._llm.startswith("a client object")  # private attributes are left alone by the rollback
     assert out["fresh"].memory == ["hello", "world"] and out["twin"].call_count == 3
-    state = agentsnap.Client(tmp_path).repo.read_layer(out["snapshot"], "state")
+    state = agentsnap_core.Client(tmp_path).repo.read_layer(out["snapshot"], "state")
     assert "_llm" not in state["state"] and state["class"] == "MyAgent"
 
 
@@ -65,10 +65,10 @@ def test_seed_seven_step_timeline_newest_first_and_rollback_three_steps(tmp_path
     assert all(t.parents == [older.id] for t, older in zip(timeline, timeline[1:], strict=False))  # one chain: the session
     assert timeline[0].metadata == {"confidence": 0.95, "logic_step": "answer"}
     assert out["rolled_back"].state == {"stage": "reviews", "stars": {"La Cabra": 4.7}}
-    with agentsnap.Client(tmp_path) as client:  # tuples came back as tuples
+    with agentsnap_core.Client(tmp_path) as client:  # tuples came back as tuples
         assert client.restore(timeline[5].id, into=ex.ResearchAgent()).state["results"] == ("Devocion", "La Cabra")
     # the CLI sees the same snapshots
-    from agentsnap.cli import main
+    from agentsnap_core.cli import main
 
     res = CliRunner().invoke(main, ["-C", str(tmp_path), "timeline", "--agent", "research-agent", "--json"])
     assert res.exit_code == 0, res.output
@@ -84,7 +84,7 @@ def test_seed_handoff_keeps_the_parent_chain(tmp_path: Path) -> None:
     assert [c.message for c in chain] == ["draft written", "hand off to the writer", "step 2", "step 1"]
     assert chain[1].handoff_from == chain[2].id and chain[1].parents[0] == chain[2].id
     assert out["writer"].sources == ["arxiv.org/123", "arxiv.org/456"]
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         assert [t.message for t in client.timeline("researcher")] == ["step 2", "step 1"]  # source untouched
         assert [t.message for t in client.timeline("writer")] == ["draft written", "hand off to the writer"]
     assert asyncio.run(ex.main_async(str(tmp_path))) == ["writer", "researcher"]
@@ -95,7 +95,7 @@ def test_seed_ttl_expiry(tmp_path: Path) -> None:
     out = ex.main(str(tmp_path))
     assert "expired" in out["refused"] and "cannot be restored" in out["refused"]
     assert out["gc"]["removed"] >= 1  # the expired snapshot's own state layer was reclaimed
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         tomb = client.repo.manifest(out["short"])  # the manifest stays: the kept snapshot descends from it
         assert not client.repo.objects.has(tomb["layers"]["state"]["content"])
         assert client.repo.manifest(out["kept"])["parents"] == [out["short"]]

@@ -12,12 +12,12 @@ from decimal import Decimal
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
-import agentsnap
+import agentsnap_core
 import pydantic
 import pytest
-from agentsnap.encoding import pack, unpack
-from agentsnap.errors import UnsafeSnapshot
-from agentsnap.snapshottable import decode_value, dump_state, encode_value
+from agentsnap_core.encoding import pack, unpack
+from agentsnap_core.errors import UnsafeSnapshot
+from agentsnap_core.snapshottable import decode_value, dump_state, encode_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,13 +54,13 @@ class Profile(pydantic.BaseModel):
 Pair = namedtuple("Pair", "left right")
 
 
-class Tool(agentsnap.Snapshottable):
+class Tool(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.name = "search"
         self.uses = 0
 
 
-class Agent(agentsnap.Snapshottable):
+class Agent(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.memory: list[Any] = []
         self.counters: dict[str, int] = {}
@@ -68,7 +68,7 @@ class Agent(agentsnap.Snapshottable):
         self._client = "live connection"
 
 
-class Picked(agentsnap.Snapshottable):
+class Picked(agentsnap_core.Snapshottable):
     __snapshot_fields__ = ("keep",)
 
     def __init__(self) -> None:
@@ -76,7 +76,7 @@ class Picked(agentsnap.Snapshottable):
         self.skip = "not captured"
 
 
-class Counter(agentsnap.Snapshottable):
+class Counter(agentsnap_core.Snapshottable):
     """A nested snapshottable value (equality by state, for the property test)."""
 
     def __init__(self, n: int = 0, label: str = "") -> None:
@@ -89,7 +89,7 @@ class Counter(agentsnap.Snapshottable):
     __hash__ = None  # type: ignore[assignment]
 
 
-class Holder(agentsnap.Snapshottable):
+class Holder(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.value: Any = None
 
@@ -177,7 +177,7 @@ def test_property_every_supported_type_round_trips_through_msgpack_bytes(value: 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=values)
 def test_property_nested_values_round_trip_through_the_store(value: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
-    with agentsnap.Client(tmp_path_factory.mktemp("store")) as client:
+    with agentsnap_core.Client(tmp_path_factory.mktemp("store")) as client:
         holder = Holder()
         holder.value = {"nested": [value, (value,)], "child": Tool()}
         snap = client.save(holder, agent_id="holder")
@@ -198,8 +198,8 @@ def test_unsupported_type_names_the_attribute_path(tmp_path: Path) -> None:
     sock = socket.socket()
     try:
         agent.memory = ["ok", {"k": [1, 2, sock]}]
-        with agentsnap.Client(tmp_path) as client:
-            with pytest.raises(agentsnap.UnsupportedValue) as err:
+        with agentsnap_core.Client(tmp_path) as client:
+            with pytest.raises(agentsnap_core.UnsupportedValue) as err:
                 client.save(agent, agent_id="a")
             assert client.timeline() == []  # nothing half-written
     finally:
@@ -211,18 +211,18 @@ def test_unsupported_type_names_the_attribute_path(tmp_path: Path) -> None:
 def test_unsupported_type_inside_a_nested_agent_names_the_full_path() -> None:
     agent = Agent()
     agent.tool.uses = object()
-    with pytest.raises(agentsnap.UnsupportedValue, match=r"Agent\.tool\.uses: values of type builtins\.object"):
+    with pytest.raises(agentsnap_core.UnsupportedValue, match=r"Agent\.tool\.uses: values of type builtins\.object"):
         dump_state(agent)
 
 
 def test_unsupported_set_member_and_dict_key_are_named() -> None:
-    with pytest.raises(agentsnap.UnsupportedValue) as err:
+    with pytest.raises(agentsnap_core.UnsupportedValue) as err:
         encode_value({"tools": {frozenset({object()})}}, "agent")
     assert err.value.path.startswith("agent['tools'] item")
 
 
 def test_no_pickle_by_default_and_never_on_load_without_trust() -> None:
-    class Pickly(agentsnap.Snapshottable):
+    class Pickly(agentsnap_core.Snapshottable):
         __snapshot_pickle__ = True
 
         def __init__(self) -> None:
@@ -233,17 +233,17 @@ def test_no_pickle_by_default_and_never_on_load_without_trust() -> None:
     with pytest.raises(UnsafeSnapshot, match="pickle"):
         decode_value(data, "Pickly")
     assert decode_value(data, "Pickly", trust_pickle=True)["blob"] == range(3)
-    with pytest.raises(agentsnap.UnsupportedValue):
+    with pytest.raises(agentsnap_core.UnsupportedValue):
         encode_value({"blob": range(3)}, "NotOptedIn")
 
 
 def test_classes_named_by_a_snapshot_are_never_imported() -> None:
     doc = {"$t": "dataclass", "cls": "some_module_not_imported_xyz:Evil", "v": {}}
-    with pytest.raises(agentsnap.AgentSnapError, match="not imported"):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="not imported"):
         decode_value(doc, "agent.x")
-    with pytest.raises(agentsnap.AgentSnapError, match="not a dataclass"):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="not a dataclass"):
         decode_value({"$t": "dataclass", "cls": "builtins:dict", "v": {}}, "agent.x")
-    with pytest.raises(agentsnap.AgentSnapError, match="unknown value tag"):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="unknown value tag"):
         decode_value({"$t": "future-type", "v": 1}, "agent.x")
 
 
@@ -259,7 +259,7 @@ def test_public_attributes_by_default_private_excluded_nested_recursive(tmp_path
     agent.counters = {"calls": 3}
     agent.tool.uses = 2
     assert set(agent.state_dict()) == {"memory", "counters", "tool"}
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         snap = client.save(agent, agent_id="a")
         fresh = Agent()
         fresh_tool = fresh.tool
@@ -274,7 +274,7 @@ def test_public_attributes_by_default_private_excluded_nested_recursive(tmp_path
 def test_explicit_field_list() -> None:
     p = Picked()
     assert p.state_dict() == {"keep": 1}
-    with pytest.raises(agentsnap.AgentSnapError, match="not one of __snapshot_fields__"):
+    with pytest.raises(agentsnap_core.AgentSnapError, match="not one of __snapshot_fields__"):
         p.load_state_dict({"skip": 2})
 
 
@@ -301,7 +301,7 @@ def test_plain_state_dict_objects_still_work_through_the_client(tmp_path: Path) 
             self.data = dict(state)
 
     p = Plain()
-    with agentsnap.Client(tmp_path) as client:
+    with agentsnap_core.Client(tmp_path) as client:
         snap = client.save(p, agent_id="plain")
         p.data["n"], p.messages[:] = 2, []
         client.restore(snap, into=p)

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo, content, world
-from agentsnap.cli import main
-from agentsnap.encoding import pack
-from agentsnap.objects import Kind
-from agentsnap.store import RefUpdate
+from agentsnap_core import Repo, content, world
+from agentsnap_core.cli import main
+from agentsnap_core.encoding import pack
+from agentsnap_core.objects import Kind
+from agentsnap_core.store import RefUpdate
 from click.testing import CliRunner
 from conftest import tree_fingerprint
 
@@ -21,7 +21,7 @@ from conftest import tree_fingerprint
 def run(root: Path, *args: str) -> tuple[int, str, str]:
     """Run the real console entry point in a subprocess (what a user sees)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap", *args], cwd=root, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=120
     )
     return proc.returncode, proc.stdout, proc.stderr
 

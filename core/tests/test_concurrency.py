@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.concurrency import check_workload, run_workload
+from agentsnap_core import Repo
+from agentsnap_core.testing.concurrency import check_workload, run_workload
 
 LONG = os.environ.get("AGENTSNAP_LONG") == "1"
 WORKERS, OPS = (16, 50) if LONG else (6, 8)

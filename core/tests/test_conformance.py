@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentsnap.testing import assert_conformance, check_adapter, reference
+from agentsnap_core.testing import assert_conformance, check_adapter, reference
 
 
 def test_reference_adapter_passes(tmp_path: Path) -> None:
@@ -15,13 +15,13 @@ def test_reference_adapter_passes(tmp_path: Path) -> None:
 
 
 def test_broken_adapter_fails_the_kit(tmp_path: Path) -> None:
-    from agentsnap.testing import broken
+    from agentsnap_core.testing import broken
 
     pm_plugin = broken.PLUGIN
     try:
         report = check_adapter(broken.case(), tmp_path)
     finally:
-        from agentsnap.plugins import get_plugin_manager
+        from agentsnap_core.plugins import get_plugin_manager
 
         get_plugin_manager().unregister(pm_plugin)
     assert not report.passed

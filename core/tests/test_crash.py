@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.merge import merge
-from agentsnap.objects import Kind
-from agentsnap.remote import add_remote, push
-from agentsnap.testing.crashkit import Recorder, Scenario, disable_barrier, run_points
+from agentsnap_core import Repo
+from agentsnap_core.merge import merge
+from agentsnap_core.objects import Kind
+from agentsnap_core.remote import add_remote, push
+from agentsnap_core.testing.crashkit import Recorder, Scenario, disable_barrier, run_points
 
 LONG = os.environ.get("AGENTSNAP_LONG") == "1"
 POINTS = 200 if LONG else 22

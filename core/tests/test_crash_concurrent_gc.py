@@ -6,7 +6,7 @@ refreshes its mtime; gc renames an object aside before deleting it and puts it b
 moved since gc looked; a writer whose refresh finds the file gone writes it again.
 
 The deterministic tests force each interleaving of that race; the process test runs the shared
-concurrency workload (``agentsnap.testing.concurrency``, the same one the store tests use) with a gc
+concurrency workload (``agentsnap_core.testing.concurrency``, the same one the store tests use) with a gc
 loop and writers that keep re-using old garbage objects, then checks 0 lost updates and a clean verify.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo, content, localstore
-from agentsnap.encoding import pack
-from agentsnap.testing.concurrency import check_workload, run_workload
+from agentsnap_core import Repo, content, localstore
+from agentsnap_core.encoding import pack
+from agentsnap_core.testing.concurrency import check_workload, run_workload
 
 LONG = os.environ.get("AGENTSNAP_LONG") == "1"
 WORKERS, OPS = (16, 50) if LONG else (6, 6)

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo, objects
-from agentsnap.errors import EncryptedObject, InvalidInput, ObjectCorrupt, UntrustedSnapshot
-from agentsnap.remote import add_remote, push
+from agentsnap_core import Repo, objects
+from agentsnap_core.errors import EncryptedObject, InvalidInput, ObjectCorrupt, UntrustedSnapshot
+from agentsnap_core.remote import add_remote, push
 
-crypto = pytest.importorskip("agentsnap.crypto")
+crypto = pytest.importorskip("agentsnap_core.crypto")
 SECRET_TEXT = b"the launch codes are 0000 " * 50
 
 
@@ -104,7 +104,7 @@ def test_push_carries_only_ciphertext_and_a_keyholder_clones(tmp_path: Path, mon
     repo.close()
     remote_bytes = _all_stored(tmp_path / "remote")
     assert remote_bytes and b"launch codes" not in remote_bytes and b"to share" not in remote_bytes
-    from agentsnap.remote import clone
+    from agentsnap_core.remote import clone
 
     clone_repo, _ = clone(str(tmp_path / "remote"), tmp_path / "clone")  # the key is in this process's env
     assert (tmp_path / "clone" / "plan.txt").read_bytes() == SECRET_TEXT
@@ -181,7 +181,7 @@ def test_pull_can_require_signatures(tmp_path: Path) -> None:
     mine, _ = crypto.clone_verified(str(tmp_path / "remote"), tmp_path / "mine", [public])
     intruder = Repo.init(tmp_path / "intruder")  # pushes an unsigned snapshot on top
     add_remote(intruder, "origin", str(tmp_path / "remote"))
-    from agentsnap.remote import pull
+    from agentsnap_core.remote import pull
 
     pull(intruder, "origin")
     (intruder.root / "a.txt").write_text("evil")

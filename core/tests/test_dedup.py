@@ -6,8 +6,8 @@ import os
 import random
 from pathlib import Path
 
-from agentsnap import Repo, objects
-from agentsnap.objects import Kind
+from agentsnap_core import Repo, objects
+from agentsnap_core.objects import Kind
 from conftest import store_size
 
 MB = 1024 * 1024

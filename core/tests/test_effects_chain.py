@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.cli import main as cli
-from agentsnap.effects import Effects, effect
-from agentsnap.effects_ledger import LEDGER_FILE, EffectKeyMissing, key_path, verify_ledger
-from agentsnap.testing.effects import Outbox
+from agentsnap_core import Repo
+from agentsnap_core.cli import main as cli
+from agentsnap_core.effects import Effects, effect
+from agentsnap_core.effects_ledger import LEDGER_FILE, EffectKeyMissing, key_path, verify_ledger
+from agentsnap_core.testing.effects import Outbox
 from click.testing import CliRunner
 from test_effects import effects_key_home  # noqa: F401  (autouse: a private key dir per test)
 
@@ -133,7 +133,7 @@ def _clone(repo: Repo, dest: Path) -> Path:
 CHILD = textwrap.dedent(
     """
     import json, sys
-    from agentsnap import Repo
+    from agentsnap_core import Repo
     repo = Repo.open(sys.argv[1])
     repo.restore("HEAD~0")
     rep = repo.verify()

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentsnap import Repo
-from agentsnap.effects import EffectDivergence, EffectInDoubt, Effects, apply_deferred, effect, resolve
-from agentsnap.effects_ledger import Ledger
-from agentsnap.testing.effects import Outbox
+from agentsnap_core import Repo
+from agentsnap_core.effects import EffectDivergence, EffectInDoubt, Effects, apply_deferred, effect, resolve
+from agentsnap_core.effects_ledger import Ledger
+from agentsnap_core.testing.effects import Outbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_effects import effects_key_home  # noqa: F401  (autouse: a private key dir per test)

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from agentsnap import Repo, content
-from agentsnap.environment import REDACTED, redact_env
+from agentsnap_core import Repo, content
+from agentsnap_core.environment import REDACTED, redact_env
 
 
 def test_secret_names_and_values_are_redacted() -> None:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.effects import Effects, effect
-from agentsnap.effects_ledger import Ledger
-from agentsnap.fanout import ForkContext, fanout, merge_winner, run_id
-from agentsnap.testing.effects import Outbox
+from agentsnap_core import Repo
+from agentsnap_core.effects import Effects, effect
+from agentsnap_core.effects_ledger import Ledger
+from agentsnap_core.fanout import ForkContext, fanout, merge_winner, run_id
+from agentsnap_core.testing.effects import Outbox
 from conftest import store_size
 
 # ---------------------------------------------------------------- a tiny package with a failing test, 12 patches
@@ -106,7 +106,7 @@ def quiet_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def cli(cwd: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=cwd, text=True, capture_output=True, **kw)
+    return subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, text=True, capture_output=True, **kw)
 
 
 def changed_bytes(repo: Repo, base: str, snap: str) -> int:
@@ -274,16 +274,16 @@ def test_email_in_every_fork_zero_during_fanout_exactly_one_after_merging_the_wi
 
 
 TOOLS = '''import os
-from agentsnap.effects import effect
-from agentsnap.testing.effects import Outbox
+from agentsnap_core.effects import effect
+from agentsnap_core.testing.effects import Outbox
 
 @effect(simulate=lambda to, body: {"status": "deferred"})
 def send_email(to, body):
     return Outbox(os.environ["FANOUT_TEST_OUTBOX"]).send(to, body)
 '''
 AGENT = '''import os, sys
-from agentsnap import Repo
-from agentsnap.effects import Effects
+from agentsnap_core import Repo
+from agentsnap_core.effects import Effects
 from fanout_tools import send_email
 i = int(os.environ["AGENTSNAP_FORK_INDEX"])
 with Repo.open() as repo, Effects(repo) as fx, fx.step(1):
@@ -363,7 +363,7 @@ def test_cli_plain_output_streams_forks_then_ranks_and_live_view_on_a_tty(tmp_pa
     pid, fd = pty.fork()  # a terminal: the live table (rich) is drawn
     if pid == 0:  # pragma: no cover - the child
         os.chdir(work)
-        os.execv(sys.executable, [sys.executable, "-m", "agentsnap", "fanout", "-n", "4", "--run", cmd])
+        os.execv(sys.executable, [sys.executable, "-m", "agentsnap_core", "fanout", "-n", "4", "--run", cmd])
     chunks = []
     while True:
         ready, _, _ = select.select([fd], [], [], 60)
@@ -404,7 +404,7 @@ def test_interrupted_fanout_leaves_no_fork_running(tmp_path: Path) -> None:
     assert cli(work, "init").returncode == 0 and cli(work, "snapshot", "-m", "base").returncode == 0
     pids = tmp_path / "pids"
     pids.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "agentsnap", "fanout", "-n", "3", "--parallel", "2", "--run",
+    proc = subprocess.Popen([sys.executable, "-m", "agentsnap_core", "fanout", "-n", "3", "--parallel", "2", "--run",
                              f"echo $$ > {pids}/$AGENTSNAP_FORK_INDEX; exec sleep 120"], cwd=work, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60

@@ -1,7 +1,7 @@
 """Fan-out on a Ray cluster (issue 15): a head node started on 127.0.0.1 by the test, a shared PostgreSQL+S3 store.
 
 Run by ``nox -s fanout_ray`` (which sets ``AGENTSNAP_RAY=1`` and installs Ray); skipped elsewhere. Inside that
-session a missing Ray or server fails under ``CI=true`` (``agentsnap.testing.servers.need``).
+session a missing Ray or server fails under ``CI=true`` (``agentsnap_core.testing.servers.need``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.servers import free_port, need, need_module
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import free_port, need, need_module
 from test_fanout import BEST, PATCHES, RUN, SCORE_CMD, changed_bytes, make_package
 
 pytestmark = [
@@ -117,7 +117,7 @@ def _stop(proc: subprocess.Popen[bytes], temp: str) -> None:
 
 
 def cli(cwd: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=cwd, text=True, capture_output=True, **kw)
+    return subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, text=True, capture_output=True, **kw)
 
 
 def s3_objects_bytes(s3_server: Any, combined_url: str) -> int:
@@ -190,9 +190,9 @@ def test_ray_callable_agent_emails_deferred_in_every_fork_exactly_one_after_merg
     PostgreSQL): 0 emails while the forks run, exactly 1 when the winner is merged, the losers' never."""
     import ray
     import test_fanout
-    from agentsnap.effects_ledger import Ledger
-    from agentsnap.fanout import fanout, merge_winner
-    from agentsnap.testing.effects import Outbox
+    from agentsnap_core.effects_ledger import Ledger
+    from agentsnap_core.fanout import fanout, merge_winner
+    from agentsnap_core.testing.effects import Outbox
 
     ray.cloudpickle.register_pickle_by_value(test_fanout)  # the agent and its tool travel to the workers by value
     for k, v in {**RAY_ENV, "AGENTSNAP_EFFECTS_KEY": KEY, "XDG_CONFIG_HOME": str(tmp_path / "config"),
@@ -228,7 +228,7 @@ def test_ray_timed_out_forks_are_reported_the_rest_complete(
         ray_cluster: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A command past --timeout is killed inside its task; a callable past it is cancelled by the driver."""
     import ray
-    from agentsnap.fanout import fanout
+    from agentsnap_core.fanout import fanout
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     for k, v in {**RAY_ENV, "AGENTSNAP_EFFECTS_KEY": KEY, "XDG_CONFIG_HOME": str(tmp_path / "config")}.items():

@@ -17,10 +17,10 @@ from typing import Any
 import msgpack
 import pytest
 import zstandard
-from agentsnap import Repo, content, objects, world
-from agentsnap.encoding import pack, unpack
-from agentsnap.errors import AgentSnapError
-from agentsnap.objects import HEADER, MAGIC, Kind
+from agentsnap_core import Repo, content, objects, world
+from agentsnap_core.encoding import pack, unpack
+from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.objects import HEADER, MAGIC, Kind
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

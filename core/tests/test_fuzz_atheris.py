@@ -23,9 +23,9 @@ TARGET = textwrap.dedent(
     import atheris
 
     with atheris.instrument_imports(include=["agentsnap"]):
-        from agentsnap import objects, world
-        from agentsnap.encoding import unpack
-        from agentsnap.errors import AgentSnapError
+        from agentsnap_core import objects, world
+        from agentsnap_core.encoding import unpack
+        from agentsnap_core.errors import AgentSnapError
 
     def one(data):
         fdp = atheris.FuzzedDataProvider(data)

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import zstandard
-from agentsnap import Repo, content, objects
-from agentsnap.encoding import DecodeError, pack
-from agentsnap.errors import (
+from agentsnap_core import Repo, content, objects
+from agentsnap_core.encoding import DecodeError, pack
+from agentsnap_core.errors import (
     AgentSnapError,
     ObjectCorrupt,
     ObjectMissing,
@@ -29,9 +29,9 @@ from agentsnap.errors import (
     UnsafeSnapshot,
     UnsupportedFormat,
 )
-from agentsnap.localstore import LocalStore
-from agentsnap.objects import HEADER, MAGIC, Kind
-from agentsnap.store import RefUpdate
+from agentsnap_core.localstore import LocalStore
+from agentsnap_core.objects import HEADER, MAGIC, Kind
+from agentsnap_core.store import RefUpdate
 
 TALLY = {"rejected": 0, "restored": 0, "escapes": 0}
 Build = Callable[[Repo, Path, bool], Callable[[], Any]]

@@ -6,8 +6,8 @@ import os
 import random
 
 import pytest
-from agentsnap import InvalidInput, Repo, kvcache
-from agentsnap.kvcache import CacheMismatch
+from agentsnap_core import InvalidInput, Repo, kvcache
+from agentsnap_core.kvcache import CacheMismatch
 
 PAGE = 4
 FP = kvcache.fingerprint(

@@ -6,7 +6,7 @@ import os
 import struct
 
 import pytest
-from agentsnap import InvalidInput, Repo, modelweights
+from agentsnap_core import InvalidInput, Repo, modelweights
 
 
 def tensors(seed: bytes = b"a") -> list[tuple[str, str, list[int], bytes]]:

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo, content
-from agentsnap import merge as merge_mod
-from agentsnap.merge_world import has_markers
+from agentsnap_core import Repo, content
+from agentsnap_core import merge as merge_mod
+from agentsnap_core.merge_world import has_markers
 from conftest import tree_fingerprint
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))
@@ -19,7 +19,7 @@ BASE = "".join(f"line {i}\n" for i in range(1, 11))
 
 def run(root: Path, *args: str) -> tuple[int, str, str]:
     """The real console entry point in a subprocess: exit code and output as a user sees them."""
-    proc = subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=root, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
 
 

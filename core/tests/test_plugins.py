@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo, hookimpl, hookspecs, plugins
-from agentsnap.testing import registered_plugin
+from agentsnap_core import Repo, hookimpl, hookspecs, plugins
+from agentsnap_core.testing import registered_plugin
 
 
 def test_every_hookspec_is_documented_and_named() -> None:
@@ -94,13 +94,13 @@ def test_wrapper_pauses_around_capture_and_layers_roundtrip(repo: Repo) -> None:
         other.kv = {"pages": []}
         repo.restore_into(other, snap.id)
         assert other.kv == {"pages": [1, 2, 3]} and other.sent == ["email-1"]
-    from agentsnap.plugins import get_plugin_manager
+    from agentsnap_core.plugins import get_plugin_manager
 
     assert get_plugin_manager().hook.agentsnap_handles(obj=FakeEngine()) is None  # unregistered again
 
 
 def test_unhandled_object_gives_clear_error(repo: Repo) -> None:
-    from agentsnap import AgentSnapError
+    from agentsnap_core import AgentSnapError
 
     with pytest.raises(AgentSnapError, match="no installed adapter handles"):
         repo.capture(object(), "nothing handles this")
@@ -127,7 +127,7 @@ def test_entry_point_discovery_and_allow_list(monkeypatch: pytest.MonkeyPatch) -
         plugins.reset_plugin_manager()
         monkeypatch.delenv("AGENTSNAP_PLUGINS", raising=False)
         names = {p["name"] for p in plugins.list_plugins()}
-        assert {"alpha", "beta", "agentsnap.defaults"} <= names
+        assert {"alpha", "beta", "agentsnap_core.defaults"} <= names
         plugins.get_plugin_manager()  # idempotent
         assert len([p for p in plugins.list_plugins() if p["name"] == "alpha"]) == 1
 
@@ -138,6 +138,6 @@ def test_entry_point_discovery_and_allow_list(monkeypatch: pytest.MonkeyPatch) -
 
         plugins.reset_plugin_manager()
         monkeypatch.setenv("AGENTSNAP_PLUGINS", "none")
-        assert {p["name"] for p in plugins.list_plugins()} == {"agentsnap.defaults"}
+        assert {p["name"] for p in plugins.list_plugins()} == {"agentsnap_core.defaults"}
     finally:
         plugins.reset_plugin_manager()

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.remote import PushRejected, add_remote, clone, fetch, pull, push
-from agentsnap.stores import open_store
+from agentsnap_core import Repo
+from agentsnap_core.remote import PushRejected, add_remote, clone, fetch, pull, push
+from agentsnap_core.stores import open_store
 
 
 def fingerprint(root: Path) -> dict[str, tuple[Any, ...]]:
@@ -89,7 +89,7 @@ def test_effects_ledger_travels_with_push_and_clone(
     tmp_path: Path, remote_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tool call recorded before the push is replayed (not re-run) by the clone; its ledger verifies."""
-    from agentsnap.effects import Effects
+    from agentsnap_core.effects import Effects
 
     monkeypatch.setenv("AGENTSNAP_EFFECTS_KEY", "remote-test-key-0123456789abcdef")
     src = make_agent(tmp_path / "a")
@@ -194,8 +194,8 @@ def test_force_with_lease_needs_a_fresh_view_of_the_remote(tmp_path: Path, remot
 _KILLER = textwrap.dedent(
     """
     import os, signal, sys
-    from agentsnap import Repo
-    from agentsnap.remote import push
+    from agentsnap_core import Repo
+    from agentsnap_core.remote import push
 
     repo = Repo.open(sys.argv[1])
     stop_after = int(sys.argv[3])

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.servers import TEST_BUCKET, free_port
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import TEST_BUCKET, free_port
 
 
 def run_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "agentsnap", "AWS_SECRET_ACCESS_KEY": "agentsnap"}
-    return subprocess.run([sys.executable, "-m", "agentsnap", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
 
 

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from agentsnap import Repo
+from agentsnap_core import Repo
 from conftest import tree_fingerprint
 
 
@@ -85,7 +85,7 @@ def test_symlink_is_stored_as_link_never_followed(repo: Repo, tmp_path: Path) ->
     # restoring a link that points outside the root needs an explicit opt-in
     target = tmp_path / "copy"
     import pytest
-    from agentsnap import UnsafeSnapshot
+    from agentsnap_core import UnsafeSnapshot
 
     with pytest.raises(UnsafeSnapshot):
         repo.restore(snap.id, to=target)

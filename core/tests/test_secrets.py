@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo
-from agentsnap.world import is_secret_file
+from agentsnap_core import Repo
+from agentsnap_core.world import is_secret_file
 
 SECRET_FILES = [
     ".env", ".env.local", "config/.env.production", "certs/server.pem", "keys/id_rsa", "keys/id_ed25519.pub",
@@ -86,7 +86,7 @@ def _dirty_snapshot(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_scan_reports_secrets_in_every_layer_without_printing_them(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentsnap.scan import scan_snapshot
+    from agentsnap_core.scan import scan_snapshot
 
     oid = _dirty_snapshot(repo, monkeypatch)
     report = scan_snapshot(repo, oid)
@@ -106,7 +106,7 @@ def test_scan_reports_secrets_in_every_layer_without_printing_them(repo: Repo, m
 
 
 def test_scan_of_a_default_snapshot_is_clean(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentsnap.scan import scan_snapshot
+    from agentsnap_core.scan import scan_snapshot
 
     (repo.root / ".env").write_text(f"OPENAI_API_KEY={TOKEN}\n")  # excluded by default
     (repo.root / "app.py").write_text("API_URL = 'https://example.com'\npassword = input()\n")
@@ -119,7 +119,7 @@ def test_scan_of_a_default_snapshot_is_clean(repo: Repo, monkeypatch: pytest.Mon
 def test_scan_cli_exit_codes_and_json(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from agentsnap.cli import main
+    from agentsnap_core.cli import main
     from click.testing import CliRunner
 
     (repo.root / "a.txt").write_text("nothing here\n")

@@ -7,10 +7,10 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-from agentsnap import RefConflict, Repo, UnsupportedFormat
-from agentsnap.localstore import LocalStore
-from agentsnap.objects import Kind, encode
-from agentsnap.testing.store_contract import StoreContract
+from agentsnap_core import RefConflict, Repo, UnsupportedFormat
+from agentsnap_core.localstore import LocalStore
+from agentsnap_core.objects import Kind, encode
+from agentsnap_core.testing.store_contract import StoreContract
 
 
 class TestLocalStore(StoreContract):
@@ -29,7 +29,7 @@ def test_newer_store_format_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_newer_object_format_is_refused_by_name(tmp_path: Path) -> None:
-    from agentsnap import objects
+    from agentsnap_core import objects
 
     oid, stored = encode(Kind.BLOB, b"x" * 100)
     future = stored[:3] + bytes([9]) + stored[4:]
@@ -39,7 +39,7 @@ def test_newer_object_format_is_refused_by_name(tmp_path: Path) -> None:
 
 def test_decompression_is_bounded(tmp_path: Path) -> None:
     import zstandard
-    from agentsnap import ObjectCorrupt, objects
+    from agentsnap_core import ObjectCorrupt, objects
 
     bomb = zstandard.ZstdCompressor().compress(b"\0" * (8 * 1024 * 1024))
     header = objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, Kind.BLOB, 1, 100)  # lies about its size

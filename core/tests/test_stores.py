@@ -1,7 +1,7 @@
 """Every store passes the same contract: local (via open_store), PostgreSQL, S3 and the combined one.
 
 The servers are real (PostgreSQL 15, SeaweedFS ``weed mini``) on loopback ports; outside CI a
-missing server skips, under ``CI=true`` it fails (``agentsnap.testing.servers.need``).
+missing server skips, under ``CI=true`` it fails (``agentsnap_core.testing.servers.need``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap.objects import Kind
-from agentsnap.store import ObjectStore, RefStore, RefUpdate
-from agentsnap.stores import mask_url, open_store
-from agentsnap.stores.postgres import SCHEMA_VERSION, PostgresDB
-from agentsnap.testing.store_contract import StoreContract
+from agentsnap_core.objects import Kind
+from agentsnap_core.store import ObjectStore, RefStore, RefUpdate
+from agentsnap_core.stores import mask_url, open_store
+from agentsnap_core.stores.postgres import SCHEMA_VERSION, PostgresDB
+from agentsnap_core.testing.store_contract import StoreContract
 
 
 def _opened(url: str) -> Any:
@@ -77,7 +77,7 @@ def test_postgres_schema_is_versioned_and_migrates_once(postgres_url: str) -> No
 
 
 def test_newer_postgres_schema_is_refused(postgres_url: str) -> None:
-    from agentsnap import UnsupportedFormat
+    from agentsnap_core import UnsupportedFormat
 
     store = open_store(postgres_url)
     with store.db.connection() as conn:
@@ -89,7 +89,7 @@ def test_newer_postgres_schema_is_refused(postgres_url: str) -> None:
 
 def test_s3_refs_race_is_linearized(s3_url: str) -> None:
     """Two handles on one S3 store: a stale compare-and-swap loses, the reflog has both updates in order."""
-    from agentsnap import RefConflict
+    from agentsnap_core import RefConflict
 
     a, b = open_store(s3_url, create=True), open_store(s3_url)
     try:
@@ -133,7 +133,7 @@ def _child_update(store: Any, oid: str) -> None:
 
 
 def test_pg_db_rejects_bad_schema_name(postgres_server: Any) -> None:
-    from agentsnap.stores import InvalidStoreURL
+    from agentsnap_core.stores import InvalidStoreURL
 
     with pytest.raises(InvalidStoreURL, match="schema"):
         PostgresDB(postgres_server.url + "?schema=Robert'); DROP")
@@ -142,7 +142,7 @@ def test_pg_db_rejects_bad_schema_name(postgres_server: Any) -> None:
 @pytest.mark.parametrize("kind", ["local", "postgres", "s3"])
 def test_effects_ledger_storage_is_append_only_with_one_winner(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """Each store's ledger storage: appends in order, a second appender at one index loses, seal follows."""
-    from agentsnap.stores import ledger_of
+    from agentsnap_core.stores import ledger_of
 
     url = (tmp_path / "s").as_uri() if kind == "local" else str(request.getfixturevalue(f"{kind}_url"))
     store = open_store(url, create=True)
@@ -162,8 +162,8 @@ def test_effects_ledger_storage_is_append_only_with_one_winner(kind: str, tmp_pa
 
 @pytest.mark.parametrize("kind", ["postgres", "s3"])
 def test_batch_index_matches_single_rows(kind: str, request: pytest.FixtureRequest) -> None:
-    from agentsnap import objects
-    from agentsnap.store import SnapshotRow
+    from agentsnap_core import objects
+    from agentsnap_core.store import SnapshotRow
 
     store = open_store(str(request.getfixturevalue(f"{kind}_url")), create=True)
     try:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.servers import free_port
-from agentsnap.ui import UIServer, make_server
-from agentsnap.ui.demo import UIStore, build_ui_store
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import free_port
+from agentsnap_core.ui import UIServer, make_server
+from agentsnap_core.ui.demo import UIStore, build_ui_store
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_path_parameters_cannot_read_outside_the_store(server: UIServer, store: 
 def test_an_unexpected_error_is_a_500_and_the_server_keeps_serving(
     server: UIServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agentsnap.ui import api
+    from agentsnap_core.ui import api
 
     def broken(repo: Repo) -> Any:
         raise RuntimeError("secret detail")
@@ -270,7 +270,7 @@ def test_graph_pages_read_only_their_own_snapshots(tmp_path: Path, monkeypatch: 
 def test_cli_serves_on_loopback_with_a_token_until_interrupted(store: UIStore) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentsnap", "ui", "--no-open", "--port", "0"],
+        [sys.executable, "-m", "agentsnap_core", "ui", "--no-open", "--port", "0"],
         cwd=store.repo.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     try:
@@ -298,7 +298,7 @@ def test_cli_port_in_use_is_one_line_error(store: UIStore) -> None:
     busy = make_server(store.repo, port=free_port())
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "agentsnap", "ui", "--no-open", "--port", str(busy.port)],
+            [sys.executable, "-m", "agentsnap_core", "ui", "--no-open", "--port", str(busy.port)],
             cwd=store.repo.root, capture_output=True, text=True, timeout=60,
         )
     finally:
@@ -311,8 +311,8 @@ def test_cli_opens_the_printed_url_in_a_browser(store: UIStore, monkeypatch: pyt
     """Without --no-open the browser gets exactly the URL printed (token included); Ctrl-C stops cleanly."""
     import webbrowser
 
-    from agentsnap.cli import main
-    from agentsnap.ui.server import UIServer as Server
+    from agentsnap_core.cli import main
+    from agentsnap_core.ui.server import UIServer as Server
     from click.testing import CliRunner
 
     opened: list[str] = []
@@ -329,7 +329,7 @@ def test_cli_opens_the_printed_url_in_a_browser(store: UIStore, monkeypatch: pyt
 
 
 def test_large_diffs_are_cut_to_a_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentsnap.ui import api
+    from agentsnap_core.ui import api
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     root = tmp_path / "w"

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap.testing.servers import need, need_module
-from agentsnap.ui import make_server
-from agentsnap.ui.demo import UIStore, build_ui_store
+from agentsnap_core.testing.servers import need, need_module
+from agentsnap_core.ui import make_server
+from agentsnap_core.ui.demo import UIStore, build_ui_store
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -169,7 +169,7 @@ def test_page_draws_the_dag_shows_layers_and_diffs_a_pair(browser: Any, store: U
 
 def test_a_large_store_loads_a_page_at_a_time(browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """130 snapshots: the page shows the first 100, 'Load more' adds the rest; the lane stays one line."""
-    from agentsnap import Repo
+    from agentsnap_core import Repo
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from agentsnap import ObjectCorrupt, Repo
-from agentsnap.cli import main
-from agentsnap.objects import Kind
-from agentsnap.store import RefUpdate
+from agentsnap_core import ObjectCorrupt, Repo
+from agentsnap_core.cli import main
+from agentsnap_core.objects import Kind
+from agentsnap_core.store import RefUpdate
 from click.testing import CliRunner
 
 
@@ -69,8 +69,8 @@ def test_ref_to_missing_object_is_caught(repo: Repo) -> None:
 
 def test_refs_cannot_be_pointed_at_missing_objects(repo: Repo) -> None:
     _populated(repo)
-    from agentsnap import AgentSnapError
-    from agentsnap.objects import digest
+    from agentsnap_core import AgentSnapError
+    from agentsnap_core.objects import digest
 
     with pytest.raises(AgentSnapError, match="missing object"):
         repo.update_refs([RefUpdate("refs/heads/x", digest(Kind.MANIFEST, b"nope"), None)], "bad")

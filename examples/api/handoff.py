@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import tempfile
 
-import agentsnap
+import agentsnap_core
 
 
-class Worker(agentsnap.Snapshottable):
+class Worker(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.sources: list[str] = []
         self.progress = 0.0
@@ -21,7 +21,7 @@ class Worker(agentsnap.Snapshottable):
 
 
 def main(store: str) -> dict[str, object]:
-    with agentsnap.Client(store) as client:
+    with agentsnap_core.Client(store) as client:
         agent = Worker()
         for step, src in enumerate(["arxiv.org/123", "arxiv.org/456"], start=1):
             agent.sources.append(src)
@@ -42,7 +42,7 @@ def main(store: str) -> dict[str, object]:
 
 
 async def main_async(store: str) -> list[str]:
-    async with agentsnap.AsyncClient(store) as client:
+    async with agentsnap_core.AsyncClient(store) as client:
         agent = Worker()
         agent.sources.append("arxiv.org/789")
         first = await client.save(agent, agent_id="researcher", session_id="wf_async")

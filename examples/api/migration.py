@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import tempfile
 
-import agentsnap
+import agentsnap_core
 
 
-class MyAgent(agentsnap.Snapshottable):  # version 1.0, as it was shipped
+class MyAgent(agentsnap_core.Snapshottable):  # version 1.0, as it was shipped
     __snapshot_version__ = "1.0"
 
     def __init__(self) -> None:
@@ -20,7 +20,7 @@ class MyAgent(agentsnap.Snapshottable):  # version 1.0, as it was shipped
         self.call_count = 0
 
 
-class MyAgentV2(agentsnap.Snapshottable):  # the next release of the same agent
+class MyAgentV2(agentsnap_core.Snapshottable):  # the next release of the same agent
     __snapshot_name__ = "MyAgent"  # migrations and snapshots know it by this name
     __snapshot_version__ = "2.0"
 
@@ -36,7 +36,7 @@ def upgrade_1_to_2(state: dict) -> dict:
 
 
 def main(store: str) -> dict[str, object]:
-    with agentsnap.Client(store) as client:
+    with agentsnap_core.Client(store) as client:
         old = MyAgent()
         old.memory = ["hello", "world"]
         old.call_count = 2
@@ -44,9 +44,9 @@ def main(store: str) -> dict[str, object]:
 
         try:
             client.restore(v1, into=MyAgentV2())
-        except agentsnap.MigrationError as exc:
+        except agentsnap_core.MigrationError as exc:
             refused = str(exc)  # no migration registered yet: refused, nothing loaded
-        agentsnap.register_migration("MyAgent", "1.0", upgrade_1_to_2)
+        agentsnap_core.register_migration("MyAgent", "1.0", upgrade_1_to_2)
         new = client.restore(v1, into=MyAgentV2())
         assert new.memory == [{"role": "user", "text": "hello"}, {"role": "user", "text": "world"}] and new.calls == 2
     return {"refused": refused, "agent": new}

@@ -1,6 +1,6 @@
 """Seed: agent-checkpoint's README (github.com/darshjme/agent-checkpoint), rewritten against agentsnap.
 
-An agent with memory and counters; a tool call fails half-way, ``agentsnap.rollback`` puts the agent
+An agent with memory and counters; a tool call fails half-way, ``agentsnap_core.rollback`` puts the agent
 back as it was before the call and the error still reaches the caller. The state also goes to a store
 and comes back in a fresh instance, and ``clone()`` copies the agent through the same state round-trip.
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import tempfile
 
-import agentsnap
+import agentsnap_core
 
 
 class ToolError(RuntimeError):
     pass
 
 
-class MyAgent(agentsnap.Snapshottable):
+class MyAgent(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.memory: list[str] = []
         self.config: dict[str, object] = {"model": "offline"}
@@ -44,13 +44,13 @@ def main(store: str) -> dict[str, object]:
     agent.reply("world")
 
     try:
-        with agentsnap.rollback(agent):
+        with agentsnap_core.rollback(agent):
             agent.search("coffee")  # mutates memory and counters, then fails
     except ToolError as exc:
         error = str(exc)
     assert agent.memory == ["hello", "world"] and agent.call_count == 2 and agent.tools_used == set()
 
-    with agentsnap.Client(store) as client:
+    with agentsnap_core.Client(store) as client:
         snap = client.save(agent, agent_id="my-agent", message="after two replies")
         fresh = client.restore(snap, into=MyAgent())
     twin = agent.clone()

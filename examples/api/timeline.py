@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import tempfile
 
-import agentsnap
+import agentsnap_core
 
 STEPS = [
     ("parse_input", {"stage": "parse"}, 0.92),
@@ -22,7 +22,7 @@ STEPS = [
 ]
 
 
-class ResearchAgent(agentsnap.Snapshottable):
+class ResearchAgent(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.task = "Find best coffee shops in NYC"
         self.state: dict[str, object] = {}
@@ -31,7 +31,7 @@ class ResearchAgent(agentsnap.Snapshottable):
 
 def main(store: str) -> dict[str, object]:
     agent = ResearchAgent()
-    with agentsnap.Client(store) as client:
+    with agentsnap_core.Client(store) as client:
         for logic_step, state, confidence in STEPS:
             agent.state = state
             agent.step += 1

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import tempfile
 
-import agentsnap
-from agentsnap.retention import SnapshotGone
+import agentsnap_core
+from agentsnap_core.retention import SnapshotGone
 
 
 class Clock:
@@ -23,14 +23,14 @@ class Clock:
         return self.now
 
 
-class Session(agentsnap.Snapshottable):
+class Session(agentsnap_core.Snapshottable):
     def __init__(self) -> None:
         self.history: list[str] = []
 
 
 def main(store: str) -> dict[str, object]:
     clock = Clock()
-    with agentsnap.Client(store, clock=clock) as client:
+    with agentsnap_core.Client(store, clock=clock) as client:
         s = Session()
         s.history.append("user: hi")
         short = client.save(s, agent_id="support-bot", session_id="chat-42", ttl=60)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap.testing import AdapterCase
 from agentsnap_autogen import run_sync
+from agentsnap_core.testing import AdapterCase
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_ext.models.replay import ReplayChatCompletionClient

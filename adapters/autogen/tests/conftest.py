@@ -3,12 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentsnap.testing.servers import need_module
+from agentsnap_core.testing.servers import need_module
 
 need_module("autogen_agentchat")
 need_module("autogen_ext.models.replay")
 
-from agentsnap import Repo  # noqa: E402
+from agentsnap_core import Repo  # noqa: E402
 
 
 @pytest.fixture

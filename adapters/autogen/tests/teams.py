@@ -90,7 +90,7 @@ def received(client: ReplayChatCompletionClient, since: int = 0) -> list[list[li
 
 async def _restore_and_continue(repo_path: str, snap_id: str, kind: str, used: dict[str, int]) -> dict[str, Any]:
     import agentsnap_autogen
-    from agentsnap import Repo
+    from agentsnap_core import Repo
 
     with Repo.open(repo_path) as repo:
         live = clients(kind, used)

@@ -6,7 +6,7 @@ import asyncio
 
 import agentsnap_autogen
 import pytest
-from agentsnap.testing.servers import need_module
+from agentsnap_core.testing.servers import need_module
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.teams import RoundRobinGroupChat
 from autogen_ext.models.replay import ReplayChatCompletionClient

@@ -93,7 +93,7 @@ def test_sync_hooks_capture_and_restore_through_repo(repo):
 
 
 def test_sync_verbs_inside_a_running_loop_refuse_instead_of_deadlocking(repo):
-    from agentsnap.errors import AgentSnapError
+    from agentsnap_core.errors import AgentSnapError
 
     team = make_team("roundrobin", clients("roundrobin"))
 

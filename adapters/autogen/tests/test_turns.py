@@ -56,7 +56,7 @@ def test_turn_snapshots_taken_while_running_restore_and_continue(kind, repo):
 
 
 def test_turn_snapshots_need_a_group_chat_team(repo):
-    from agentsnap.errors import InvalidInput
+    from agentsnap_core.errors import InvalidInput
     from autogen_agentchat.agents import AssistantAgent
     from autogen_ext.models.replay import ReplayChatCompletionClient
 

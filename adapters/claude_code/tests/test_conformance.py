@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentsnap.plugins import get_plugin_manager
-from agentsnap.testing import assert_conformance
 from agentsnap_claude_code.conformance import case
+from agentsnap_core.plugins import get_plugin_manager
+from agentsnap_core.testing import assert_conformance
 
 
 def test_conformance(tmp_path: Path) -> None:

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo
-from agentsnap.cli import main as agentsnap_cli
 from agentsnap_claude_code.cli import main as cc_cli
 from agentsnap_claude_code.hooks import run_hook
 from agentsnap_claude_code.install import plugin_root
 from agentsnap_claude_code.transcript import encode_project_dir
+from agentsnap_core import Repo
+from agentsnap_core.cli import main as agentsnap_cli
 from click.testing import CliRunner
 from conftest import SESSION, payload
 

@@ -6,9 +6,9 @@ import json
 import subprocess
 from pathlib import Path
 
-from agentsnap import Repo
 from agentsnap_claude_code.cli import main as cc_cli
 from agentsnap_claude_code.install import MARK
+from agentsnap_core import Repo
 from click.testing import CliRunner
 from conftest import payload
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
-from agentsnap.cli import main as agentsnap_cli
 from agentsnap_claude_code.install import PLUGIN_HOOK_COMMAND, plugin_root
+from agentsnap_core.cli import main as agentsnap_cli
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")

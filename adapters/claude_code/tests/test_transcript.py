@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo
 from agentsnap_claude_code import ClaudeSession
 from agentsnap_claude_code.transcript import encode_project_dir, fork_lines, read_transcript, write_forked_session
+from agentsnap_core import Repo
 from conftest import SESSION, write_transcript
 
 

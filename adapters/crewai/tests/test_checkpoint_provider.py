@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
+from agentsnap_core import Repo
 from agentsnap_crewai import (
     AgentsnapCheckpointProvider,
     MissingLiveObjects,

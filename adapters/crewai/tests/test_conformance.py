@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agentsnap.testing import AdapterCase, assert_conformance
+from agentsnap_core.testing import AdapterCase, assert_conformance
 from agentsnap_crewai import AgentsnapStorage
 from crewai.flow.flow import Flow, FlowState, start
 from crewai.memory.types import MemoryRecord

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import AgentSnapError, Repo
+from agentsnap_core import AgentSnapError, Repo
 from agentsnap_crewai import AgentsnapStorage
 from crewai import Agent, Crew, Task
 from crewai.memory.unified_memory import Memory
@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     import conftest  # offline environment
-    from agentsnap import Repo
+    from agentsnap_core import Repo
     from crewai import Crew, Task
     from crewai_fakes import ScriptedLLM
     from agentsnap_crewai import AgentsnapStorage

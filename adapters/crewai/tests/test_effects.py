@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agentsnap import AgentSnapError, Repo
-from agentsnap.effects import Effects
+from agentsnap_core import AgentSnapError, Repo
+from agentsnap_core.effects import Effects
 from agentsnap_crewai.effects import guard_tool
 from crewai import Agent, Crew, Task
 from crewai.tools import BaseTool, tool

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import InvalidInput, Repo
+from agentsnap_core import InvalidInput, Repo
 from agentsnap_crewai import AgentsnapFlowPersistence
 from crewai.flow.flow import Flow, FlowState, listen, start
 from crewai.flow.persistence import SQLiteFlowPersistence, persist

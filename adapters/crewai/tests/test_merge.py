@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from agentsnap import Repo
-from agentsnap.plugins import get_plugin_manager
+from agentsnap_core import Repo
+from agentsnap_core.plugins import get_plugin_manager
 from agentsnap_crewai import AgentsnapStorage, merge_memory, merge_storages
 from crewai.memory.types import MemoryRecord
 

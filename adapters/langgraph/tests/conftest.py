@@ -5,7 +5,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agentsnap.testing.servers import need_module
+from agentsnap_core.testing.servers import need_module
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import operator
 import tempfile
 from typing import Annotated, Any
 
-from agentsnap.testing import AdapterCase
+from agentsnap_core.testing import AdapterCase
 from agentsnap_langgraph import LangGraphThread, PFSaver
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver

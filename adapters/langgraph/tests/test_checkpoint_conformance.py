@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import need_module
 
 need_module("langgraph.checkpoint.conformance")
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import lg_kit  # noqa: E402
 import pytest
-from agentsnap import Repo
-from agentsnap.testing import assert_conformance
+from agentsnap_core import Repo
+from agentsnap_core.testing import assert_conformance
 from agentsnap_langgraph import LangGraphThread  # noqa: E402
 
 
@@ -33,7 +33,7 @@ def test_trace_layer_lists_the_messages_channel(tmp_path: Path) -> None:
 
 
 def test_thread_without_checkpointer_is_refused() -> None:
-    from agentsnap.errors import InvalidInput
+    from agentsnap_core.errors import InvalidInput
 
     graph = lg_kit._graph(None)
     with pytest.raises(InvalidInput, match="checkpointer"):

@@ -2,7 +2,7 @@
 
 The agent's tool loop: the model asks for ``lookup_address`` (a pure tool), the run stops after the tools
 node (the kit snapshots there, mid-loop), then the model asks for ``send_email`` (guarded by
-``agentsnap.effects.wrap_tool``) and answers. The model is LangChain's ``GenericFakeChatModel`` fed by a
+``agentsnap_core.effects.wrap_tool``) and answers. The model is LangChain's ``GenericFakeChatModel`` fed by a
 generator that decides from the conversation so far, so a restored agent asks for the same calls.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from agentsnap.effects import Effects
-from agentsnap.testing.effects import EffectsCase, assert_effects
+from agentsnap_core.effects import Effects
+from agentsnap_core.testing.effects import EffectsCase, assert_effects
 from agentsnap_langgraph import LangGraphThread, PFSaver, guard_tools
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -100,7 +100,7 @@ def test_restore_mid_tool_loop_sends_one_email(checkpointer: Callable[[], Any], 
 
 def test_the_loop_really_pauses_between_the_two_tool_calls(tmp_path: Path) -> None:
     """Guard for the test above: after step 0 the thread waits in the tool loop with one tool result."""
-    from agentsnap import Repo
+    from agentsnap_core import Repo
 
     sent: list[Any] = []
     fx = Effects(Repo.init(tmp_path / "repo"))
@@ -118,7 +118,7 @@ def test_the_loop_really_pauses_between_the_two_tool_calls(tmp_path: Path) -> No
 
 
 def test_guard_tools_refuses_unknown_names() -> None:
-    from agentsnap.errors import InvalidInput
+    from agentsnap_core.errors import InvalidInput
 
     def ping() -> str:
         """Ping."""

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import need_module
 
 need_module("langgraph.prebuilt")
 
@@ -92,7 +92,7 @@ def test_history_survives_process_restarts(store: Path, reference: list[dict[str
     snaps = repo.log(head)
     assert [s.manifest["meta"]["step"] for s in snaps] == [5, 4, 3, 2, 1, 0, -1]  # the newest branch
     assert {s.manifest["meta"]["thread_id"] for s in snaps} == {"script"}
-    from agentsnap.maintenance import reachable
+    from agentsnap_core.maintenance import reachable
 
     with PFSaver(store) as saver:
         indexed = {row[4] for row in saver.index.iter_rows(None, None, None, None, None)}
@@ -105,7 +105,7 @@ def test_agentsnap_log_shows_thread_step_source(store: Path) -> None:
         lg_script.phase1(lg_script.build(saver))
     env = {**os.environ, "AGENTSNAP_PLUGINS": "none"}
     proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap", "log", thread_ref("script"), "--json"],
+        [sys.executable, "-m", "agentsnap_core", "log", thread_ref("script"), "--json"],
         cwd=store,
         capture_output=True,
         text=True,

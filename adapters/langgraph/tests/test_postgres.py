@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import need_module
 
 need_module("psycopg_pool")
 need_module("langgraph.checkpoint.conformance")
@@ -79,7 +79,7 @@ def test_two_workers_share_threads_through_postgres(postgres_server: Any, tmp_pa
 
 
 def test_worker_dir_bound_elsewhere_is_refused(postgres_server: Any, tmp_path: Path) -> None:
-    from agentsnap.errors import InvalidInput
+    from agentsnap_core.errors import InvalidInput
 
     PFSaver.from_url(_url(postgres_server), path=tmp_path).close()
     with pytest.raises(InvalidInput, match="bound to"):
@@ -88,7 +88,7 @@ def test_worker_dir_bound_elsewhere_is_refused(postgres_server: Any, tmp_path: P
 
 def test_s3_only_store_is_refused_clearly(s3_url: str, tmp_path: Path) -> None:
     """An S3 store alone has no SQL for the checkpoint index: a clear error, no saver."""
-    from agentsnap.errors import AgentSnapError
+    from agentsnap_core.errors import AgentSnapError
 
     with pytest.raises(AgentSnapError, match="checkpoint index in SQL"):
         PFSaver.from_url(s3_url, path=tmp_path)

@@ -21,7 +21,7 @@ def test_readme_example_runs(tmp_path: Path) -> None:
         ["Capital of France?", "Paris.", "And Switzerland?", "Bern.", "And Italy?", "Rome."]
     ), proc.stdout
     log = subprocess.run(
-        [sys.executable, "-m", "agentsnap", "log", "langgraph/trip"], cwd=tmp_path, capture_output=True, text=True, env=env
+        [sys.executable, "-m", "agentsnap_core", "log", "langgraph/trip"], cwd=tmp_path, capture_output=True, text=True, env=env
     )
     assert log.returncode == 0, log.stderr
     assert lines[1][:12] in log.stdout.splitlines()[0]

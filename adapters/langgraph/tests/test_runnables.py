@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap import Repo
-from agentsnap.errors import AgentSnapError, InvalidInput
+from agentsnap_core import Repo
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 
 pytest.importorskip("langchain_core")
 
@@ -24,7 +24,7 @@ TESTS = Path(__file__).parent
 
 RESTORE = """
 import json, sys
-from agentsnap import Repo
+from agentsnap_core import Repo
 from lc_echo import EchoChatModel
 from agentsnap_langgraph.runnables import restore_runnable
 repo = Repo.open(sys.argv[1])

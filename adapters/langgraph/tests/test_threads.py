@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from agentsnap import Repo
-from agentsnap.errors import AgentSnapError
+from agentsnap_core import Repo
+from agentsnap_core.errors import AgentSnapError
 from agentsnap_langgraph import PFSaver, thread_ref
 from agentsnap_langgraph._index import SqliteIndex
 from agentsnap_langgraph._store import INDEX_FILE
@@ -189,7 +189,7 @@ def test_crash_before_flush_is_recovered_on_open(store: Path) -> None:
 def test_crash_with_lost_objects_drops_only_the_lost_checkpoints(store: Path) -> None:
     """After a crash, the rows carry their snapshots' bytes and recovery writes them; a row whose channel
     value never reached the disk (a power cut) is dropped, the older ones survive."""
-    from agentsnap.encoding import unpack
+    from agentsnap_core.encoding import unpack
 
     _crash(store)
     repo = Repo.open(store)
@@ -229,7 +229,7 @@ def test_default_store_is_dot_agentsnap_or_env(tmp_path: Path, monkeypatch: pyte
 
 
 def test_bad_arguments_are_refused(store: Path) -> None:
-    from agentsnap.errors import InvalidInput
+    from agentsnap_core.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="flush_interval"):
         PFSaver(store, flush_interval=-1)
@@ -282,7 +282,7 @@ with PFSaver({store!r}, flush_interval=0.01) as saver:
 def test_concurrent_processes_on_one_store_lose_nothing(store: Path) -> None:
     """Three processes write their own threads into one store at once: every checkpoint is indexed,
     every thread ref names its newest checkpoint, and every snapshot stays reachable."""
-    from agentsnap.maintenance import reachable
+    from agentsnap_core.maintenance import reachable
 
     PFSaver(store).close()
     procs = [

@@ -11,7 +11,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from agentsnap.testing import AdapterCase  # noqa: E402
+from agentsnap_core.testing import AdapterCase  # noqa: E402
 from agentsnap_openinterpreter import attach, session_of, use_offline_model  # noqa: E402
 from interpreter import OpenInterpreter  # noqa: E402
 

@@ -12,11 +12,11 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-from agentsnap.testing.servers import need_module  # noqa: E402
+from agentsnap_core.testing.servers import need_module  # noqa: E402
 
 need_module("interpreter")
 
-from agentsnap import Repo  # noqa: E402
+from agentsnap_core import Repo  # noqa: E402
 from agentsnap_openinterpreter import use_offline_model  # noqa: E402
 from interpreter import OpenInterpreter  # noqa: E402
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentsnap.errors import InvalidInput
+from agentsnap_core.errors import InvalidInput
 from agentsnap_openinterpreter import CommandClassifier
 
 classify = CommandClassifier()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentsnap.testing import assert_conformance
+from agentsnap_core.testing import assert_conformance
 from conformance_case import case
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentsnap import Repo
+from agentsnap_core import Repo
 from agentsnap_openinterpreter import attach, session_of
 from conftest import scripted
 
@@ -24,7 +24,7 @@ def chat_script(counter: Path) -> dict[str, str]:
 CHILD = r"""
 import json, os, sys
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-from agentsnap import Repo
+from agentsnap_core import Repo
 from agentsnap_openinterpreter import restore
 repo = Repo.open(sys.argv[1])
 report = restore(repo, "after-chat", replay="pure")

@@ -62,7 +62,7 @@ def test_checkout_after_rm_rf_of_the_working_dir_brings_every_file_back(work, re
 
 def test_a_bad_restore_request_changes_nothing(work, repo, interpreters):
     import pytest
-    from agentsnap.errors import AgentSnapError, InvalidInput
+    from agentsnap_core.errors import AgentSnapError, InvalidInput
     from agentsnap_openinterpreter import restore
 
     populate(work)

@@ -10,7 +10,7 @@ import json
 import sys
 
 import sglang_cpu
-from agentsnap import Repo
+from agentsnap_core import Repo
 
 
 def continue_from(cache, tokens, steps, calls):

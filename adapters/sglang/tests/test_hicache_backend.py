@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from agentsnap import Repo
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo
+from agentsnap_core.testing.servers import need_module
 
 
 def backend(repo_root, **extra):
@@ -48,7 +48,7 @@ def test_pages_round_trip_and_survive_a_restart_through_the_ref(tmp_path):
 
 
 def test_an_older_l3_state_is_restored_by_moving_the_ref(tmp_path):
-    from agentsnap.store import ANY, RefUpdate
+    from agentsnap_core.store import ANY, RefUpdate
 
     repo = Repo.init(tmp_path / "repo")
     store = backend(repo.root)

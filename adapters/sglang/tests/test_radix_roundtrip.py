@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sglang_cpu
 import torch
-from agentsnap import Repo, content, kvcache
-from agentsnap.kvcache import CacheMismatch
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo, content, kvcache
+from agentsnap_core.kvcache import CacheMismatch
+from agentsnap_core.testing.servers import need_module
 from restore_child import continue_from
 
 HERE = Path(__file__).parent

@@ -11,7 +11,7 @@ import json
 import sys
 
 import tinymodel
-from agentsnap import Repo
+from agentsnap_core import Repo
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tinymodel
-from agentsnap.testing import assert_conformance
+from agentsnap_core.testing import assert_conformance
 
 
 def test_conformance(tmp_path):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import tinymodel
 import torch
-from agentsnap import Repo, content, kvcache
-from agentsnap.kvcache import CacheMismatch
+from agentsnap_core import Repo, content, kvcache
+from agentsnap_core.kvcache import CacheMismatch
 
 HERE = Path(__file__).parent
 DECODED_BEFORE, CONTINUE = 6, 12

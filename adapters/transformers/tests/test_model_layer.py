@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import tinymodel
 import torch
-from agentsnap import InvalidInput, Repo, modelweights
+from agentsnap_core import InvalidInput, Repo, modelweights
 
 HERE = Path(__file__).parent
 STEPS = 8
@@ -19,7 +19,7 @@ STEPS = 8
 
 @pytest.fixture(autouse=True)
 def _peft():
-    from agentsnap.testing.servers import need_module
+    from agentsnap_core.testing.servers import need_module
 
     need_module("peft")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 import torch
-from agentsnap.testing import AdapterCase
+from agentsnap_core.testing import AdapterCase
 from agentsnap_transformers import KVSession
 from transformers import LlamaConfig, LlamaForCausalLM
 

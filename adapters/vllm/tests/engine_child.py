@@ -35,7 +35,7 @@ def run(llm, prompt: str, extra_args: dict | None = None) -> dict:
 
 
 def main() -> None:
-    from agentsnap import Repo
+    from agentsnap_core import Repo
     from agentsnap_vllm import kv_transfer_config, snapshot, snapshot_params
 
     role, repo_path, model = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 import torch
-from agentsnap import InvalidInput, Repo, modelweights
-from agentsnap.testing.servers import need_module
+from agentsnap_core import InvalidInput, Repo, modelweights
+from agentsnap_core.testing.servers import need_module
 
 MODULES = ["q_proj", "v_proj"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import tinyllama
-from agentsnap import Repo, content
-from agentsnap.testing.servers import need_module
+from agentsnap_core import Repo, content
+from agentsnap_core.testing.servers import need_module
 
 HERE = Path(__file__).parent
 PROMPT = ("An agent snapshot keeps the whole live state of a model session: its prompt, the pages of its "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import tinyllama
-from agentsnap import Repo
+from agentsnap_core import Repo
 from test_vllm_connector import PROMPT, engine
 
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-from agentsnap.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from agentsnap.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError
 from autogen_core import Component, ComponentBase
 from pydantic import BaseModel, SecretStr
 from pydantic_core import to_jsonable_python

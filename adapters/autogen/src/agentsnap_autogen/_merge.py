@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentsnap.merge_layers import merge_values, summarize
+from agentsnap_core.merge_layers import merge_values, summarize
 
 from ._team import FORMAT, trace_of
 

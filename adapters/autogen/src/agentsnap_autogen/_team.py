@@ -13,8 +13,8 @@ import importlib.metadata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agentsnap import Repo, Snapshot
-from agentsnap.errors import AgentSnapError, InvalidInput
+from agentsnap_core import Repo, Snapshot
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_core import ComponentLoader
 
@@ -132,7 +132,7 @@ def check_payload(payload: Any) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise IncompatibleTarget("this snapshot has no AutoGen state layer (was it taken with agentsnap-autogen?)")
     if payload.get("v") != FORMAT_VERSION:
-        from agentsnap.errors import UnsupportedFormat
+        from agentsnap_core.errors import UnsupportedFormat
 
         raise UnsupportedFormat("AutoGen state layer", payload.get("v"), FORMAT_VERSION)
     return payload
@@ -218,7 +218,7 @@ async def load(
 ) -> Any:
     """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded.
 
-    See :func:`build` for the arguments; ``effects`` (an ``agentsnap.effects.Effects`` session)
+    See :func:`build` for the arguments; ``effects`` (an ``agentsnap_core.effects.Effects`` session)
     guards every ``FunctionTool`` of the result with the effects ledger (:func:`wrap_tools`).
     """
     payload = check_payload(repo.read_layer(repo.get(spec), "state"))
@@ -232,10 +232,10 @@ async def load(
 def wrap_tools(obj: Any, session: Any, **options: Any) -> list[str]:
     """Guard every ``FunctionTool`` of a team's agents (or one agent) with the effects ledger.
 
-    ``session`` is an ``agentsnap.effects.Effects``; ``options`` go to ``agentsnap.effects.wrap_tool``
+    ``session`` is an ``agentsnap_core.effects.Effects``; ``options`` go to ``agentsnap_core.effects.wrap_tool``
     (``kind=``, ``simulate=`` ...). Returns the names of the tools wrapped.
     """
-    from agentsnap.effects import wrap_tool
+    from agentsnap_core.effects import wrap_tool
     from autogen_core.tools import FunctionTool
 
     wrapped = []

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap import Repo, Snapshot
-from agentsnap.errors import InvalidInput
+from agentsnap_core import Repo, Snapshot
+from agentsnap_core.errors import InvalidInput
 from autogen_agentchat.teams._group_chat._events import GroupChatRequestPublish  # 0.7.0-0.7.5
 from autogen_core import DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap import hookimpl
+from agentsnap_core import hookimpl
 
 from ._bridge import run_sync
 from ._team import FORMAT, capture_layers, kind_of, restore_state

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from agentsnap import Repo
-from agentsnap.errors import AgentSnapError
+from agentsnap_core import Repo
+from agentsnap_core.errors import AgentSnapError
 
 from . import install as installer
 from .config import load_settings, make_matcher

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, TypedDict
 
-from agentsnap.errors import InvalidInput
+from agentsnap_core.errors import InvalidInput
 
 from .matcher import RULES, Matcher
 from .transcript import claude_config_dir

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agentsnap.testing import AdapterCase
+from agentsnap_core.testing import AdapterCase
 
 from .session import ClaudeSession
 

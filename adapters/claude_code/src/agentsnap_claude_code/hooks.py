@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentsnap import Repo, Snapshot
-from agentsnap.errors import AgentSnapError, RefConflict, StoreNotFound
-from agentsnap.store import RefUpdate
+from agentsnap_core import Repo, Snapshot
+from agentsnap_core.errors import AgentSnapError, RefConflict, StoreNotFound
+from agentsnap_core.store import RefUpdate
 
 from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
 from .matcher import Finding, _split, _tokens, _unwrap

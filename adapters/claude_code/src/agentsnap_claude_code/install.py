@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentsnap.errors import InvalidInput
+from agentsnap_core.errors import InvalidInput
 
 from .transcript import claude_config_dir
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap import hookimpl
+from agentsnap_core import hookimpl
 
 from .session import ClaudeSession
 

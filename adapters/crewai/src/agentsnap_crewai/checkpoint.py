@@ -18,10 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agentsnap import Repo
-from agentsnap.errors import AgentSnapError
-from agentsnap.objects import is_oid
-from agentsnap.store import RefUpdate
+from agentsnap_core import Repo
+from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.objects import is_oid
+from agentsnap_core.store import RefUpdate
 from crewai.state.provider.json_provider import JsonProvider
 from pydantic import Field
 

@@ -15,8 +15,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentsnap import InvalidInput, Repo
-from agentsnap.store import RefUpdate
+from agentsnap_core import InvalidInput, Repo
+from agentsnap_core.store import RefUpdate
 from crewai.flow.persistence.base import FlowPersistence
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap import hookimpl
-from agentsnap.errors import AgentSnapError
+from agentsnap_core import hookimpl
+from agentsnap_core.errors import AgentSnapError
 
 from .flow import FLOW_KIND, _plain_state
 from .merge import merge_memory

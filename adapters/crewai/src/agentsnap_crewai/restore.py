@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentsnap import Repo
-from agentsnap.errors import AgentSnapError
+from agentsnap_core import Repo
+from agentsnap_core.errors import AgentSnapError
 
 from .checkpoint import AgentsnapCheckpointProvider, checkpoint_data, checkpoint_path
 

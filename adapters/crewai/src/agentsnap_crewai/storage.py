@@ -19,9 +19,9 @@ from typing import Any
 
 import msgpack
 import numpy as np
-from agentsnap import InvalidInput, Repo, Snapshot
-from agentsnap.encoding import pack
-from agentsnap.errors import AgentSnapError
+from agentsnap_core import InvalidInput, Repo, Snapshot
+from agentsnap_core.encoding import pack
+from agentsnap_core.errors import AgentSnapError
 from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
 from crewai.memory.types import MemoryRecord, ScopeInfo
 
@@ -102,7 +102,7 @@ class AgentsnapStorage:
     """A complete CrewAI ``StorageBackend`` kept in an agentsnap repository.
 
     Args:
-        repo: a :class:`agentsnap.Repo` or the path of one (created when missing).
+        repo: a :class:`agentsnap_core.Repo` or the path of one (created when missing).
         branch: the agentsnap branch that holds this memory's snapshots.
         vector_dim: the embedding size; learnt from the first embedding when None.
 
@@ -453,7 +453,7 @@ class AgentsnapStorage:
         snap = spec if isinstance(spec, Snapshot) else self.repo.get(spec)
         rows = rows_from_payload(_memory_part(self.repo.read_layer(snap, "state")))
         with self._lock:
-            from agentsnap.store import ANY, RefUpdate
+            from agentsnap_core.store import ANY, RefUpdate
 
             self.repo.update_refs([RefUpdate(self.ref, snap.id, ANY)], f"crewai memory: restore {snap.id[:12]}")
             self._clear_journal()
@@ -466,7 +466,7 @@ class AgentsnapStorage:
 
         The fork and this storage then change independently.
         """
-        from agentsnap.store import RefUpdate
+        from agentsnap_core.store import RefUpdate
 
         oid = self.repo.resolve(at) if at else self.snapshot(f"crewai memory: fork to {branch}").id
         rows_from_payload(_memory_part(self.repo.read_layer(oid, "state")))  # validate before creating the branch

@@ -104,7 +104,7 @@ class CheckpointIndex:
         if row is None:
             db.execute("INSERT OR IGNORE INTO lg_meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
         elif int(row[0]) > SCHEMA_VERSION:
-            from agentsnap.errors import UnsupportedFormat
+            from agentsnap_core.errors import UnsupportedFormat
 
             raise UnsupportedFormat(f"LangGraph index {self.where}", int(row[0]), SCHEMA_VERSION)
 

@@ -12,10 +12,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentsnap.errors import AgentSnapError, StoreNotFound
-from agentsnap.localstore import LocalStore
-from agentsnap.repo import PRIMARY, STORE_DIR, Repo
-from agentsnap.store import SnapshotRow
+from agentsnap_core.errors import AgentSnapError, StoreNotFound
+from agentsnap_core.localstore import LocalStore
+from agentsnap_core.repo import PRIMARY, STORE_DIR, Repo
+from agentsnap_core.store import SnapshotRow
 
 from ._index import CheckpointIndex, SqliteIndex
 

@@ -7,17 +7,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentsnap import content, world
-from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty, UnknownSnapshot
-from agentsnap.plugins import get_plugin_manager
-from agentsnap.store import RefUpdate
+from agentsnap_core import content, world
+from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty, UnknownSnapshot
+from agentsnap_core.plugins import get_plugin_manager
+from agentsnap_core.store import RefUpdate
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
 from ._store import ChannelMap, thread_ref
 
 if TYPE_CHECKING:
-    from agentsnap.repo import Repo
+    from agentsnap_core.repo import Repo
 
     from ._index import CheckpointIndex
     from ._store import Shared, Written

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agentsnap.errors import AgentSnapError, InvalidInput
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 from langchain_core.runnables import RunnableConfig
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentsnap import hookimpl
-from agentsnap.errors import InvalidInput
+from agentsnap_core import hookimpl
+from agentsnap_core.errors import InvalidInput
 
 STATE_FORMAT = "agentsnap-langgraph-state"
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}

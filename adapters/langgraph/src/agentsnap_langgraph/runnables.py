@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from agentsnap.errors import AgentSnapError, InvalidInput
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 
 STATE_KEY = "langchain"
 

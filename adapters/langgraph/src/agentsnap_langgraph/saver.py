@@ -31,15 +31,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from agentsnap import content
-from agentsnap.encoding import pack, unpack
-from agentsnap.errors import AgentSnapError, InvalidInput, RefConflict
-from agentsnap.localstore import LocalStore
-from agentsnap.objects import Kind, digest
-from agentsnap.plugins import get_plugin_manager
-from agentsnap.repo import MANIFEST_FORMAT, STORE_DIR, Repo
-from agentsnap.store import RefUpdate, SnapshotRow
-from agentsnap.stores import STORE_URL_KEY, mask_url, store_url_of
+from agentsnap_core import content
+from agentsnap_core.encoding import pack, unpack
+from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict
+from agentsnap_core.localstore import LocalStore
+from agentsnap_core.objects import Kind, digest
+from agentsnap_core.plugins import get_plugin_manager
+from agentsnap_core.repo import MANIFEST_FORMAT, STORE_DIR, Repo
+from agentsnap_core.store import RefUpdate, SnapshotRow
+from agentsnap_core.stores import STORE_URL_KEY, mask_url, store_url_of
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,

@@ -2,7 +2,7 @@
 
 ``guard_tools(ToolNode([...]), fx, names={"send_email"})`` makes each chosen tool record its call in
 the ledger before it runs, so a graph restored or forked from a checkpoint taken mid tool loop gets
-the recorded result back instead of sending a second email (see :mod:`agentsnap.effects`).
+the recorded result back instead of sending a second email (see :mod:`agentsnap_core.effects`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from agentsnap.errors import InvalidInput
+from agentsnap_core.errors import InvalidInput
 
 
 def guard_tools(
@@ -25,16 +25,16 @@ def guard_tools(
 
     Args:
         tools: a ``ToolNode``, a LangChain tool, or a list of tools.
-        session: the :class:`agentsnap.effects.Effects` to record in (default: the active one).
+        session: the :class:`agentsnap_core.effects.Effects` to record in (default: the active one).
         names: only these tool names (default: every tool).
         kind: ``pure`` / ``idempotent`` / ``irreversible`` (default irreversible: guarded).
-        options: passed to :func:`agentsnap.effects.effect` (``simulate=``, ``key=``, ...).
+        options: passed to :func:`agentsnap_core.effects.effect` (``simulate=``, ``key=``, ...).
 
     A tool built from a function (``@tool``, ``StructuredTool.from_function``) has its ``func`` /
     ``coroutine`` guarded - not ``_run`` too, which would guard one call twice; other tool classes go
-    through :func:`agentsnap.effects.wrap_tool`.
+    through :func:`agentsnap_core.effects.wrap_tool`.
     """
-    from agentsnap.effects import IRREVERSIBLE, effect, wrap_tool
+    from agentsnap_core.effects import IRREVERSIBLE, effect, wrap_tool
 
     by_name = getattr(tools, "tools_by_name", None)
     items: Iterable[Any] = by_name.values() if isinstance(by_name, dict) else tools if isinstance(tools, list) else [tools]

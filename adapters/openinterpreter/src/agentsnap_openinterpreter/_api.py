@@ -17,18 +17,18 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentsnap.effects import IRREVERSIBLE, Effects
-from agentsnap.effects_ledger import KeyState, Ledger
-from agentsnap.errors import AgentSnapError, InvalidInput, InvalidRefName
-from agentsnap.repo import check_ref_name
-from agentsnap.store import ANY, RefUpdate
+from agentsnap_core.effects import IRREVERSIBLE, Effects
+from agentsnap_core.effects_ledger import KeyState, Ledger
+from agentsnap_core.errors import AgentSnapError, InvalidInput, InvalidRefName
+from agentsnap_core.repo import check_ref_name
+from agentsnap_core.store import ANY, RefUpdate
 
 from ._classify import CommandClassifier
 from ._session import REPLAY_MODES, Session, merge_chunks
 from ._state import capture_settings, cells_from_messages, plain_messages, restore_settings
 
 if TYPE_CHECKING:
-    from agentsnap import Repo, Snapshot
+    from agentsnap_core import Repo, Snapshot
 
 __all__ = ["RestoreReport", "attach", "capture_layers", "is_interpreter", "restore", "restore_layers", "snapshot"]
 
@@ -153,7 +153,7 @@ def attach(
         repo: the agentsnap repository (its working tree is the interpreter's world).
         classifier: decides which cells are irreversible (default :class:`CommandClassifier`).
         effects: guard irreversible cells with the repository's effects ledger (or with this
-            :class:`agentsnap.effects.Effects` session).
+            :class:`agentsnap_core.effects.Effects` session).
         on_divergence: what a guarded cell does when the command at a recorded position differs:
             ``run`` (default: it is a new command), ``replay`` or ``raise``.
         replay: the default for ``checkout`` and ``Repo.restore_into``: ``none`` or ``pure``.
@@ -243,7 +243,7 @@ def snapshot(
     """Snapshot ``interpreter`` (and, with ``world``, the repository's working tree) into ``repo``.
 
     With ``tag`` the snapshot is also named (taking a name again moves it; the older snapshot stays in
-    the log). Returns the :class:`agentsnap.Snapshot`.
+    the log). Returns the :class:`agentsnap_core.Snapshot`.
     """
     if not is_interpreter(interpreter):
         raise InvalidInput(f"snapshot() takes an OpenInterpreter, not {type(interpreter).__name__}")

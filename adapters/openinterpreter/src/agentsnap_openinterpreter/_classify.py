@@ -18,8 +18,8 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from agentsnap.effects import IDEMPOTENT, IRREVERSIBLE, PURE
-from agentsnap.errors import InvalidInput
+from agentsnap_core.effects import IDEMPOTENT, IRREVERSIBLE, PURE
+from agentsnap_core.errors import InvalidInput
 
 __all__ = ["CommandClassifier", "Verdict"]
 

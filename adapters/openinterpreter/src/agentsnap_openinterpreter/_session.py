@@ -16,13 +16,13 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentsnap.effects import IRREVERSIBLE, EffectCall, Effects, register_tool
-from agentsnap.errors import AgentSnapError, InvalidInput
+from agentsnap_core.effects import IRREVERSIBLE, EffectCall, Effects, register_tool
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 
 from ._classify import CommandClassifier
 
 if TYPE_CHECKING:
-    from agentsnap import Repo
+    from agentsnap_core import Repo
 
 __all__ = ["Session", "session_of", "merge_chunks", "TOOL_PREFIX"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap.hookspecs import hookimpl
+from agentsnap_core.hookspecs import hookimpl
 
 from ._api import capture_layers, is_interpreter, restore_layers
 

@@ -20,8 +20,8 @@ import threading
 from typing import Any
 
 import torch
-from agentsnap import Repo, content
-from agentsnap.objects import is_oid
+from agentsnap_core import Repo, content
+from agentsnap_core.objects import is_oid
 from sglang.srt.mem_cache.hicache_storage import HiCacheStorage, HiCacheStorageConfig
 
 FORMAT = "agentsnap-sglang-hicache"

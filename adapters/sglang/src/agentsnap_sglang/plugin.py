@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from agentsnap import hookimpl
+from agentsnap_core import hookimpl
 
 
 def _is_cache(obj: Any) -> bool:

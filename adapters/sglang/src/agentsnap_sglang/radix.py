@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from agentsnap import InvalidInput, kvcache
-from agentsnap.store import ObjectStore
+from agentsnap_core import InvalidInput, kvcache
+from agentsnap_core.store import ObjectStore
 
 FORMAT = "agentsnap-sglang-radix"
 DEFAULT_PAGE_SIZE = 64

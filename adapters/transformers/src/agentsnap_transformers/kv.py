@@ -12,8 +12,8 @@ from typing import Any
 import blake3
 import torch
 import transformers
-from agentsnap import InvalidInput, kvcache
-from agentsnap.store import ObjectStore
+from agentsnap_core import InvalidInput, kvcache
+from agentsnap_core.store import ObjectStore
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 DEFAULT_PAGE_SIZE = 16

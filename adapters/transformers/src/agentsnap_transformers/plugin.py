@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from agentsnap import hookimpl, kvcache
+from agentsnap_core import hookimpl, kvcache
 
 
 def _is_session(obj: Any) -> bool:

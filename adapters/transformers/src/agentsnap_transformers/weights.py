@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from agentsnap import InvalidInput, modelweights
-from agentsnap.store import ObjectStore
+from agentsnap_core import InvalidInput, modelweights
+from agentsnap_core.store import ObjectStore
 
 from .kv import tensor_bytes
 

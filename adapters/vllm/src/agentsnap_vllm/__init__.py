@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentsnap import InvalidInput, Repo, Snapshot
+from agentsnap_core import InvalidInput, Repo, Snapshot
 
 CONNECTOR = "AgentsnapConnector"
 MODULE = "agentsnap_vllm.connector"

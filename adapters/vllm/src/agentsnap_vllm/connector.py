@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from agentsnap import AgentSnapError, InvalidInput, Repo, content, kvcache
+from agentsnap_core import AgentSnapError, InvalidInput, Repo, content, kvcache
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,

@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentsnap import InvalidInput, modelweights
-from agentsnap.store import ObjectStore
+from agentsnap_core import InvalidInput, modelweights
+from agentsnap_core.store import ObjectStore
 
 CONFIG = "adapter_config.json"
 WEIGHTS = "adapter_model.safetensors"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap import InvalidInput, hookimpl
+from agentsnap_core import InvalidInput, hookimpl
 
 
 def _is_llm(obj: Any) -> bool:

@@ -1,0 +1,148 @@
+"""verify and gc: walk everything reachable from refs, reflog and HEADs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from . import content, world
+from .errors import AgentSnapError
+from .objects import Kind, is_oid, unpack_chunk_list
+from .retention import TOMBSTONES, Graveyard
+
+if TYPE_CHECKING:
+    from .repo import Repo
+
+
+def roots(repo: Repo) -> dict[str, str]:
+    """Every id a ref, a HEAD or a reflog entry names, with where it was found."""
+    out: dict[str, str] = {}
+    for name, oid in repo.refs.list_refs().items():
+        if not name.startswith(TOMBSTONES):  # marks of dead snapshots keep nothing alive
+            out.setdefault(oid, name)
+    for wt, (_sym, oid) in repo.refs.list_heads().items():
+        if oid:
+            out.setdefault(oid, f"HEAD of worktree {wt}")
+    for e in repo.refs.reflog():
+        for oid in (e.old, e.new):
+            if oid and not e.name.startswith(TOMBSTONES):
+                out.setdefault(oid, f"reflog #{e.seq} of {e.name}")
+    return out
+
+
+def _content_ids(repo: Repo, oid: str) -> list[str]:
+    kind, raw = repo.objects.get(oid)
+    if kind == Kind.CHUNKS:
+        return [oid] + [c for c, _ in unpack_chunk_list(oid, raw)]
+    if kind != Kind.BLOB:
+        raise AgentSnapError(f"object {oid[:12]} should be content but is kind {kind}")
+    return [oid]
+
+
+def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: float | None = None) -> set[str]:
+    """Ids of all objects reachable from the roots; problems found on the way are appended.
+
+    Expired, pruned and deleted snapshots (:mod:`agentsnap_core.retention`) are tombstones: kept as a manifest
+    when a ref or a live child reaches them, their layers not reached through them.
+    """
+    problems = problems if problems is not None else []
+    seen: set[str] = set()
+    grave = Graveyard(repo, now)
+    stack = [(oid, where) for oid, where in roots(repo).items() if not grave.skip_root(oid, where)]
+    manifests_seen: set[str] = set()
+    while stack:
+        oid, where = stack.pop()
+        if oid in manifests_seen:
+            continue
+        manifests_seen.add(oid)
+        try:
+            m = repo.manifest(oid)
+        except AgentSnapError as exc:
+            problems.append({"kind": "snapshot", "id": oid, "where": where, "error": str(exc)})
+            continue
+        seen.add(oid)
+        for p in m["parents"]:
+            stack.append((p, f"parent of {oid[:12]}"))
+        if grave.is_dead(oid, m):
+            continue
+        for name, rec in m["layers"].items():
+            try:
+                ids = [rec[k] for k in ("tree", "env", "content") if is_oid(rec.get(k))]
+                ids += [r for r in rec.get("refs", []) if is_oid(r)]
+                for cid in ids:
+                    if cid in seen:
+                        continue
+                    seen.update(_content_ids(repo, cid))
+                if name == "world" and is_oid(rec.get("tree")):
+                    for _path, kind, _m, _s, ref in world.load_tree(repo.objects, rec["tree"]):
+                        if kind == "f" and ref not in seen:
+                            seen.update(_content_ids(repo, ref))
+            except AgentSnapError as exc:
+                problems.append({"kind": "layer", "id": oid, "layer": name, "error": str(exc)})
+    from .effects_ledger import Ledger  # large effect results live in the object store: the ledger is a root
+
+    try:
+        for cid in Ledger.for_repo(repo).sync().blob_ids():
+            if cid not in seen:
+                seen.update(_content_ids(repo, cid))
+    except AgentSnapError as exc:
+        problems.append({"kind": "effects", "id": None, "error": str(exc)})
+    return seen
+
+
+def verify(repo: Repo, now: float | None = None) -> dict[str, Any]:
+    """Re-hash every object and check that refs, parents and layers resolve."""
+    problems: list[dict[str, Any]] = []
+    checked = 0
+    for oid in repo.objects.iter_oids():
+        checked += 1
+        try:
+            repo.objects.get(oid)
+        except AgentSnapError as exc:
+            problems.append({"kind": "object", "id": oid, "error": str(exc)})
+    live = reachable(repo, problems, now=now)
+    return {
+        "ok": not problems,
+        "objects": checked,
+        "reachable": len(live),
+        "refs": len(repo.refs.list_refs()),
+        "temp_files": len(repo.objects.temp_files()),
+        "problems": problems,
+    }
+
+
+def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, Any]:
+    """Delete objects no root reaches and that are older than the grace period.
+
+    New snapshots write (or re-touch) their objects before any ref names them, so an object
+    younger than ``grace_seconds`` is kept even when unreachable: a gc running beside a
+    snapshot never deletes what that snapshot is about to reference.
+    """
+    problems: list[dict[str, Any]] = []
+    live = reachable(repo, problems, now=now)
+    if problems:
+        raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
+    removed = kept_young = 0
+    for oid in list(repo.objects.iter_oids()):
+        if oid in live:
+            continue
+        try:
+            if repo.objects.age(oid) < grace_seconds:
+                kept_young += 1
+                continue
+        except AgentSnapError:
+            continue
+        repo.objects.delete(oid)
+        removed += 1
+    import os
+    import time
+
+    temp_removed = 0
+    for tmp in repo.objects.temp_files():
+        try:
+            if time.time() - os.stat(tmp).st_mtime >= grace_seconds:
+                os.unlink(tmp)
+                temp_removed += 1
+        except OSError:
+            pass
+    _ = content
+    return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed}

@@ -1,0 +1,80 @@
+"""Loading plugins: the core's defaults plus the ``agentsnap`` entry-point group.
+
+``AGENTSNAP_PLUGINS`` limits discovery: unset = every installed plugin; a comma-separated
+list = only those entry-point names; ``none`` or an empty value = none.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import threading
+
+import pluggy
+
+from . import hookspecs
+
+ENTRY_POINT_GROUP = "agentsnap"
+ENV_ALLOW = "AGENTSNAP_PLUGINS"
+
+_lock = threading.Lock()
+_pm: pluggy.PluginManager | None = None
+_dists: dict[str, str] = {}
+
+
+def _allowed() -> set[str] | None:
+    value = os.environ.get(ENV_ALLOW)
+    if value is None:
+        return None
+    value = value.strip()
+    if value.lower() in ("", "none"):
+        return set()
+    return {v.strip() for v in value.split(",") if v.strip()}
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager; loading is idempotent."""
+    global _pm
+    with _lock:
+        if _pm is None:
+            pm = pluggy.PluginManager("agentsnap")
+            pm.add_hookspecs(hookspecs)
+            from . import defaults
+
+            pm.register(defaults, name="agentsnap_core.defaults")
+            allowed = _allowed()
+            for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+                if allowed is not None and ep.name not in allowed:
+                    continue
+                if pm.has_plugin(ep.name):
+                    continue
+                pm.register(ep.load(), name=ep.name)
+                dist = getattr(ep, "dist", None)
+                if dist is not None:
+                    _dists[ep.name] = f"{dist.metadata['Name']} {dist.version}"
+            _pm = pm
+        return _pm
+
+
+def reset_plugin_manager() -> None:
+    """Forget loaded plugins (tests); the next call reloads them."""
+    global _pm
+    with _lock:
+        _pm = None
+
+
+def list_plugins() -> list[dict[str, str]]:
+    pm = get_plugin_manager()
+    out = []
+    for name, plugin in pm.list_name_plugin():
+        if plugin is None:
+            continue
+        out.append(
+            {
+                "name": name,
+                "module": getattr(plugin, "__name__", type(plugin).__name__),
+                "dist": _dists.get(name, "agentsnap (built in)" if name.startswith("agentsnap.") else "registered at run time"),
+                "hooks": ",".join(sorted(h.name for h in pm.get_hookcallers(plugin) or [])),
+            }
+        )
+    return out

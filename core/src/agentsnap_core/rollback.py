@@ -1,0 +1,264 @@
+"""``with agentsnap_core.rollback(agent, world=...)`` and ``@agentsnap_core.checkpoint(every=N | seconds=T)``.
+
+``rollback`` copies the agent's state on entry (through the adapter that handles it, so any supported
+agent works) and, with ``world=``, snapshots those files; when the block raises, the agent and the
+files are put back and the exception propagates. ``checkpoint`` saves an agent through a
+:class:`~agentsnap_core.client.Client` every N calls and/or every T seconds.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import AgentSnapError, InvalidInput
+from .plugins import get_plugin_manager
+from .repo import Repo
+
+__all__ = ["AutoSnapshot", "auto_snapshot", "checkpoint", "rollback"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _capture(agent: Any, repo: Repo | None) -> dict[str, Any]:
+    pm = get_plugin_manager()
+    layers = pm.hook.agentsnap_capture(obj=agent, context={"repo": repo, "pm": pm})
+    if layers is None:
+        raise AgentSnapError(
+            f"rollback cannot capture {type(agent).__name__}: no installed adapter handles it "
+            "(give it state_dict()/load_state_dict() or inherit agentsnap_core.Snapshottable)"
+        )
+    return copy.deepcopy(dict(layers))
+
+
+def _restore(agent: Any, layers: dict[str, Any], repo: Repo | None) -> None:
+    pm = get_plugin_manager()
+    ctx = {"repo": repo, "pm": pm, "trust_pickle": True}  # the copy was made by this process
+    if not pm.hook.agentsnap_restore(obj=agent, layers=copy.deepcopy(layers), context=ctx):
+        raise AgentSnapError(f"rollback could not restore {type(agent).__name__}")
+
+
+class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollback(agent):`
+    """Snapshot on entry; restore the agent (and ``world`` files) if the block raises; re-raise.
+
+    Args:
+        agent: any object an adapter handles (``Snapshottable``, ``state_dict()`` objects, framework agents);
+            None to protect only files.
+        world: a file or directory inside an agentsnap working tree to put back too.
+        repo: the repository to snapshot ``world`` in (default: the one holding ``world``).
+        message: label of the snapshot taken on entry.
+
+    After the block: ``rolled_back`` says whether it restored, ``snapshot`` names the entry snapshot
+    (with ``world``), ``undo`` the snapshot of the failed state (so nothing is lost).
+    """
+
+    def __init__(self, agent: Any, *, world: str | os.PathLike[str] | None = None, repo: Repo | None = None,
+                 message: str = "") -> None:
+        self.agent, self.world, self.repo, self.message = agent, world, repo, message
+        self.snapshot: str | None = None
+        self.undo: str | None = None
+        self.rolled_back = False
+        self._layers: dict[str, Any] | None = None
+        self._paths: list[str] | None = None
+        self._own_repo = False
+
+    def __enter__(self) -> rollback:
+        if self.world is not None:
+            if self.repo is None:
+                start = Path(self.world)
+                self.repo = Repo.open(start if start.is_dir() else start.parent)
+                self._own_repo = True
+            full = Path(self.world).resolve()
+            try:
+                rel = full.relative_to(self.repo.root).as_posix()
+            except ValueError:
+                raise InvalidInput(f"world {os.fspath(self.world)!r} is outside the working tree {self.repo.root}") from None
+            self._paths = None if rel in ("", ".") else [rel]
+        self._layers = _capture(self.agent, self.repo) if self.agent is not None else None
+        if self.repo is not None and self.world is not None:
+            state = {k: v for k, v in (self._layers or {}).items() if k != "trace"}
+            head = self.repo.head()[1]
+            snap = self.repo.snapshot(
+                f"rollback: before {self.message or 'block'}",
+                layers=state,
+                trace=(self._layers or {}).get("trace") or [],
+                parents=[head] if head else [],
+                ref="refs/undo/rollback",
+                move_head=False,
+                meta={"rollback": True},
+            )
+            self.snapshot = snap.id
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        try:
+            if et is None:
+                return
+            if self._layers is not None:
+                _restore(self.agent, self._layers, self.repo)
+            if self.snapshot is not None and self.repo is not None:
+                self.undo = self._restore_world()
+            self.rolled_back = True  # returning None: the exception propagates
+        finally:
+            if self._own_repo and self.repo is not None:
+                self.repo.close()
+
+    async def __aenter__(self) -> rollback:
+        return self.__enter__()
+
+    async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        self.__exit__(et, exc, tb)
+
+    def _restore_world(self) -> str | None:
+        assert self.repo is not None and self.snapshot is not None
+        paths = self._paths
+        if paths is None:  # the whole tree, without moving the branch or resetting the trace
+            tops = {e[0].split("/", 1)[0] for e in self.repo.world_entries(self.snapshot)}
+            tops |= {e[0].split("/", 1)[0] for e in self.repo.working_entries()}
+            paths = sorted(tops)
+            if not paths:
+                return None
+        result = self.repo.restore(self.snapshot, paths=[str(self.repo.root / p) for p in paths])  # absolute: no chdir
+        return result.get("undo")
+
+
+class AutoSnapshot:
+    """The ``auto_snapshot`` policy: due every ``every`` calls and/or every ``seconds`` seconds, per agent."""
+
+    def __init__(self, every: int | None = None, seconds: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if every is None and seconds is None:
+            raise InvalidInput("give every=N (calls) and/or seconds=T")
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise InvalidInput(f"every must be a positive number of calls, not {every!r}")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
+            raise InvalidInput(f"seconds must be a positive number, not {seconds!r}")
+        self.every, self.seconds, self.clock = every, seconds, clock
+        self._lock = threading.Lock()
+        self._weak: weakref.WeakKeyDictionary[Any, list[float]] = weakref.WeakKeyDictionary()
+        self._strong: dict[int, list[float]] = {}
+
+    def _slot(self, agent: Any) -> list[float]:
+        try:
+            return self._weak.setdefault(agent, [0, self.clock()])
+        except TypeError:  # not weak-referenceable
+            return self._strong.setdefault(id(agent), [0, self.clock()])
+
+    def tick(self, agent: Any) -> bool:
+        """Count one call for ``agent``; True when a snapshot is due now (the counters then restart)."""
+        with self._lock:
+            slot = self._slot(agent)
+            slot[0] += 1
+            now = self.clock()
+            due = (self.every is not None and slot[0] >= self.every) or (self.seconds is not None and now - slot[1] >= self.seconds)
+            if due:
+                slot[0], slot[1] = 0, now
+            return due
+
+
+class auto_snapshot:  # noqa: N801 - a policy object used like a function
+    """Save ``agent`` when the policy is due; call :meth:`tick` after each turn of a loop you do not own.
+
+    ``snapper = agentsnap_core.auto_snapshot(agent, every=10, client=client)`` then ``snapper.tick()`` per turn
+    (returns the new snapshot id, or None when no save was due).
+    """
+
+    def __init__(self, agent: Any, *, every: int | None = None, seconds: float | None = None, client: Any = None,
+                 agent_id: str | None = None, session_id: str = "default", clock: Callable[[], float] = time.monotonic) -> None:
+        self.agent, self.client = agent, client
+        self.policy = AutoSnapshot(every, seconds, clock)
+        self.agent_id, self.session_id = agent_id or type(agent).__name__, session_id
+        self.last: str | None = None
+
+    def tick(self, message: str = "") -> str | None:
+        if not self.policy.tick(self.agent):
+            return None
+        if self.client is None:
+            from .client import Client
+
+            self.client = Client()
+        self.last = self.client.save(self.agent, agent_id=self.agent_id, session_id=self.session_id,
+                                     message=message or "auto snapshot")
+        return self.last
+
+
+def checkpoint(
+    every: int | None = None,
+    *,
+    seconds: float | None = None,
+    client: Any = None,
+    agent: Any = None,
+    agent_id: str | None = None,
+    session_id: str = "default",
+    clock: Callable[[], float] = time.monotonic,
+) -> Callable[[F], F]:
+    """Decorate an agent method (or a function with ``agent=``) to save the agent every N calls / T seconds.
+
+    Args:
+        every: save after every ``every``-th successful call.
+        seconds: save after a successful call when ``seconds`` passed since the last save.
+        client: a :class:`~agentsnap_core.client.Client` or :class:`~agentsnap_core.client.AsyncClient` (default: a
+            ``Client()`` on the current directory, opened at the first save).
+        agent: the agent, or ``callable(*args, **kwargs) -> agent`` (default: the first argument, ``self``).
+        agent_id: id to save under (default: the agent's class name).
+        session_id: session to save in.
+        clock: the time source for ``seconds`` (tests pass a fake).
+
+    The wrapper has ``.policy`` (:class:`AutoSnapshot`) and ``.last`` (id of the last snapshot saved).
+    """
+    policy = AutoSnapshot(every, seconds, clock)
+
+    def decorate(fn: F) -> F:
+        state: dict[str, Any] = {"client": client}
+
+        def target(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if agent is None:
+                if not args:
+                    raise InvalidInput(f"@checkpoint on {fn.__qualname__}: no agent (decorate a method or pass agent=)")
+                return args[0]
+            return agent(*args, **kwargs) if callable(agent) and not hasattr(agent, "state_dict") else agent
+
+        def the_client() -> Any:
+            if state["client"] is None:
+                from .client import Client
+
+                state["client"] = Client()
+            return state["client"]
+
+        def save_kwargs(obj: Any) -> dict[str, Any]:
+            return {"agent_id": agent_id or type(obj).__name__, "session_id": session_id,
+                    "message": f"checkpoint: after {fn.__qualname__}"}
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                result = await fn(*args, **kwargs)
+                obj = target(args, kwargs)
+                if policy.tick(obj):
+                    saved = the_client().save(obj, **save_kwargs(obj))
+                    awrapper.last = await saved if inspect.isawaitable(saved) else saved  # type: ignore[attr-defined]
+                return result
+
+            awrapper.policy, awrapper.last = policy, None  # type: ignore[attr-defined]
+            return awrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            result = fn(*args, **kwargs)
+            obj = target(args, kwargs)
+            if policy.tick(obj):
+                wrapper.last = the_client().save(obj, **save_kwargs(obj))  # type: ignore[attr-defined]
+            return result
+
+        wrapper.policy, wrapper.last = policy, None  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
