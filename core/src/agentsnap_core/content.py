@@ -6,7 +6,6 @@ listing content-defined chunks. Forks and edits share every chunk that did not c
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Iterator
 from typing import IO, Any
@@ -38,22 +37,59 @@ def put_bytes(store: ObjectStore | None, data: bytes | memoryview) -> str:
     return store.put(Kind.CHUNKS, listing)
 
 
-def put_file(store: ObjectStore | None, path: str | os.PathLike[str], size: int | None = None) -> str:
-    """Store a file's content; reads small files whole and maps large ones."""
+#: block size of file reads; a chunk is emitted only once CDC_MAX bytes after its start are in memory
+READ_BLOCK = 8 * 1024 * 1024
+
+
+def _put_chunk(store: ObjectStore | None, piece: bytes | memoryview) -> str:
+    return objects.digest(Kind.BLOB, piece) if store is None else store.put(Kind.BLOB, piece)
+
+
+def put_file(store: ObjectStore | None, path: str | os.PathLike[str]) -> tuple[str, int]:
+    """Store a file's content; return ``(content id, size of the bytes stored)``.
+
+    The file is read with ordinary reads, never mapped: a file truncated while it is read yields
+    the shorter content (a mapped file would kill the process with SIGBUS), and a file appended to
+    yields the bytes actually read. The size returned is always the size of what was stored, so a
+    tree built from it restores. Chunk boundaries equal :func:`put_bytes`'s on the same bytes:
+    FastCDC decides a boundary from at most ``CDC_MAX`` bytes after the chunk's start, so a chunk
+    is cut only once that many bytes (or the end of the file) are in the buffer.
+    """
     with open(path, "rb") as f:
-        if size is None:
-            size = os.fstat(f.fileno()).st_size
-        if size <= objects.SMALL_FILE:
-            return put_bytes(store, f.read())
-        try:
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                view = memoryview(m)
-                try:
-                    return put_bytes(store, view)
-                finally:
-                    view.release()
-        except ValueError:  # empty or unmappable: fall back to a read
-            return put_bytes(store, f.read())
+        buf = f.read(READ_BLOCK)
+        if len(buf) <= objects.SMALL_FILE:
+            more = f.read(READ_BLOCK)
+            if not more:
+                return put_bytes(store, buf), len(buf)
+            buf += more
+        chunks: list[tuple[str, int]] = []
+        total = 0
+        eof = False
+        while True:
+            if not eof and len(buf) < 2 * objects.CDC_MAX:
+                more = f.read(READ_BLOCK)
+                eof = not more
+                buf += more
+                continue
+            view = memoryview(buf)
+            start = 0
+            for piece in objects.cut(view):
+                end = start + len(piece)
+                if not eof and start + objects.CDC_MAX > len(view):
+                    break  # this chunk's boundary may depend on bytes not read yet
+                chunks.append((_put_chunk(store, piece), len(piece)))
+                start = end
+            rest = bytes(view[start:])
+            view.release()
+            total += start
+            if eof:
+                break
+            more = f.read(READ_BLOCK)
+            eof = not more
+            buf = rest + more
+    listing = objects.pack_chunk_list(chunks)
+    oid = objects.digest(Kind.CHUNKS, listing) if store is None else store.put(Kind.CHUNKS, listing)
+    return oid, total
 
 
 def iter_chunks(store: ObjectStore, oid: str) -> Iterator[bytes]:

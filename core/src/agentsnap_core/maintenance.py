@@ -30,12 +30,18 @@ def roots(repo: Repo) -> dict[str, str]:
 
 
 def _content_ids(repo: Repo, oid: str) -> list[str]:
+    return _content(repo, oid)[0]
+
+
+def _content(repo: Repo, oid: str) -> tuple[list[str], int]:
+    """The object ids a content id depends on, and the size of the content they hold."""
     kind, raw = repo.objects.get(oid)
     if kind == Kind.CHUNKS:
-        return [oid] + [c for c, _ in unpack_chunk_list(oid, raw)]
+        chunks = unpack_chunk_list(oid, raw)
+        return [oid] + [c for c, _ in chunks], sum(n for _, n in chunks)
     if kind != Kind.BLOB:
         raise AgentSnapError(f"object {oid[:12]} should be content but is kind {kind}")
-    return [oid]
+    return [oid], len(raw)
 
 
 def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: float | None = None) -> set[str]:
@@ -46,6 +52,7 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: flo
     """
     problems = problems if problems is not None else []
     seen: set[str] = set()
+    sizes: dict[str, int] = {}  # content id of a world file -> bytes it holds
     grave = Graveyard(repo, now)
     stack = [(oid, where) for oid, where in roots(repo).items() if not grave.skip_root(oid, where)]
     manifests_seen: set[str] = set()
@@ -73,9 +80,16 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: flo
                         continue
                     seen.update(_content_ids(repo, cid))
                 if name == "world" and is_oid(rec.get("tree")):
-                    for _path, kind, _m, _s, ref in world.load_tree(repo.objects, rec["tree"]):
-                        if kind == "f" and ref not in seen:
-                            seen.update(_content_ids(repo, ref))
+                    for path, kind, _m, size, ref in world.load_tree(repo.objects, rec["tree"]):
+                        if kind != "f":
+                            continue
+                        if ref not in sizes:
+                            ids, sizes[ref] = _content(repo, ref)
+                            seen.update(ids)
+                        if sizes[ref] != size:  # restore would refuse this file
+                            problems.append({"kind": "layer", "id": oid, "layer": name, "path": path,
+                                             "error": f"file {path!r}: size differs, tree says {size} bytes, "
+                                                      f"content {ref[:12]} holds {sizes[ref]}"})
             except AgentSnapError as exc:
                 problems.append({"kind": "layer", "id": oid, "layer": name, "error": str(exc)})
     from .effects_ledger import Ledger  # large effect results live in the object store: the ledger is a root

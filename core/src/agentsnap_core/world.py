@@ -257,17 +257,21 @@ def capture(
             entries.append((rel, "d", mode & 0o777, 0, ""))
         # sockets, FIFOs and devices are not captured
 
-    def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, os.stat_result, bool]]:
+    def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, int, os.stat_result, bool]]:
         out = []
         for idx, rel, st in batch:
             full = os.path.join(root, rel)
-            oid = content.put_file(store, full, st.st_size)
+            try:  # the size recorded is the size of the bytes stored, whatever the file did meanwhile
+                oid, stored = content.put_file(store, full)
+            except FileNotFoundError:  # deleted since the scan: not part of this snapshot
+                out.append((idx, rel, "", 0, st, True))
+                continue
             # re-stat: a file that changed while we read it is recorded as racy
             try:
-                changed = _stat_key(os.lstat(full)) != _stat_key(st)
+                changed = _stat_key(os.lstat(full)) != _stat_key(st) or stored != st.st_size
             except FileNotFoundError:
                 changed = True
-            out.append((idx, rel, oid, st, changed))
+            out.append((idx, rel, oid, stored, st, changed))
         return out
 
     batches: list[list[tuple[int, str, os.stat_result]]] = []
@@ -281,9 +285,12 @@ def capture(
     threads = 1 if len(batches) < 2 else HASH_THREADS
     with ThreadPoolExecutor(threads) as pool:
         for result in pool.map(work, batches):
-            for idx, rel, oid, st, changed in result:
-                path, kind, mode, size_, _ = entries[idx]
-                entries[idx] = (path, kind, mode, size_, oid)
+            for idx, rel, oid, stored, st, changed in result:
+                if not oid:
+                    stats.files -= 1
+                    continue
+                path, kind, mode, _, _ = entries[idx]
+                entries[idx] = (path, kind, mode, stored, oid)
                 key = _stat_key(st)
                 racy = changed or key[1] >= start_ns - window or key[2] >= start_ns - window
                 new[rel] = key + [oid, racy]
@@ -291,6 +298,7 @@ def capture(
                 stats.bytes_hashed += st.st_size
                 if progress:
                     progress(st.st_size)
+    entries = [e for e in entries if e[1] != "f" or e[4]]  # files deleted while the snapshot ran
     unchanged = stats.files_hashed == 0 and len(new) == len(old)
     return entries, StatCache(new, dirty=not unchanged), stats
 
