@@ -21,9 +21,10 @@ from typing import Any
 from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.objects import is_oid
+from agentsnap_core.repo import check_ref_name
 from agentsnap_core.store import RefUpdate
 from crewai.state.provider.json_provider import JsonProvider
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .storage import _open_or_init
 
@@ -67,10 +68,21 @@ class AgentsnapCheckpointProvider(JsonProvider):
 
     branch_prefix: str = Field(default=DEFAULT_PREFIX, description="agentsnap branch = prefix + CrewAI branch")
 
+    @field_validator("branch_prefix")
+    @classmethod
+    def _valid_prefix(cls, value: str) -> str:
+        check_ref_name(value + "x")  # a prefix such as "crewai/" must make valid names
+        return value
+
+    def _ref(self, branch: str) -> str:
+        """The agentsnap ref of CrewAI branch ``branch`` (validated: ``a..b``, ``x~1`` are refused)."""
+        return f"refs/heads/{check_ref_name(self.branch_prefix + branch)}"
+
     def _repo(self, location: str) -> Repo:
         return _open_or_init(Path(location))
 
     def checkpoint(self, data: str, location: str, *, parent_id: str | None = None, branch: str = "main") -> str:
+        self._ref(branch)  # before anything is created
         runtime = json.loads(data)
         with _WRITE_LOCK:
             return self._write(runtime, location, parent_id, branch)
@@ -78,7 +90,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
     def _write(self, runtime: Any, location: str, parent_id: str | None, branch: str) -> str:
         repo = self._repo(location)
         try:
-            ref = f"refs/heads/{self.branch_prefix}{branch}"
+            ref = self._ref(branch)
             head = repo.refs.get_ref(ref)
             if parent_id and is_oid(parent_id) and repo.objects.has(parent_id):
                 parents = [parent_id]
@@ -131,7 +143,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
         """
         repo = self._repo(location)
         try:
-            head = repo.refs.get_ref(f"refs/heads/{self.branch_prefix}{branch}")
+            head = repo.refs.get_ref(self._ref(branch))
             if head is None:
                 return 0
             chain = [s.id for s in repo.walk([head]) if s.manifest.get("meta", {}).get("crewai_branch") == branch]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core import InvalidInput, Repo
+from agentsnap_core.repo import check_ref_name
 from agentsnap_core.store import RefUpdate
 from crewai.flow.persistence.base import FlowPersistence
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
@@ -64,6 +65,7 @@ class AgentsnapFlowPersistence(FlowPersistence):
 
     @model_validator(mode="after")
     def _setup(self) -> AgentsnapFlowPersistence:
+        check_ref_name(self.branch_prefix)
         self.init_db()
         return self
 
@@ -80,7 +82,7 @@ class AgentsnapFlowPersistence(FlowPersistence):
 
     def branch(self, flow_uuid: str) -> str:
         """The agentsnap branch holding flow ``flow_uuid``'s saves."""
-        return f"{self.branch_prefix}/{flow_uuid}"
+        return check_ref_name(f"{self.branch_prefix}/{flow_uuid}")
 
     def head(self, flow_uuid: str) -> str | None:
         """The snapshot id of the latest save of ``flow_uuid``."""

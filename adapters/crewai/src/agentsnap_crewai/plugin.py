@@ -25,7 +25,8 @@ from .storage import MEMORY_KIND, AgentsnapStorage, memory_payload, record_to_ro
 
 CREW_KIND = "crewai.crew"
 NAME = "crewai"
-_ALL = 1 << 62
+#: records per ``list_records`` call when reading a foreign StorageBackend (LanceDB takes an int64 limit)
+PAGE = 500
 
 
 def _kind(obj: Any) -> str | None:
@@ -69,8 +70,26 @@ def capture_memory(storage: Any) -> dict[str, Any]:
     """The memory payload of any CrewAI StorageBackend."""
     if isinstance(storage, AgentsnapStorage):
         return storage.payload()
-    records = sorted(storage.list_records(limit=_ALL), key=lambda r: (r.created_at, r.id))
-    return memory_payload({r.id: record_to_row(r) for r in records})
+    return memory_payload({r.id: record_to_row(r) for r in sorted(all_records(storage), key=lambda r: (r.created_at, r.id))})
+
+
+def all_records(storage: Any) -> list[Any]:
+    """Every record of any StorageBackend, read page by page (the protocol's ``limit``/``offset``).
+
+    Raises when the store changed while being read (a page boundary moved), so a capture is never partial.
+    """
+    expected = storage.count()
+    out: dict[str, Any] = {}
+    offset = 0
+    while True:
+        page = storage.list_records(limit=PAGE, offset=offset)
+        out.update((r.id, r) for r in page)
+        offset += len(page)
+        if len(page) < PAGE:
+            break
+    if len(out) != expected:
+        raise AgentSnapError(f"memory changed while it was captured ({expected} records, read {len(out)}); capture again")
+    return list(out.values())
 
 
 def restore_memory(storage: Any, payload: Any) -> None:

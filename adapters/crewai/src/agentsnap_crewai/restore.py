@@ -14,6 +14,7 @@ from typing import Any
 
 from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.repo import check_ref_name
 
 from .checkpoint import AgentsnapCheckpointProvider, checkpoint_data, checkpoint_path
 
@@ -76,6 +77,8 @@ def resume_crew(
     from crewai import Crew
     from crewai.state.checkpoint_config import CheckpointConfig
 
+    if isinstance(fork, str):
+        check_ref_name(branch_prefix + fork)  # before anything is restored
     repo_obj = repo if isinstance(repo, Repo) else Repo.open(repo)
     runtime = json.loads(checkpoint_data(repo_obj, spec))
     needs = needed_live_objects(runtime)

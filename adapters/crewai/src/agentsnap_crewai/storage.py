@@ -22,6 +22,7 @@ import numpy as np
 from agentsnap_core import InvalidInput, Repo, Snapshot
 from agentsnap_core.encoding import pack
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.repo import check_ref_name
 from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
 from crewai.memory.types import MemoryRecord, ScopeInfo
 
@@ -113,7 +114,7 @@ class AgentsnapStorage:
     def __init__(self, repo: Repo | str | os.PathLike[str], branch: str = DEFAULT_BRANCH, vector_dim: int | None = None) -> None:
         self._own_repo = not isinstance(repo, Repo)
         self.repo = repo if isinstance(repo, Repo) else _open_or_init(Path(repo))
-        self.branch = branch
+        self.branch = check_ref_name(branch)
         self._lock = threading.RLock()
         self._rows: dict[str, Row] = {}
         self._vector_dim = vector_dim or 0
@@ -468,6 +469,7 @@ class AgentsnapStorage:
         """
         from agentsnap_core.store import RefUpdate
 
+        check_ref_name(branch)
         oid = self.repo.resolve(at) if at else self.snapshot(f"crewai memory: fork to {branch}").id
         rows_from_payload(_memory_part(self.repo.read_layer(oid, "state")))  # validate before creating the branch
         self.repo.update_refs([RefUpdate(f"refs/heads/{branch}", oid, None)], f"crewai memory: fork {branch}")
