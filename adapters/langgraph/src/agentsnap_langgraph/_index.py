@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+#: rows per query of a streamed listing
+PAGE = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS lg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,6 +43,7 @@ CREATE TABLE IF NOT EXISTS lg_checkpoints (
     UNIQUE (thread_id, checkpoint_ns, checkpoint_id)
 );
 CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
+CREATE INDEX IF NOT EXISTS lg_checkpoints_snapshot ON lg_checkpoints(snapshot);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_unflushed ON lg_checkpoints(flushed) WHERE flushed = 0;
 CREATE TABLE IF NOT EXISTS lg_blobs (
     thread_id TEXT NOT NULL,
@@ -98,6 +101,9 @@ class CheckpointIndex:
 
     def sync(self) -> None:
         """Make every committed row durable (a no-op where each commit already is)."""
+
+    def setup(self) -> None:
+        """Create the tables and indexes if missing (they are created on open: idempotent)."""
 
     def _check_schema(self, db: Any) -> None:
         row = db.execute("SELECT value FROM lg_meta WHERE key='schema'").fetchone()
@@ -180,16 +186,28 @@ class CheckpointIndex:
         if before is not None:
             where.append("checkpoint_id<?")
             args.append(before)
-        q = f"SELECT {_ROW_COLS} FROM lg_checkpoints"
-        if where:
-            q += " WHERE " + " AND ".join(where)
-        q += " ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns"
-        if limit is not None:
-            q += " LIMIT ?"
-            args.append(limit)
-        with self.read() as db:
-            rows = db.execute(q, args).fetchall()
-        yield from rows
+        # streamed in pages (keyset on the sort order), the lock held only while a page is read: a caller
+        # may stop early or put checkpoints between items
+        last: tuple[str, str, str] | None = None
+        left = limit
+        while left is None or left > 0:
+            page = PAGE if left is None else min(PAGE, left)
+            cond, cargs = list(where), list(args)
+            if last is not None:
+                cond.append("(checkpoint_id<? OR (checkpoint_id=? AND (thread_id>? OR (thread_id=? AND checkpoint_ns>?))))")
+                cargs += [last[0], last[0], last[1], last[1], last[2]]
+            q = f"SELECT {_ROW_COLS} FROM lg_checkpoints"
+            if cond:
+                q += " WHERE " + " AND ".join(cond)
+            q += " ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns LIMIT ?"
+            with self.read() as db:
+                rows = db.execute(q, [*cargs, page]).fetchall()
+            yield from rows
+            if len(rows) < page:
+                return
+            last = (rows[-1][2], rows[-1][0], rows[-1][1])
+            if left is not None:
+                left -= len(rows)
 
     def blob(self, thread_id: str, ns: str, channel: str, version: str) -> tuple[str, str | None] | None:
         with self.read() as db:

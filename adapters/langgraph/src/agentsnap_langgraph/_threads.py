@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from ._store import Shared, Written
 
 
+class UnknownPruneStrategy(InvalidInput, ValueError):
+    """``prune(strategy=...)`` got a strategy it does not know (a ValueError, as from PostgresSaver)."""
+
+
 class ThreadVerbs:
     """Mixed into PFSaver; the methods use its store, index and flush queue."""
 
@@ -31,6 +35,7 @@ class ThreadVerbs:
         index: CheckpointIndex
         world_root: Path | None
         _s: Shared
+        serde: Any
 
         def flush(self) -> None: ...
 
@@ -83,7 +88,7 @@ class ThreadVerbs:
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Remove the checkpoints (and their writes) whose metadata ``run_id`` is in ``run_ids``."""
-        run_ids = [str(r) for r in run_ids]
+        run_ids = [str(r) for r in _ids(run_ids, "run_ids")]
         if not run_ids:
             return
         self.flush()
@@ -171,14 +176,32 @@ class ThreadVerbs:
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep only the newest checkpoint per namespace (its snapshot re-rooted);
-        ``delete``: remove the threads. Not safe for graphs using ``DeltaChannel`` (beta)."""
+        ``delete``: remove the threads. Errors as PostgresSaver's: TypeError for a single str,
+        ValueError for an unknown strategy, NotImplementedError (nothing pruned) for ``keep_latest`` on a
+        thread that uses a ``DeltaChannel`` (its value is rebuilt from older checkpoints)."""
+        ids = [str(t) for t in _ids(thread_ids, "thread_ids")]
         if strategy not in ("keep_latest", "delete"):
-            raise InvalidInput(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
-        for thread_id in thread_ids:
+            raise UnknownPruneStrategy(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'")
+        if strategy == "keep_latest":
+            delta = [t for t in ids if self._uses_delta_channel(t)]
+            if delta:
+                raise NotImplementedError(f"keep_latest can't prune threads that use a DeltaChannel: {', '.join(delta)}")
+        for thread_id in ids:
             if strategy == "delete":
                 self.delete_thread(thread_id)
             else:
-                self._keep_latest(str(thread_id))
+                self._keep_latest(thread_id)
+
+    def _uses_delta_channel(self, thread_id: str) -> bool:
+        """Whether any checkpoint of the thread carries DeltaChannel bookkeeping in its metadata (as
+        PostgresSaver checks: ``counters_since_delta_snapshot`` / ``delta_writes_versioned``)."""
+        with self.index.read() as db:
+            rows = db.execute("SELECT meta_type, meta FROM lg_checkpoints WHERE thread_id=?", (thread_id,)).fetchall()
+        for typ, raw in rows:
+            md = self.serde.loads_typed((typ, raw))
+            if isinstance(md, dict) and ("counters_since_delta_snapshot" in md or "delta_writes_versioned" in md):
+                return True
+        return False
 
     def _keep_latest(self, thread_id: str) -> None:
         self.flush()
@@ -316,3 +339,10 @@ class ThreadVerbs:
         return merge_thread(self, graph, target, source, as_node=as_node, prefer=prefer)  # type: ignore[arg-type]
 
 
+
+
+def _ids(ids: Sequence[str], what: str) -> Sequence[str]:
+    """``ids`` as given, refusing a single string (it would be read one character at a time)."""
+    if isinstance(ids, (str, bytes)):
+        raise TypeError(f"{what} must be a sequence of ids, not a str")
+    return ids

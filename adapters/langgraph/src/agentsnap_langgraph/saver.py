@@ -30,6 +30,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from agentsnap_core import content
 from agentsnap_core.encoding import pack, unpack
@@ -147,8 +148,19 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 Repo.init(root, store_url=url).close()
             return cls(root, **kwargs)
         if url.startswith("file://"):
-            url = url[len("file://") :]
+            parts = urlsplit(url)
+            if parts.netloc not in ("", "localhost"):
+                raise InvalidInput(f"file URL {url!r} names host {parts.netloc!r}; use file:///path or a plain path")
+            url = unquote(parts.path)
         return cls(url, **kwargs)
+
+    def setup(self) -> None:
+        """Create the store and its checkpoint index if missing (done when the saver opens: idempotent, as
+        SqliteSaver's and PostgresSaver's ``setup``)."""
+        self.index.setup()
+
+    async def asetup(self) -> None:
+        await asyncio.to_thread(self.setup)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> PFSaver:
