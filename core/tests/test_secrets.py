@@ -19,7 +19,8 @@ def _plant(root: Path, paths: list[str]) -> None:
     for rel in paths:
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"content of {rel}\n")
+        key = "-----BEGIN PRIVATE KEY-----\n" if rel.endswith(".pem") else ""  # a PEM is a secret by content
+        p.write_text(f"{key}content of {rel}\n")
 
 
 @pytest.mark.parametrize("rel", SECRET_FILES)

@@ -115,28 +115,41 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"  {st['trace']['pending']} new trace message(s)")
     if st["clean"]:
         click.echo("nothing changed")
+    _say_left_out(st["left_out"])
 
 
 @main.command()
 @click.option("-m", "--message", default="", help="Describe the snapshot.")
 @click.option("--agent", default="", help="Agent id to record.")
 @click.option("--no-redact", is_flag=True, help="Keep secret-looking environment values (not recommended).")
+@click.option("--include-secrets", is_flag=True, default=None,
+              help="Also capture credential files (.env, private keys, ...); store default: world.include_secrets.")
 @json_opt
 @click.pass_context
-def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, as_json: bool) -> None:
+def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, include_secrets: bool | None,
+             as_json: bool) -> None:
     """Snapshot the working tree and trace; print the new id."""
     repo = open_repo(ctx)
     with progress(repo, "snapshot", not as_json):
-        snap = repo.snapshot(message, agent=agent, redact_env=not no_redact)
+        snap = repo.snapshot(message, agent=agent, redact_env=not no_redact, include_secrets=include_secrets)
     if as_json:
         emit({"v": JSON_VERSION, **snap.summary(), "world": _world_summary(snap)})
     else:
         click.echo(snap.id)
+        _say_left_out((snap.layers.get("world") or {}).get("left_out") or [])
+
+
+def _say_left_out(names: list[str]) -> None:
+    """Name the files the secrets policy left out (stderr: stdout stays the id for scripts)."""
+    if names:
+        first = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
+        click.echo(f"left out {len(names)} secret file(s): {first}; "
+                   "capture them with 'snapshot --include-secrets' (docs/SECURITY.md)", err=True)
 
 
 def _world_summary(snap: Snapshot) -> dict[str, Any]:
     w = snap.layers.get("world") or {}
-    return {k: w.get(k) for k in ("files", "bytes", "hashed")}
+    return {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": w.get("left_out") or []}
 
 
 @main.command()

@@ -366,6 +366,9 @@ class Repo:
             "hashed": stats.files_hashed,
             "process": {"cwd": root, "host": socket.gethostname(), "pid": os.getpid()},
         }
+        if ignore.left_out:  # named, never silent: snapshot, show and status report them
+            rec["left_out"] = sorted(ignore.left_out)
+        return rec
 
     def _restore_world_default(self, root: str, rec: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
         target = world.load_tree(self.objects, rec["tree"])
@@ -388,9 +391,14 @@ class Repo:
             self.progress("bytes", n, 0)
 
     def working_entries(self) -> list[world.Entry]:
+        return self._working()[0]
+
+    def _working(self) -> tuple[list[world.Entry], list[str]]:
+        """The working tree's entries and the files the secrets policy leaves out of it."""
         cache = world.StatCache.load(self.wt_dir / "statcache.msgpack")
-        entries, _, _ = world.capture(self.root, None, self._ignore(), cache)
-        return entries
+        ignore = self._ignore()
+        entries, _, _ = world.capture(self.root, None, ignore, cache)
+        return entries, sorted(ignore.left_out)
 
     # ---------------------------------------------------------------- snapshot
     def snapshot(
@@ -620,7 +628,8 @@ class Repo:
     def status(self) -> dict[str, Any]:
         symref, oid = self.head()
         base = self.world_entries(oid) if oid else []
-        changes = world.compare(base, self.working_entries())
+        entries, left_out = self._working()
+        changes = world.compare(base, entries)
         trace_base = self.read_layer(oid, "trace") if oid else []
         msgs = self.messages()
         return {
@@ -629,6 +638,7 @@ class Repo:
             "clean": changes.empty() and msgs == (trace_base or []),
             "world": changes.as_dict(),
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
+            "left_out": left_out,
         }
 
     def walk(self, starts: Iterable[str], limit: int | None = None) -> Iterator[Snapshot]:

@@ -106,11 +106,11 @@ def scan_snapshot(repo: Repo, spec: str | None = None) -> dict[str, Any]:
             for path, kind, _mode, size, ref in repo.world_entries(snap):
                 if kind != "f":
                     continue
-                if is_secret_file(path):
+                data = content.get_bytes(repo.objects, ref, limit=MAX_SCAN_FILE) if size <= MAX_SCAN_FILE else None
+                if is_secret_file(path, data):  # a CA bundle (*.pem without a private key) is not one
                     findings.append(Finding("world", path, "credential file", f"{size} bytes"))
-                if size > MAX_SCAN_FILE:
+                if data is None:
                     continue
-                data = content.get_bytes(repo.objects, ref, limit=MAX_SCAN_FILE)
                 if b"\0" in data[:8192]:
                     continue  # binary
                 files += 1

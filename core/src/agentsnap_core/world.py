@@ -48,26 +48,58 @@ SCAN_THREADS = min(4, (os.cpu_count() or 2) + 1)
 Entry = tuple[str, str, int, int, str]  # path, kind, mode, size, ref
 
 
-#: credential files left out of world capture unless the user opts in (see :func:`is_secret_file`)
+#: credential files left out of world capture unless the user opts in (see :func:`is_secret_file`);
+#: ``*.pem`` and ``*.key`` are decided by content (:data:`KEY_SUFFIXES`), not listed here
 SECRET_PATTERNS = (
     ".env", ".env.*", "!.env.example", "!.env.sample", "!.env.template", "!.env.dist",
-    "*.pem", "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
     ".netrc", ".npmrc", ".pypirc", ".pgpass", ".git-credentials", "credentials.json", "**/.aws/credentials",
 )
 _SECRET_NAMES = frozenset({".env", ".netrc", ".npmrc", ".pypirc", ".pgpass", ".git-credentials", "credentials.json"})
 _ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
+#: names that say too little: a PEM file may be a public CA bundle (certifi's cacert.pem) or a private key
+KEY_SUFFIXES = (".pem", ".key")
+_PRIVATE_KEY = b"PRIVATE KEY-----"
+#: a key file larger than this is read only this far (private keys are a few KiB)
+MAX_KEY_SCAN = 16 * 1024 * 1024
 #: prefix of the temp files :func:`materialize` writes; an interrupted restore's leftovers are never captured
 TEMP_PREFIX = ".agentsnap-tmp-"
 
 
-def is_secret_file(rel: str) -> bool:
-    """True for ``.env`` files, private keys and credential files (the default secret exclusions)."""
+def holds_private_key(full: str | os.PathLike[str]) -> bool:
+    """True when the regular file ``full`` holds a PEM private key (``-----BEGIN ... PRIVATE KEY-----``)."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False  # a link, a vanished file: nothing to leave out (an unreadable one fails when captured)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        tail, seen = b"", 0
+        while seen < MAX_KEY_SCAN:
+            block = f.read(1024 * 1024)
+            if not block:
+                return False
+            if _PRIVATE_KEY in tail + block:
+                return True
+            tail, seen = block[-len(_PRIVATE_KEY):], seen + len(block)
+    return True  # too large to read through: keep it out, the switch includes it
+
+
+def is_secret_file(rel: str, data: bytes | None = None) -> bool:
+    """True for ``.env`` files, private keys and credential files (the default secret exclusions).
+
+    ``*.pem`` / ``*.key`` are secrets only when they hold a private key: pass the content as ``data``;
+    without it such a name counts as a secret (it may hold one).
+    """
     name = rel.rsplit("/", 1)[-1]
     if name in _SECRET_NAMES:
         return True
     if name.startswith(".env.") and name not in _ENV_TEMPLATES:
         return True
-    if name.endswith((".pem", ".p12", ".pfx")) or name.startswith(("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")):
+    if name.endswith(KEY_SUFFIXES):
+        return data is None or _PRIVATE_KEY in data
+    if name.endswith((".p12", ".pfx")) or name.startswith(("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")):
         return True
     return rel == ".aws/credentials" or rel.endswith("/.aws/credentials")
 
@@ -75,26 +107,32 @@ def is_secret_file(rel: str) -> bool:
 class Ignore:
     """gitignore-style matching: built-in defaults plus the root's ``.agentsnapignore``.
 
-    Credential files (:data:`SECRET_PATTERNS`) are ignored unless ``include_secrets`` is set (store
-    config ``world.include_secrets=true``) or a ``!pattern`` line in ``.agentsnapignore`` re-includes one.
+    Credential files (:data:`SECRET_PATTERNS`, and ``*.pem``/``*.key`` files holding a private key) are left
+    out unless ``include_secrets`` is set (``snapshot --include-secrets``, store config
+    ``world.include_secrets=true``) or a ``!pattern`` line in ``.agentsnapignore`` re-includes one by name.
+    Every file left out that way is listed in :attr:`left_out`, so that nothing is left out in silence.
     """
 
     def __init__(
         self, root: Path, include_git: bool = False, extra: list[str] | None = None, include_secrets: bool = False
     ) -> None:
         lines = [p for p in DEFAULT_IGNORES if not (include_git and p == ".git/")]
-        if not include_secrets:
-            lines += SECRET_PATTERNS
+        user: list[str] = []
         ignore_file = root / IGNORE_FILE
         if ignore_file.is_file():
-            lines += ignore_file.read_text(errors="replace").splitlines()
-        lines += extra or []
-        self.spec = pathspec.GitIgnoreSpec.from_lines(lines)
+            user += ignore_file.read_text(errors="replace").splitlines()
+        user += extra or []
+        self.root = root
+        self.spec = pathspec.GitIgnoreSpec.from_lines(lines + ([] if include_secrets else list(SECRET_PATTERNS)) + user)
+        #: the same rules without the secrets policy: tells "left out as a secret" from "ignored by the user"
+        self.user_spec = pathspec.GitIgnoreSpec.from_lines(lines + user)
         self.always = {".agentsnap"}
         # without an ignore file only the defaults apply: decide by name, no pattern matching
         self.defaults_only = not extra and not ignore_file.is_file()
         self.skip_git = not include_git
         self.skip_secrets = not include_secrets
+        #: files the secrets policy left out of the last scan (named by snapshot and status)
+        self.left_out: list[str] = []
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         if rel in self.always:
@@ -104,8 +142,21 @@ class Ignore:
         if self.defaults_only:
             if is_dir:
                 return self.skip_git and (rel == ".git" or rel.endswith("/.git"))
-            return self.skip_secrets and is_secret_file(rel)
-        return self.spec.match_file(rel + "/" if is_dir else rel)
+            return self._secret(rel, is_secret_file(rel))
+        if self.spec.match_file(rel + "/" if is_dir else rel):
+            if not is_dir and self.skip_secrets and not self.user_spec.match_file(rel):
+                self.left_out.append(rel)
+            return True
+        return not is_dir and self._secret(rel, rel.endswith(KEY_SUFFIXES))
+
+    def _secret(self, rel: str, by_name: bool) -> bool:
+        """Leave out ``rel`` when the policy says so (a key file by its content) and remember it."""
+        if not (self.skip_secrets and by_name):
+            return False
+        if rel.endswith(KEY_SUFFIXES) and not holds_private_key(self.root / rel):
+            return False
+        self.left_out.append(rel)
+        return True
 
 
 @dataclass

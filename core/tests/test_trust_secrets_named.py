@@ -1,0 +1,72 @@
+"""Files the secrets policy leaves out are named, decided by content where the name says too little."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CA_BUNDLE = "-----BEGIN CERTIFICATE-----\nMIIFazCCA1OgAwIBAgIRAIIQz7DSQONZRGPgu2OCiwAwDQYJ\n-----END CERTIFICATE-----\n"
+PRIVATE = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx\n-----END RSA PRIVATE KEY-----\n"
+PUBLIC = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8A\n-----END PUBLIC KEY-----\n"
+TREE = {
+    ".venv/lib/python3.12/site-packages/certifi/cacert.pem": CA_BUNDLE,  # public: TLS breaks without it
+    "tls/server.crt.pem": CA_BUNDLE + PRIVATE,  # a bundle with a key inside is a secret
+    "tls/server.key": PRIVATE,  # *.key decided like *.pem
+    "tls/public.key": PUBLIC,
+    ".env": "OPENAI_API_KEY=sk-xxxxxxxxxxxxxxxxxxxxxxxx\n",
+    "app.py": "print('hi')\n",
+}
+SECRETS = [".env", "tls/server.crt.pem", "tls/server.key"]
+
+
+def cli(root: Path, *args: str) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    for rel, text in TREE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    assert cli(root, "init")[0] == 0
+    return root
+
+
+def _restored(work: Path, dest: Path) -> set[str]:
+    code, _, err = cli(work, "restore", "HEAD", "--to", str(dest))
+    assert code == 0, err
+    return {str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("with_ignore_file", [False, True], ids=["defaults", "agentsnapignore"])
+def test_snapshot_and_status_name_every_file_left_out(work: Path, tmp_path: Path, with_ignore_file: bool) -> None:
+    if with_ignore_file:
+        (work / ".agentsnapignore").write_text("*.log\n")
+    code, out, err = cli(work, "snapshot", "-m", "s")
+    assert code == 0 and len(out.strip()) == 64  # stdout stays the id
+    assert "left out 3 secret file(s)" in err and all(s in err for s in SECRETS), err
+    assert "--include-secrets" in err
+    code, out, _ = cli(work, "snapshot", "-m", "again", "--json")
+    assert json.loads(out)["world"]["left_out"] == SECRETS
+    code, out, err = cli(work, "status")
+    assert code == 0 and "nothing changed" in out and all(s in err for s in SECRETS), out + err
+    assert json.loads(cli(work, "status", "--json")[1])["left_out"] == SECRETS
+    files = _restored(work, tmp_path / "copy")
+    assert ".venv/lib/python3.12/site-packages/certifi/cacert.pem" in files  # a restored venv keeps TLS working
+    assert "tls/public.key" in files
+    assert not files & set(SECRETS)
+
+
+def test_include_secrets_switch_captures_them(work: Path, tmp_path: Path) -> None:
+    code, out, err = cli(work, "snapshot", "-m", "all", "--include-secrets", "--json")
+    assert code == 0, err
+    assert json.loads(out)["world"]["left_out"] == []
+    assert set(TREE) <= _restored(work, tmp_path / "copy")
