@@ -173,7 +173,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self.close()
+        await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Flush pending ref updates and release the store (idempotent)."""
@@ -592,11 +592,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 return
 
     # ------------------------------------------------------------------ async
-    # The async methods call the sync ones directly: every operation is a few local file writes and
-    # SQLite statements (the group commit's fsyncs run on the flush thread), so a thread hop would cost
-    # more than it saves. With ``world_root`` a put scans a directory and runs in a worker thread.
+    # Every async method runs its sync twin in a worker thread (asyncio.to_thread): a put may fsync
+    # (flush_interval=0), wait for the flush thread's locks, scan world_root or talk to a PostgreSQL
+    # store, none of which may stall the event loop. The sync methods are thread-safe (one lock per
+    # shared structure, the index serializes its connection).
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.get_tuple(config)
+        return await asyncio.to_thread(self.get_tuple, config)
 
     async def alist(
         self,
@@ -606,8 +607,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        for item in self.list(config, filter=filter, before=before, limit=limit):
-            yield item
+        it = self.list(config, filter=filter, before=before, limit=limit)
+        done = object()
+        try:
+            while (item := await asyncio.to_thread(next, it, done)) is not done:
+                yield item  # type: ignore[misc]
+        finally:
+            it.close()
 
     async def aput(
         self,
@@ -616,26 +622,27 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if self.world_root is not None:  # scanning the directory may take a while: keep the event loop free
-            return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-        return self.put(config, checkpoint, metadata, new_versions)
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        self.put_writes(config, writes, task_id, task_path)
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        self.delete_thread(thread_id)
+        await asyncio.to_thread(self.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self.delete_for_runs(run_ids)
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        self.copy_thread(source_thread_id, target_thread_id)
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self.prune(thread_ids, strategy=strategy)
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
+        return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:
         """``"<32-digit counter>.<random>"``: the format of LangGraph's InMemorySaver and SqliteSaver."""
