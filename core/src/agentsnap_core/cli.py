@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +15,8 @@ from typing import Any
 import click
 
 from . import __version__
-from .errors import AgentSnapError
+from .diffing import read_trace
+from .errors import AgentSnapError, InvalidInput
 from .repo import Repo, Snapshot
 
 JSON_VERSION = 1
@@ -30,6 +34,59 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("agentsnap: interrupted; the store is unchanged past the last completed step", err=True)
             ctx.exit(130)
+        except (OSError, sqlite3.Error, MemoryError) as exc:  # the world said no: one line, never a traceback
+            click.echo(f"agentsnap: error: {environment_error_line(exc)}", err=True)
+            ctx.exit(2)
+        except Exception as exc:
+            if type(exc).__module__.partition(".")[0] not in _REMOTE_CLIENT_MODULES:
+                raise
+            click.echo(f"agentsnap: error: {environment_error_line(exc)}", err=True)
+            ctx.exit(2)
+
+
+#: libraries whose errors mean "the remote store went away" (PostgreSQL, S3)
+_REMOTE_CLIENT_MODULES = frozenset({"psycopg", "psycopg_pool", "botocore", "boto3", "urllib3"})
+_UNCHANGED = "nothing past the last completed step was committed"
+
+
+def environment_error_line(exc: BaseException) -> str:
+    """One line for a failure of the machine, disk or network (not of agentsnap): what happened and what to do."""
+    if isinstance(exc, MemoryError):
+        return f"out of memory; {_UNCHANGED}: free memory and re-run"
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if "readonly" in text or "read-only" in text:
+            return "the store is read-only and this verb writes to it; run it as a user who can write the store"
+        if "disk is full" in text or "disk I/O" in text:
+            return f"the disk holding the store is full or failing ({text}); {_UNCHANGED}: free space and re-run"
+        return f"the store's index cannot be used ({text}); run 'agentsnap verify'"
+    if isinstance(exc, OSError) and not _is_remote(exc):
+        where = f": {os.fsdecode(exc.filename)}" if exc.filename else ""
+        reason = exc.strerror or type(exc).__name__
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"no space left on the device{where}; {_UNCHANGED}: free space and re-run"
+        if exc.errno in (errno.EACCES, errno.EPERM) and f"{os.sep}.agentsnap{os.sep}" in where:
+            return f"the store is not writable by this user and this verb writes to it{where}; {_UNCHANGED}"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return f"permission denied{where}; give this user access (or leave the path out) and re-run"
+        if exc.errno == errno.EROFS:
+            return f"read-only file system{where}; {_UNCHANGED}"
+        if exc.errno == errno.ENAMETOOLONG:
+            return f"file name too long{where}; choose a shorter name"
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP):
+            return f"{reason}{where}: something not in the snapshot (an ignored file or link?) is in the way; move it and re-run"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"{reason}{where}; check that the path can be created and re-run"
+        return f"{reason}{where}; {_UNCHANGED}"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"lost the connection to the remote store ({first}); nothing already stored is lost: "
+        "re-run the command and it resumes where it stopped"
+    )
+
+
+def _is_remote(exc: BaseException) -> bool:
+    return type(exc).__module__.partition(".")[0] in _REMOTE_CLIENT_MODULES or isinstance(exc, ConnectionError)
 
 
 def emit(data: Any) -> None:
@@ -161,6 +218,8 @@ def _world_summary(snap: Snapshot) -> dict[str, Any]:
 @click.pass_context
 def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit: int | None, as_json: bool) -> None:
     """List snapshots, newest first."""
+    if limit is not None and limit < 0:
+        raise InvalidInput(f"-n takes a number of snapshots (0 or more), not {limit}")
     repo = open_repo(ctx)
     snaps = repo.log(spec, all_refs=all_refs, limit=limit)
     labels = _labels(repo)
@@ -501,8 +560,7 @@ def trace_add(ctx: click.Context, role: str, text: str, tool_calls: tuple[str, .
 def trace_show(ctx: click.Context, spec: str | None, as_json: bool) -> None:
     """Print the trace of SPEC (default: the working trace)."""
     repo = open_repo(ctx)
-    msgs = repo.read_layer(spec, "trace") if spec else repo.messages()
-    msgs = msgs or []
+    msgs = read_trace(repo, repo.get(spec)) if spec else repo.messages()
     if as_json:
         emit(msgs)
         return

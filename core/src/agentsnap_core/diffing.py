@@ -6,6 +6,7 @@ import difflib
 from typing import TYPE_CHECKING, Any
 
 from . import content, world
+from .errors import InvalidInput, ObjectCorrupt
 from .store import ObjectStore
 
 if TYPE_CHECKING:
@@ -82,24 +83,33 @@ def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None =
     a_snap = repo.get(a_id)
     b_snap = repo.get(b_id) if b_id != WORKING else None
     out: dict[str, Any] = {"a": a_id, "b": b_id, "layers": {}}
-    layers = {layer} if layer else set(a_snap.layers) | (set(b_snap.layers) if b_snap else {"world", "trace"})
+    present = set(a_snap.layers) | (set(b_snap.layers) if b_snap else {"world", "trace"})
+    if layer and layer not in present | ({"env"} if "world" in present else set()):
+        raise InvalidInput(f"no layer {layer!r} in either side; the layers here are: {', '.join(sorted(present))}")
+    layers = {layer} if layer else present
     if "world" in layers:
         wa = repo.world_entries(a_snap)
         wb = repo.working_entries() if b_snap is None else repo.world_entries(b_snap)
         out["layers"]["world"] = diff_worlds(repo, a_id, wa, b_id, wb)
-        if b_snap is not None:
-            ea = _env(repo.objects, a_snap.layers.get("world"))
-            eb = _env(repo.objects, b_snap.layers.get("world"))
-            out["layers"]["env"] = diff_mapping(ea, eb)
+    if b_snap is not None and layers & {"world", "env"}:
+        out["layers"]["env"] = diff_mapping(_env(repo.objects, a_snap.layers.get("world")), _env(repo.objects, b_snap.layers.get("world")))
     if "trace" in layers:
-        ta = repo.read_layer(a_snap, "trace") or []
-        tb = repo.messages() if b_snap is None else (repo.read_layer(b_snap, "trace") or [])
+        ta = read_trace(repo, a_snap)
+        tb = repo.messages() if b_snap is None else read_trace(repo, b_snap)
         out["layers"]["trace"] = diff_trace(ta, tb)
     for name in sorted(layers - {"world", "trace", "env"}):
         va = repo.read_layer(a_snap, name)
         vb = repo.read_layer(b_snap, name) if b_snap else None
         out["layers"][name] = diff_mapping(va, vb)
     return out
+
+
+def read_trace(repo: Repo, snap: Any) -> list[dict[str, Any]]:
+    """A snapshot's trace layer, checked to be a list of messages (a forged or damaged one is refused in one line)."""
+    value = repo.read_layer(snap, "trace") or []
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise ObjectCorrupt(repo.get(snap).id if isinstance(snap, str) else snap.id, "trace layer", "not a list of messages")
+    return value
 
 
 def _env(store: ObjectStore, rec: dict[str, Any] | None) -> dict[str, str]:

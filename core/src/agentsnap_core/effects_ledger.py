@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from . import content
 from .encoding import pack, unpack
 from .errors import AgentSnapError
+from .store import connect_sqlite, sqlite_read_only
 
 if TYPE_CHECKING:
     from .repo import Repo
@@ -148,11 +149,10 @@ class SqliteLedgerStore:
             return db
         if not create and not self.path.exists():
             return None
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA busy_timeout=60000")
-        db.executescript(self._SCHEMA)
+        read_only = sqlite_read_only(self.path)  # a read-only store still verifies
+        db = connect_sqlite(self.path, read_only)
+        if not read_only:
+            db.executescript(self._SCHEMA)
         self._local.db, self._local.pid = db, os.getpid()
         return db
 

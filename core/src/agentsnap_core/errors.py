@@ -35,7 +35,13 @@ class ObjectMissing(AgentSnapError):
 class ObjectCorrupt(AgentSnapError):
     def __init__(self, oid: str, expected: str, got: str, reason: str = "digest mismatch") -> None:
         self.oid, self.expected, self.got, self.reason = oid, expected, got, reason
-        super().__init__(f"object {oid} is corrupt ({reason}: expected {expected}, got {got})")
+        if reason == "digest mismatch" and not _is_digest(expected):  # a schema error: what it should be, what is wrong
+            self.reason = f"malformed {expected}"
+            super().__init__(f"object {oid} is corrupt (malformed {expected}: {got}); run 'agentsnap verify'")
+        elif got == "?":
+            super().__init__(f"object {oid} is corrupt ({reason}); run 'agentsnap verify'")
+        else:
+            super().__init__(f"object {oid} is corrupt ({reason}: expected {expected}, got {got})")
 
 
 class EncryptedObject(AgentSnapError):
@@ -101,6 +107,10 @@ class TargetNotEmpty(AgentSnapError):
 
 class InvalidInput(AgentSnapError):
     """A value given by the user cannot be used (the message says which and why)."""
+
+
+def _is_digest(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _short(oid: str | None) -> str:

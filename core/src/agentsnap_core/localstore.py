@@ -28,7 +28,7 @@ from typing import Any
 
 from . import objects
 from .errors import AgentSnapError, ObjectMissing, RefConflict, UnsupportedFormat
-from .store import ANY, ReflogEntry, RefUpdate, SnapshotRow
+from .store import ANY, ReflogEntry, RefUpdate, SnapshotRow, connect_sqlite, sqlite_read_only
 
 STORE_FORMAT = 1
 INDEX_SCHEMA = 1
@@ -231,10 +231,13 @@ class SqliteRefs:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._local = threading.local()
+        #: a store this user cannot write is opened read-only, so that log/show/diff/status/verify still work
+        self.read_only = sqlite_read_only(self.path)
         db = self._db()
-        db.executescript(_SCHEMA)
+        if not self.read_only:
+            db.executescript(_SCHEMA)
         row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if row is None:
+        if row is None and not self.read_only:
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)", (str(INDEX_SCHEMA),))
             db.commit()
         elif int(row[0]) > INDEX_SCHEMA:
@@ -243,10 +246,7 @@ class SqliteRefs:
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None or getattr(self._local, "pid", None) != os.getpid():
-            db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA busy_timeout=60000")
+            db = connect_sqlite(self.path, self.read_only)
             self._local.db, self._local.pid = db, os.getpid()
         return db
 

@@ -94,7 +94,7 @@ def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
         raw = bytes(payload)
     elif codec == 1:
         try:
-            raw = zstandard.ZstdDecompressor().decompress(payload, max_output_size=length)
+            raw = _decompress_bounded(payload, length)
         except zstandard.ZstdError as exc:
             raise ObjectCorrupt(oid, oid, "?", f"bad compressed data ({exc})") from None
     elif codec == CODEC_ENCRYPTED:
@@ -109,6 +109,19 @@ def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
     if got != oid:
         raise ObjectCorrupt(oid, oid, got)
     return kind, raw
+
+
+def _decompress_bounded(payload: memoryview, length: int) -> bytes:
+    """Decompress at most ``length`` bytes (plus one, to see an overrun) whatever the frame header declares.
+
+    ``ZstdDecompressor.decompress`` allocates the frame's declared content size up front (a forged
+    frame declaring 1 TiB is a MemoryError); a streaming reader only ever holds what it produced.
+    """
+    declared = zstandard.frame_content_size(payload)
+    if declared > length:  # -1 means "not declared"
+        raise zstandard.ZstdError(f"frame declares {declared} bytes, the object header {length}")
+    with zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=True) as reader:
+        return reader.read(length + 1)
 
 
 def verify_stored(oid: str, stored: bytes) -> None:

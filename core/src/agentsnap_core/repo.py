@@ -88,7 +88,13 @@ class Snapshot:
 def check_ref_name(name: str) -> str:
     if not name or not _REF_NAME.match(name) or is_oid(name) or name in ("HEAD",) or name.startswith("-"):
         raise InvalidRefName(name, "use letters, digits and . _ - / (no '..', no leading '-' or '/')")
+    if any(len(part.encode()) > MAX_REF_PART for part in name.split("/")):  # a branch is also a worktree directory
+        raise InvalidRefName(name[:40] + "...", f"each '/'-separated part may have at most {MAX_REF_PART} characters")
     return name
+
+
+#: a ref name part becomes a directory name (worktrees, fork suffixes "-N"): keep it well under NAME_MAX (255)
+MAX_REF_PART = 200
 
 
 def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, str]:

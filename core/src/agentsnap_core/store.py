@@ -12,8 +12,11 @@ Every implementation runs the same contract tests (:mod:`agentsnap_core.testing.
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 #: sentinel for :meth:`RefStore.update_ref`: do not check the old value
@@ -76,3 +79,25 @@ class RefStore(Protocol):
     def list_snapshots(self, limit: int | None = None, offset: int = 0) -> list[SnapshotRow]: """Newest first."""
     def get_config(self, key: str) -> str | None: """A store setting."""
     def set_config(self, key: str, value: str) -> None: """Change a store setting."""
+
+
+def sqlite_read_only(path: Path) -> bool:
+    """True when ``path`` exists but this user cannot write it (or its directory): open it read-only."""
+    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection in the store's mode: WAL and ``synchronous=FULL``, or read-only when the store is.
+
+    Read-only opens are ``immutable`` (no ``-shm``/``-wal`` can be made in a directory this user cannot
+    write), so ``log``, ``show``, ``diff``, ``status`` and ``verify`` work on a store mounted read-only.
+    """
+    if read_only:
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
+        db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
+    else:
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA busy_timeout=60000")
+    return db
