@@ -70,3 +70,37 @@ def payload(project: Path, transcript: Path | None, event: str, **extra: Any) ->
         **extra,
     }
     return json.dumps(data)
+
+
+def hook_command(event: str) -> str:
+    """The exact command line the plugin's hooks.json gives Claude Code for ``event``."""
+    from agentsnap_claude_code.install import plugin_root
+
+    hooks = json.loads((plugin_root() / "hooks" / "hooks.json").read_text())["hooks"]
+    return hooks[event][0]["hooks"][0]["command"]
+
+
+def helper_env(**extra: str) -> dict[str, str]:
+    """The environment of a hook after `pip install agentsnap-claude-code`: the helper on PATH."""
+    import os
+    import sys
+
+    from agentsnap_claude_code.install import plugin_root
+
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "PATH": path, "CLAUDE_PLUGIN_ROOT": str(plugin_root()), **extra}
+
+
+def run_plugin_hook(project: Path, transcript: Path | None, event: str, env: dict[str, str] | None = None, **extra: Any) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run the plugin's hook as Claude Code does (its command line, JSON on stdin); return the process and its JSON."""
+    proc = subprocess.run(
+        hook_command(event), shell=True, input=payload(project, transcript, event, **extra), capture_output=True, text=True,
+        env=env or helper_env(), cwd=project if project.is_dir() else None, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc, (json.loads(proc.stdout) if proc.stdout.strip() else {})
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    """Every file under root (ignored ones and .git included, the store link excluded) with its bytes."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".agentsnap"}

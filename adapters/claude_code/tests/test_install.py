@@ -12,7 +12,7 @@ from agentsnap_core import Repo
 from click.testing import CliRunner
 from conftest import payload
 
-COMMANDS = ["/diff", "/fork", "/log", "/merge", "/restore", "/snapshot"]
+COMMANDS = ["/agentsnap:diff", "/agentsnap:fork", "/agentsnap:log", "/agentsnap:merge", "/agentsnap:restore", "/agentsnap:rewind", "/agentsnap:snapshot"]
 
 
 def _run(*args: str) -> dict:
@@ -34,7 +34,7 @@ def test_user_install_keeps_existing_settings_is_idempotent_and_uninstalls_clean
     ours = [h for ev in data["hooks"].values() for g in ev for h in g["hooks"] if MARK in h["command"]]
     assert len(ours) == 3 and {h["command"].rsplit(" ", 1)[1] for h in ours} == {"PreToolUse", "UserPromptSubmit", "Stop"}
     assert "${CLAUDE_PLUGIN_ROOT}" not in json.dumps(data)
-    assert sorted(p.name for p in (home / ".claude" / "commands" / "agentsnap").iterdir()) == sorted(c[1:] + ".md" for c in COMMANDS)
+    assert sorted(p.name for p in (home / ".claude" / "commands" / "agentsnap").iterdir()) == sorted(c.split(":")[1] + ".md" for c in COMMANDS)
 
     _run("uninstall", "--user")
     data = json.loads(settings.read_text())

@@ -9,11 +9,14 @@ from typing import Any
 
 import click
 from agentsnap_core import Repo
-from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 
 from . import install as installer
 from .config import load_settings, make_matcher
-from .hooks import EVENTS, run_hook
+from .gate import project_root_for
+from .hooks import EVENTS, run_hook, undo_command
+from .points import pick, points
+from .projectstore import open_project_repo
 from .transcript import claude_config_dir, encode_project_dir, fork_lines, is_transcript_trace, write_forked_session
 
 
@@ -96,8 +99,80 @@ def plugin_dir() -> None:
     click.echo(str(installer.plugin_root()))
 
 
+def _project_repo(directory: str | None) -> Repo:
+    """The plugin's store of the project at ``directory`` (default: here), created by no command but the hooks."""
+    cwd = str(Path(directory or ".").resolve())
+    return open_project_repo(cwd, load_settings(project_root_for(cwd)), create=False)
+
+
+def _point_options(f: Any) -> Any:
+    for opt in reversed(
+        [
+            click.option("--last-destructive", is_flag=True, help="The snapshot taken before the session's last destructive tool call."),
+            click.option("--before-call", type=click.IntRange(min=1), default=None, help="The snapshot taken before tool call N of the session."),
+            click.option("--before-prompt", type=click.IntRange(min=1), default=None, help="The state before the session's prompt N."),
+            click.option("--session", "session", default=None, help="Session id (default: the newest session with snapshots)."),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+def _pick(repo: Repo, spec: str | None, last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None) -> str:
+    chosen = [x for x in (spec, last_destructive or None, before_call, before_prompt) if x is not None]
+    if len(chosen) != 1:
+        raise InvalidInput("name exactly one point: a snapshot id, --last-destructive, --before-call N or --before-prompt N")
+    if spec is not None:
+        return repo.get(spec).id
+    return pick(repo, last_destructive=last_destructive, call=before_call, prompt=before_prompt, session=session).snapshot.id
+
+
+@main.command("points")
+@click.option("-C", "directory", default=None, type=click.Path(file_okay=False), help="Project directory (default: here).")
+@click.option("--session", default=None, help="Session id (default: the newest session with snapshots).")
+@click.option("--json", "as_json", is_flag=True)
+def points_cmd(directory: str | None, session: str | None, as_json: bool) -> None:
+    """List the points a session can be rewound to (oldest first)."""
+    with _project_repo(directory) as repo:
+        pts = points(repo, session)
+    if as_json:
+        _emit([p.as_dict() for p in pts])
+        return
+    for p in pts:
+        click.echo(f"{p.snapshot.id[:12]}  {p.label}")
+    if not pts:
+        click.echo("no snapshots of a Claude Code session in this project yet")
+
+
+@main.command("restore")
+@click.argument("args", nargs=-1)
+@_point_options
+@click.option("-C", "directory", default=None, type=click.Path(file_okay=False), help="Project directory (default: here).")
+@click.option("--path", "more_paths", multiple=True, help="Restore only these paths (repeatable).")
+@click.option("--json", "as_json", is_flag=True)
+def restore_cmd(
+    args: tuple[str, ...], last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None,
+    directory: str | None, more_paths: tuple[str, ...], as_json: bool,
+) -> None:
+    """Put the project's files (or PATHS) back as they were at SPEC or a point; undoable. ARGS: [SPEC] [PATHS]...
+
+    The conversation is left alone (``rewind`` forks it too).
+    """
+    point_given = last_destructive or before_call is not None or before_prompt is not None
+    spec, paths = (None, [*args, *more_paths]) if point_given else (args[0] if args else None, [*args[1:], *more_paths])
+    with _project_repo(directory) as repo:
+        oid = _pick(repo, spec, last_destructive, before_call, before_prompt, session)
+        res = repo.restore(oid, paths=list(paths) or None)
+        root = repo.root
+    if as_json:
+        _emit({"id": oid, "restored": res})
+        return
+    click.echo(f"restored the files of {oid[:12]} in {root}; undo with: {undo_command(res['undo'], root)}")
+
+
 @main.command()
-@click.argument("spec")
+@click.argument("spec", required=False)
+@_point_options
 @click.option("-C", "directory", default=None, type=click.Path(file_okay=False), help="Project directory (default: here).")
 @click.option("--no-files", is_flag=True, help="Only write the forked transcript; leave the files alone.")
 @click.option("--session-id", default=None, help="Session id for the fork (default: a new UUID).")
@@ -105,11 +180,11 @@ def plugin_dir() -> None:
 @click.option("--cwd", "resume_cwd", default=None, type=click.Path(file_okay=False), help="Resume in this directory (e.g. a fork worktree) instead of the session's own.")
 @click.option("--json", "as_json", is_flag=True)
 def rewind(
-    spec: str, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, as_json: bool
+    spec: str | None, last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, as_json: bool
 ) -> None:
-    """Headless rewind: restore the files of SPEC and fork its conversation for `claude --resume`."""
-    with Repo.open(directory) as repo:
-        snap = repo.get(spec)
+    """Restore the files of SPEC (or a point) and fork its conversation for `claude --resume`."""
+    with _project_repo(directory) as repo:
+        snap = repo.get(_pick(repo, spec, last_destructive, before_call, before_prompt, session))
         entries = repo.read_layer(snap, "trace")
         if not is_transcript_trace(entries):
             raise AgentSnapError(f"snapshot {snap.id[:12]} holds no Claude Code transcript (it was not taken by the plugin's hooks)")
@@ -127,7 +202,7 @@ def rewind(
         _emit(out)
         return
     if restored:
-        click.echo(f"restored files of {snap.id[:12]}; undo with: agentsnap restore {restored['undo'][:12]}")
+        click.echo(f"restored files of {snap.id[:12]}; undo with: {undo_command(restored['undo'], repo.root)}")
     click.echo(f"forked session {report.session_id} ({report.lines} lines) -> {report.path}")
     if report.dropped_dangling or report.dropped_invalid:
         click.echo(f"dropped {report.dropped_dangling} unanswered tool call line(s), {report.dropped_invalid} invalid line(s)")

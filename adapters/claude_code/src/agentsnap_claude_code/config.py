@@ -11,12 +11,19 @@ import os
 from pathlib import Path
 from typing import Any, TypedDict
 
-from agentsnap_core.errors import InvalidInput
-
 from .matcher import RULES, Matcher
 from .transcript import claude_config_dir
 
 CONFIG_NAME = "agentsnap.json"
+
+
+class InvalidInput(ValueError):
+    """A settings file cannot be used (the message names the file and key).
+
+    A ``ValueError`` rather than the core's error so that this module stays stdlib-only: the hook's
+    entry script (:mod:`.gate`) reads settings before deciding whether agentsnap_core is needed at all.
+    """
+
 TURN_EVENTS = ("Stop", "UserPromptSubmit", "both", "off")
 
 
@@ -29,17 +36,27 @@ class Settings(TypedDict):
     ignore_patterns: list[str]
     disabled_rules: list[str]
     log_file: str | None
+    store_dir: str | None
+    store_url: str | None
+    capture_git: bool
+    capture_secrets: bool | None
+    snapshot_timeout: int
 
 
 DEFAULTS: Settings = {
     "auto_init": True,  # create .agentsnap/ in the project on the first hook if there is none
     "turn_snapshots": "Stop",  # per-turn snapshot on Stop, UserPromptSubmit, both, or off
-    "snapshot_on_edit": True,  # snapshot before Write/Edit/MultiEdit/NotebookEdit of an existing file
+    "snapshot_on_edit": True,  # snapshot before Write/Edit/NotebookEdit of an existing file
     "capture_transcript": True,  # store the session transcript as the snapshot's trace layer
     "extra_patterns": [],  # regexes: commands that also count as destructive
     "ignore_patterns": [],  # regexes: command lines never treated as destructive
     "disabled_rules": [],  # names of built-in rules to switch off (see matcher.RULES)
     "log_file": None,  # default: <claude config dir>/agentsnap/hooks.log
+    "store_dir": None,  # where the plugin's stores live (one per project); default: <user data dir>/agentsnap/claude-code
+    "store_url": None,  # objects and refs in a shared store (file://, s3://, postgresql://); see docs/STORES.md
+    "capture_git": True,  # capture .git too, so a dropped stash or a deleted .git comes back
+    "capture_secrets": None,  # capture .env and other credential files; default: yes for a local store, no with store_url
+    "snapshot_timeout": 45,  # seconds; a destructive command whose snapshot is not done by then is asked about
 }
 
 
@@ -71,9 +88,17 @@ def load_settings(project_dir: str | os.PathLike[str] | None = None) -> Settings
 
 
 def _validate(s: dict[str, Any]) -> None:
-    for key in ("auto_init", "snapshot_on_edit", "capture_transcript"):
+    for key in ("auto_init", "snapshot_on_edit", "capture_transcript", "capture_git"):
         if not isinstance(s[key], bool):
             raise InvalidInput(f"setting {key!r} must be true or false, not {s[key]!r}")
+    if s["capture_secrets"] is not None and not isinstance(s["capture_secrets"], bool):
+        raise InvalidInput(f"setting 'capture_secrets' must be true, false or null, not {s['capture_secrets']!r}")
+    for key in ("store_dir", "store_url", "log_file"):
+        if s[key] is not None and not (isinstance(s[key], str) and s[key]):
+            raise InvalidInput(f"setting {key!r} must be a non-empty string or null, not {s[key]!r}")
+    t = s["snapshot_timeout"]
+    if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 600:
+        raise InvalidInput(f"setting 'snapshot_timeout' must be a whole number of seconds from 1 to 600, not {t!r}")
     if s["turn_snapshots"] not in TURN_EVENTS:
         raise InvalidInput(f"setting 'turn_snapshots' must be one of {TURN_EVENTS}, not {s['turn_snapshots']!r}")
     for key in ("extra_patterns", "ignore_patterns", "disabled_rules"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import time
 import traceback
 from dataclasses import dataclass
@@ -19,14 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from agentsnap_core import Repo, Snapshot
-from agentsnap_core.errors import AgentSnapError, RefConflict, StoreNotFound
+from agentsnap_core.errors import AgentSnapError, RefConflict
 from agentsnap_core.store import RefUpdate
 
 from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
-from .matcher import Finding, _split, _tokens, _unwrap
+from .gate import EDIT_TOOLS, is_agentsnap_snapshot, project_root_for
+from .matcher import Finding
+from .points import positions
+from .projectstore import open_project_repo, store_dir_for
+from .safety import deletes_store, unrestorable
 from .transcript import Transcript, read_transcript
 
-EDIT_TOOLS = ("Write", "Edit", "MultiEdit", "NotebookEdit")
 EVENTS = ("PreToolUse", "UserPromptSubmit", "Stop")
 
 
@@ -76,37 +80,9 @@ class _Log:
 
 
 # ---------------------------------------------------------------------- store and snapshot
-def project_root_for(cwd: str) -> Path:
-    """Where to create a store: ``$CLAUDE_PROJECT_DIR`` if it holds ``cwd``, else the git root, else ``cwd``."""
-    here = Path(cwd).resolve()
-    env = os.environ.get("CLAUDE_PROJECT_DIR")
-    if env:
-        proj = Path(env).resolve()
-        if here == proj or proj in here.parents:
-            return proj
-    for d in [here, *here.parents]:
-        if (d / ".git").exists():
-            return d
-    return here
-
-
 def open_repo(cwd: str, settings: Settings) -> Repo:
-    """Open the store above ``cwd``; create one at the project root when allowed."""
-    try:
-        return Repo.open(cwd)
-    except StoreNotFound:
-        if not settings["auto_init"]:
-            raise AgentSnapError(
-                f"no agentsnap store at or above {cwd}; run 'agentsnap init' there or set auto_init to true"
-            ) from None
-    root = project_root_for(cwd)
-    if root == Path.home().resolve() or root == Path(root.anchor):
-        raise AgentSnapError(f"refusing to create an agentsnap store in {root} (home or filesystem root); run 'agentsnap init' in the project")
-    repo = Repo.init(root)
-    ignore = repo.store_dir / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# created by agentsnap-claude-code: keep the store out of git\n*\n")
-    return repo
+    """The plugin's store of the project holding ``cwd`` (outside the project; see :mod:`.projectstore`)."""
+    return open_project_repo(cwd, settings)
 
 
 def snapshot_if_changed(
@@ -163,6 +139,7 @@ def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, ext
             "session_id": session,
             "cwd": cwd,
             **extra_meta,
+            **(positions(transcript.entries, extra_meta.get("tool_use_id")) if transcript else {}),
             **({"transcript": transcript.summary()} if transcript else {}),
         }
     }
@@ -174,7 +151,7 @@ def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, ext
             meta=meta,
             agent=f"claude-code:{session[:8]}" if session else "claude-code",
         )
-        info = {"root": str(repo.root), "created": created}
+        info = {"root": str(repo.root), "created": created, "call": meta["claude_code"].get("call")}
         if transcript and transcript.truncated_tail:
             info["truncated_tail"] = True
     return snap, created, info
@@ -190,40 +167,38 @@ def sync_working_trace(payload: dict[str, Any], settings: Settings) -> int:
     return len(transcript.entries)
 
 
-def _is_agentsnap_snapshot(command: str) -> bool:
-    """True when one of the simple commands is ``agentsnap [-C DIR] snapshot ...``."""
-    try:
-        commands = list(_split(_tokens(command.strip())))
-    except ValueError:
-        return False
-    for cmd in commands:
-        words, _ = _unwrap(cmd)
-        if not words or os.path.basename(words[0]) != "agentsnap":
-            continue
-        rest = words[1:]
-        while rest[:1] == ["-C"]:
-            rest = rest[2:]
-        if rest[:1] == ["snapshot"]:
-            return True
-    return False
-
-
 # ---------------------------------------------------------------------- events
+def undo_command(snap_id: str, root: str | Path) -> str:
+    """The exact command that puts the project's files back as they were in ``snap_id``."""
+    return f"agentsnap-claude-code restore {snap_id[:12]} -C {shlex.quote(str(root))}"
+
+
 def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> HookResult:
     tool = payload.get("tool_name")
     tool_input: dict[str, Any] = payload["tool_input"] if isinstance(payload.get("tool_input"), dict) else {}
     cwd = str(payload.get("cwd") or os.getcwd())
+    root = project_root_for(cwd)
+    lost: list[str] = []
     if tool == "Bash":
         command = str(tool_input.get("command") or "")
-        if _is_agentsnap_snapshot(command):
+        if is_agentsnap_snapshot(command):
             n = sync_working_trace(payload, settings)
             log.write(event="PreToolUse", action="sync-trace", entries=n)
             return HookResult()
         findings: list[Finding] = make_matcher(settings, cwd).findings(command)
         if not findings:
             return HookResult()
+        store = store_dir_for(root, settings)
+        doomed = deletes_store(command, cwd, store)
+        if doomed is not None:
+            log.write(event="PreToolUse", action="ask-store", command=command[:2000], path=str(doomed))
+            return _ask(
+                f"This command would delete {doomed}, which holds agentsnap's snapshots of this project ({store}): "
+                "after it, nothing could be undone. Approve only if you mean to delete them."
+            )
+        lost = unrestorable(findings, cwd, root)
         label = f"before Bash: {command.strip()[:120]}"
-        meta = {"tool": "Bash", "command": command[:2000], "findings": [str(f) for f in findings]}
+        meta = {"tool": "Bash", "command": command[:2000], "findings": [str(f) for f in findings], "destructive": True}
         destructive = True
     elif tool in EDIT_TOOLS and settings["snapshot_on_edit"]:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
@@ -234,10 +209,12 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         destructive = False
     else:
         return HookResult()
+    if isinstance(payload.get("tool_use_id"), str):
+        meta["tool_use_id"] = payload["tool_use_id"]
     started = time.perf_counter()
     try:
         snap, created, info = take_snapshot(payload, settings, label, meta)
-    except Exception as exc:  # noqa: BLE001 - any failure must turn into ask/notice, never a crash
+    except Exception as exc:  # noqa: BLE001 - any failure (a timeout included) must turn into ask/notice, never a crash
         log.write(event="PreToolUse", action="snapshot-failed", tool=tool, error=repr(exc), trace=traceback.format_exc()[-2000:])
         if destructive:
             return _ask(
@@ -247,8 +224,18 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         return _notice(f"agentsnap: no snapshot before {tool} ({exc}); see {log.path}")
     ms = round((time.perf_counter() - started) * 1000, 1)
     log.write(**{**meta, **info, "event": "PreToolUse", "action": "snapshot", "id": snap.id, "ms": ms})
+    if lost:
+        return _ask(
+            f"agentsnap took snapshot {snap.id[:12]} of {root}, but this command also destroys what it cannot bring back: "
+            f"{', '.join(lost[:5])}. Approve only if you accept that this part cannot be undone."
+        )
     if destructive:
-        return _notice(f"agentsnap: snapshot {snap.id[:12]} taken before `{meta['command'][:80]}`; undo with: agentsnap restore {snap.id[:12]}")
+        where = info.get("call")
+        what = f"tool call {where}" if where else "this call"
+        return _notice(
+            f"agentsnap: snapshot {snap.id[:12]} taken before {what} (`{meta['command'][:80]}`); "
+            f"undo with: {undo_command(snap.id, info['root'])}   (files and conversation: /agentsnap:rewind {snap.id[:12]})"
+        )
     return HookResult()
 
 
@@ -279,7 +266,7 @@ def run_hook(stdin_text: str, event: str | None = None) -> HookResult:
     try:
         settings = load_settings(project_root_for(cwd))
         config_error = None
-    except AgentSnapError as exc:
+    except (AgentSnapError, ValueError) as exc:
         settings, config_error = DEFAULTS, str(exc)
     log = _Log(settings)
     try:

@@ -2,7 +2,7 @@
 
 The marketplace route (``/plugin install``) needs none of this; ``install`` is for people who
 want the commands and hooks without a marketplace. Commands go to ``commands/agentsnap/``
-(invoked as ``/snapshot`` etc.), hooks are merged into ``settings.json`` next to whatever is
+(invoked as ``/agentsnap:snapshot`` etc.), hooks are merged into ``settings.json`` next to whatever is
 there, marked so that a second install replaces them and ``uninstall`` removes only them.
 """
 
@@ -22,7 +22,8 @@ from .transcript import claude_config_dir
 
 #: how the plugin's hooks.json invokes the helper; replaced by an absolute command on install
 PLUGIN_HOOK_COMMAND = 'sh "${CLAUDE_PLUGIN_ROOT}/hooks/agentsnap-hook"'
-MARK = "agentsnap_claude_code hook"
+#: every hook command install writes (and the pre-0.2 ``-m agentsnap_claude_code hook`` ones) contains this
+MARK = "agentsnap_claude_code"
 COMMANDS_SUBDIR = "agentsnap"
 
 
@@ -39,8 +40,9 @@ def plugin_root() -> Path:
 
 
 def helper_command() -> str:
-    """An absolute command line that runs the hook helper with this Python."""
-    return f"{shlex.quote(sys.executable)} -m {MARK}"
+    """The plugin's hook script, told to run the helper with this Python (it still fails closed if that breaks)."""
+    helper = shlex.quote(f"{shlex.quote(sys.executable)} -m agentsnap_claude_code.gate")
+    return f"AGENTSNAP_HOOK_HELPER={helper} sh {shlex.quote(str(plugin_root() / 'hooks' / 'agentsnap-hook'))}"
 
 
 def target_dir(user: bool, project: str | None) -> Path:
@@ -111,7 +113,7 @@ def install(*, user: bool = False, project: str | None = None) -> dict[str, Any]
         shutil.copyfile(md, commands_dir / md.name)
         copied.append(md.stem)
     _write_json(settings_path, {**settings, "hooks": hooks})
-    return {"settings": str(settings_path), "commands": [f"/{c}" for c in copied], "commands_dir": str(commands_dir), "hook_command": command}
+    return {"settings": str(settings_path), "commands": [f"/{COMMANDS_SUBDIR}:{c}" for c in copied], "commands_dir": str(commands_dir), "hook_command": command}
 
 
 def uninstall(*, user: bool = False, project: str | None = None) -> dict[str, Any]:

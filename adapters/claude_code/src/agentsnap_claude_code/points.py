@@ -1,0 +1,83 @@
+"""Rewind points: "before the last destructive tool call", "before tool call N", "before prompt N".
+
+Every hook snapshot records where in the session it was taken: the session id, the number of
+user prompts so far (``prompt``) and, before a tool call, that call's number in the session
+(``call``, counting every tool call in the transcript, snapshotted or not). A Stop snapshot
+closes prompt N, so it is the state "before prompt N+1".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentsnap_core import Repo, Snapshot
+from agentsnap_core.errors import InvalidInput
+
+
+def positions(entries: list[dict[str, Any]], tool_use_id: str | None) -> dict[str, int]:
+    """``{"prompt": prompts so far, "call": number of the pending tool call}`` from normalised transcript entries."""
+    prompts, calls = 0, []
+    for e in entries:
+        if e.get("role") == "user" and e.get("type") == "user" and not e.get("tool_results") and e.get("content"):
+            prompts += 1
+        for c in e.get("tool_calls") or []:
+            if c.get("id") not in calls:
+                calls.append(c.get("id"))
+    out = {"prompt": prompts}
+    if tool_use_id is not None:
+        out["call"] = calls.index(tool_use_id) + 1 if tool_use_id in calls else len(calls) + 1
+    return out
+
+
+@dataclass
+class Point:
+    snapshot: Snapshot
+    meta: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        m = self.meta
+        if m.get("event") in ("Stop", "UserPromptSubmit"):
+            return f"before prompt {int(m.get('prompt') or 0) + 1} (end of turn {m.get('prompt')})"
+        what = m.get("command") or m.get("file") or ""
+        kind = "destructive " if m.get("destructive") else ""
+        return f"before {kind}tool call {m.get('call', '?')} ({m.get('tool')}: {str(what)[:60]})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.snapshot.id, "label": self.label, "time": self.snapshot.time, **{k: self.meta.get(k) for k in ("session_id", "prompt", "call", "tool", "destructive")}}
+
+
+def points(repo: Repo, session: str | None = None) -> list[Point]:
+    """The plugin's snapshots of one session (default: the newest one's), oldest first."""
+    found: dict[str, Point] = {}
+    for snap in repo.log(all_refs=True):
+        meta = (snap.manifest.get("meta") or {}).get("claude_code")
+        if isinstance(meta, dict) and meta.get("event"):
+            found[snap.id] = Point(snap, meta)
+    ordered = sorted(found.values(), key=lambda p: p.snapshot.time)
+    if session is None and ordered:
+        session = ordered[-1].meta.get("session_id")
+    return [p for p in ordered if p.meta.get("session_id") == session]
+
+
+def pick(repo: Repo, *, last_destructive: bool = False, call: int | None = None, prompt: int | None = None, session: str | None = None) -> Point:
+    """The point one of the options names; :class:`InvalidInput` saying what exists when there is none."""
+    pts = points(repo, session)
+    if last_destructive:
+        hits = [p for p in pts if p.meta.get("destructive")]
+        want = "before the last destructive tool call"
+    elif call is not None:
+        hits = [p for p in pts if p.meta.get("call") == call and p.meta.get("event") == "PreToolUse"]
+        want = f"before tool call {call}"
+    elif prompt is not None:
+        ends = [p for p in pts if p.meta.get("event") in ("Stop", "UserPromptSubmit") and int(p.meta.get("prompt") or 0) <= prompt - 1]
+        firsts = [p for p in pts if int(p.meta.get("prompt") or 0) == prompt]
+        hits = ends or firsts[:1]
+        want = f"before prompt {prompt}"
+    else:
+        raise InvalidInput("name a point: a snapshot id, --last-destructive, --before-call N or --before-prompt N")
+    if not hits:
+        listing = "; ".join(f"{p.snapshot.id[:12]} {p.label}" for p in pts[-8:]) or "none"
+        raise InvalidInput(f"no snapshot was taken {want} (only calls that can lose work are snapshotted); points: {listing}")
+    return hits[-1]

@@ -1,0 +1,94 @@
+"""What a destructive command reaches that a snapshot of the project cannot bring back.
+
+Two questions the hook asks before promising an undo: would the command delete the plugin's own
+store (``rm -rf ~``, ``rm -rf ~/.local/share``, ``find / -delete``), and does it destroy something
+outside the project (an absolute path elsewhere, a database through a SQL client)? Either way the
+user is asked instead of being told "undo with". Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from .matcher import Finding, _split, _tokens, _unwrap
+
+_GLOB = "*?["
+#: rules whose operands name the files they destroy
+_PATH_RULES = {"rm", "shred", "find-delete", "truncate", "in-place-edit", "overwrite", "rsync-delete", "dd", "redirect-overwrite"}
+
+
+def _resolve(word: str, cwd: str) -> Path | None:
+    """The path a shell word names, cut at the first glob character; ``None`` when it depends on a variable."""
+    home = str(Path.home())
+    word = word.replace("${HOME}", home).replace("$HOME", home)
+    if "$" in word or "`" in word:
+        return None
+    for i, ch in enumerate(word):
+        if ch in _GLOB:
+            word = word[:i].rsplit("/", 1)[0] if "/" in word[:i] else "."
+            break
+    word = os.path.expanduser(word) if word.startswith("~") else word
+    return Path(os.path.normpath(os.path.join(cwd, word or ".")))
+
+
+def _words(command: str) -> list[list[str]]:
+    try:
+        return [_unwrap(cmd)[0] for cmd in _split(_tokens(command))]
+    except ValueError:
+        return [command.split()]
+
+
+def deletes_store(command: str, cwd: str, store: Path) -> Path | None:
+    """The operand of ``command`` that is the store or one of its parents, if any."""
+    for words in _words(command):
+        for word in words[1:]:
+            if word.startswith("-") and word != "-":
+                continue
+            path = _resolve(word.split("=", 1)[1] if word.startswith("of=") else word, cwd)
+            if path is not None and (path == store or path in store.parents):
+                return path
+    return None
+
+
+def _operands(finding: Finding) -> list[str]:
+    if finding.rule == "redirect-overwrite":
+        return [finding.command[2:]]
+    try:
+        words = shlex.split(finding.command)
+    except ValueError:
+        return []
+    if finding.rule == "dd":
+        return [w[3:] for w in words if w.startswith("of=")]
+    operands = [w for w in words[1:] if not w.startswith("-")]
+    if finding.rule in ("overwrite", "rsync-delete"):
+        return operands[-1:]
+    if finding.rule == "find-delete":
+        ops = []
+        for w in words[1:]:
+            if w.startswith(("-", "(", "!")):
+                break
+            ops.append(w)
+        return ops or ["."]
+    if finding.rule == "in-place-edit":
+        return operands[1:]  # the first operand is the script
+    return operands
+
+
+def unrestorable(findings: list[Finding], cwd: str, root: Path) -> list[str]:
+    """What the command destroys outside ``root`` (the snapshot holds ``root`` only), in words."""
+    out: list[str] = []
+    for f in findings:
+        if f.rule == "sql-drop":
+            out.append("a database (DROP/TRUNCATE/DELETE through a SQL client)")
+            continue
+        if f.rule not in _PATH_RULES:
+            continue
+        for word in _operands(f):
+            path = _resolve(word, cwd)
+            if path is None or str(path).startswith("/dev/"):
+                continue
+            if path != root and root not in path.parents:
+                out.append(str(path))
+    return list(dict.fromkeys(out))

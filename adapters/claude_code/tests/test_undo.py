@@ -1,0 +1,122 @@
+"""What a user sees when the undo is needed: the hook's message, the store surviving the damage, the points.
+
+Every hook here runs as Claude Code runs it: the command line from hooks.json, JSON on stdin, the
+helper found on PATH; the undo is the exact command the hook printed, run in a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import helper_env, run_plugin_hook, tree
+
+RM_SRC = {"tool_name": "Bash", "tool_input": {"command": "rm -rf src"}, "tool_use_id": "toolu_01Rm7bZ2"}
+
+
+def _git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True, text=True).stdout
+
+
+def _undo_of(message: str) -> list[str]:
+    assert "undo with: " in message, message
+    return shlex.split(message.split("undo with: ", 1)[1].split("   (", 1)[0])
+
+
+@pytest.fixture
+def busy_project(project: Path) -> Path:
+    """The project with what a user expects back: ignored files, a .env, a stash in .git."""
+    (project / ".gitignore").write_text("*.log\nbuild/\n.env\n")
+    (project / "debug.log").write_text("ignored log\n")
+    (project / "build").mkdir()
+    (project / "build" / "out.bin").write_bytes(b"\x00\x01built")
+    (project / ".env").write_text("API_TOKEN=local-dev-only\n")
+    (project / "src" / "app.py").write_text("print('work in progress')\n")
+    _git(project, "-c", "user.name=t", "-c", "user.email=t@example.com", "stash", "push", "-q", "-m", "wip", "src/app.py")
+    return project
+
+
+def test_git_clean_fdx_after_rm_rf_src_and_the_printed_undo_brings_every_file_back(busy_project: Path, transcript: Path) -> None:
+    project = busy_project
+    untouched = tree(project)
+    stash = _git(project, "stash", "list")
+    assert {"debug.log", "build/out.bin", ".env", "src/untracked.txt"} <= set(untouched) and "wip" in stash
+
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    before = tree(project)  # the hook's only trace in the project: the store link, kept out of git by .git/info/exclude
+    assert {k: v for k, v in before.items() if k != ".git/info/exclude"} == {k: v for k, v in untouched.items() if k != ".git/info/exclude"}
+    assert ".agentsnap" not in _git(project, "status", "--porcelain")
+    message = out["systemMessage"]
+    assert "hookSpecificOutput" not in out and "agentsnap restore" not in message  # the core CLI cannot see this store
+
+    subprocess.run("rm -rf src", shell=True, cwd=project, check=True)  # the command runs ...
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "git clean -fdx"}, tool_use_id="toolu_clean")
+    assert "undo with" in out["systemMessage"]
+    _git(project, "clean", "-fdx")  # ... then the next one (it also deletes the link file .agentsnap)
+    _git(project, "stash", "drop", "-q")
+    assert not (project / "src").exists() and not (project / ".env").exists() and not (project / ".agentsnap").exists()
+
+    proc = subprocess.run(_undo_of(message), capture_output=True, text=True, env=helper_env(), cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert tree(project) == before  # tracked, untracked, ignored, .env and all of .git
+    assert _git(project, "stash", "list") == stash
+    assert "undo with: agentsnap-claude-code restore " in proc.stdout
+
+
+def test_the_message_names_the_snapshot_it_took_and_rm_rf_of_the_whole_project_is_undone(project: Path, transcript: Path, tmp_path: Path) -> None:
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": f"rm -rf {project}"}, tool_use_id="toolu_all")
+    before = tree(project)
+    undo = _undo_of(out["systemMessage"])
+    subprocess.run(["rm", "-rf", str(project)], check=True)
+    proc = subprocess.run(undo, capture_output=True, text=True, env=helper_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert tree(project) == before
+    points = subprocess.run(["agentsnap-claude-code", "points", "-C", str(project), "--json"], capture_output=True, text=True, env=helper_env(), check=True)
+    [point] = [p for p in json.loads(points.stdout) if p["tool"] == "Bash"]
+    assert undo[2] == point["id"][:12]  # the id in the message is the snapshot taken before that call
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["rm -rf ~/.local/share", "rm -rf ~", "rm -rf $HOME/.local/share/agentsnap", "find / -delete", "rm -rf ~/.local/share/agentsnap/*"],
+)
+def test_a_command_that_would_delete_the_store_itself_is_asked_about(project: Path, transcript: Path, command: str) -> None:
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command})
+    spec = out["hookSpecificOutput"]
+    assert spec["permissionDecision"] == "ask" and "agentsnap's snapshots" in spec["permissionDecisionReason"]
+    assert "undo with" not in json.dumps(out)
+
+
+@pytest.mark.parametrize(
+    "command, lost",
+    [("rm -rf /var/tmp/agentsnap-elsewhere", "/var/tmp/agentsnap-elsewhere"), ("psql -c 'DROP TABLE users'", "a database")],
+)
+def test_no_undo_is_promised_for_what_the_snapshot_cannot_bring_back(project: Path, transcript: Path, command: str, lost: str) -> None:
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command})
+    reason = out["hookSpecificOutput"]["permissionDecisionReason"]
+    assert out["hookSpecificOutput"]["permissionDecision"] == "ask" and lost in reason
+    assert "undo with" not in json.dumps(out)
+
+
+def test_after_the_turn_ends_rewind_targets_the_state_before_the_destructive_call(project: Path, transcript: Path) -> None:
+    """A Stop snapshot makes HEAD the damaged tree; the points still lead back to before the call."""
+    run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    before = tree(project)
+    subprocess.run("rm -rf src", shell=True, cwd=project, check=True)
+    run_plugin_hook(project, transcript, "Stop", stop_hook_active=False)  # HEAD: src gone
+    env = helper_env()
+    listing = subprocess.run(["agentsnap-claude-code", "points", "-C", str(project)], capture_output=True, text=True, env=env, check=True).stdout
+    assert "before destructive tool call 2 (Bash: rm -rf src)" in listing and "before prompt 2" in listing
+    head = subprocess.run(["agentsnap-claude-code", "restore", "--before-prompt", "2", "-C", str(project)], capture_output=True, text=True, env=env)
+    assert head.returncode == 0 and not (project / "src").exists()  # the end of turn 1 is the damaged tree
+    for point in (["--last-destructive"], ["--before-call", "2"]):
+        subprocess.run("rm -rf src", shell=True, cwd=project, check=True)
+        proc = subprocess.run(["agentsnap-claude-code", "restore", *point, "-C", str(project)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert tree(project) == before
+    proc = subprocess.run(["agentsnap-claude-code", "restore", "--before-call", "7", "-C", str(project)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "no snapshot was taken before tool call 7" in proc.stderr and "rm -rf src" in proc.stderr
+    assert proc.stderr.count("\n") == 1
