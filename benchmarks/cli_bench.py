@@ -1,0 +1,168 @@
+"""CLI benchmark, process against process, side by side in one run: `agentsnap` vs git vs restic.
+
+What a CLI user pays, each a whole process (interpreter start and imports included):
+  start       `agentsnap --version`                  vs `python3 -c pass`
+  status      `agentsnap status` on a small tree      vs `git status` (and vs `python3 -c pass`)
+  first / unchanged / 10 changed  `agentsnap snapshot` vs `git add -A && git commit`  vs `restic backup`
+  status (big) `agentsnap status` on the tree          vs `git status`
+  restore 10  `agentsnap restore <id>` of a snapshot 10 files away vs `git checkout -f <commit>` (restic: `restore --include` n/a)
+  fork -n 12  `agentsnap fork -n 12`                  vs twelve `git branch`
+  store size  the store on disk (du)                   vs `.git` after `git gc`, vs the restic repository
+Bytecode is compiled first (PYTHONDONTWRITEBYTECODE is unset here, as in a real install) and every command is
+warmed once; the median of --repeat runs is shown. Ratios are agentsnap / peer: below 1.00x agentsnap is faster.
+
+    python benchmarks/cli_bench.py [--tree DIR] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+
+ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE",) and not k.startswith("AGENTSNAP_")}
+ENV.update(GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x",
+           RESTIC_PASSWORD="bench", RESTIC_CACHE_DIR="")
+AGENTSNAP = [str(Path(sys.executable).parent / "agentsnap")]
+
+
+def sh(cmd: list[str] | str, cwd: Path | None = None) -> float:
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=ENV, shell=isinstance(cmd, str), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - t
+    if proc.returncode not in (0, 1):  # status/diff exit 1 when something changed, as git diff --exit-code
+        raise SystemExit(f"benchmark command failed: {cmd}: {proc.stderr.decode()[-500:]}")
+    return elapsed
+
+
+def median(cmd: list[str] | str, cwd: Path | None, repeat: int, warm: bool = True) -> float:
+    if warm:
+        sh(cmd, cwd)
+    return statistics.median(sh(cmd, cwd) for _ in range(repeat))
+
+
+def du(path: Path) -> int:
+    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def edit(root: Path, n: int, tag: str) -> None:
+    done = 0
+    for dp, dn, fn in os.walk(root):
+        dn[:] = [d for d in dn if d not in (".agentsnap", ".git")]
+        for f in sorted(fn):
+            if f.endswith(".py") and done < n:
+                with open(os.path.join(dp, f), "a") as fh:
+                    fh.write(f"\n# bench {tag}\n")
+                done += 1
+        if done >= n:
+            return
+
+
+def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> dict[str, dict[str, float]]:
+    res: dict[str, dict[str, float]] = {"agentsnap": {}, "git": {}, "restic": {}}
+    a, g, r = work / "a", work / "g", work / "r"
+    for d in (a, g, r):  # the stdlib without its site-packages (what the issue measured: ~7.7k files)
+        shutil.copytree(src, d, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
+    time.sleep(1.1)  # past racy-clean windows for every tool alike
+    sh([*AGENTSNAP, "init"], a)
+    sh(["git", "init", "-q"], g)
+    res["agentsnap"]["first"] = sh([*AGENTSNAP, "snapshot", "-m", "first"], a)
+    res["git"]["first"] = sh("git add -A && git commit -q -m first", g)
+    if restic:
+        sh([restic, "init", "-q", "--repo", str(work / "restic-repo")])
+        res["restic"]["first"] = sh([restic, "backup", "-q", "--repo", str(work / "restic-repo"), "."], r)
+    res["agentsnap"]["unchanged"] = median([*AGENTSNAP, "snapshot", "-m", "same"], a, repeat)
+    res["git"]["unchanged"] = median("git add -A && git commit -q --allow-empty -m same", g, repeat)
+    if restic:
+        res["restic"]["unchanged"] = median([restic, "backup", "-q", "--repo", str(work / "restic-repo"), "."], r, repeat)
+    for tool, root, cmd in (("agentsnap", a, [*AGENTSNAP, "snapshot", "-m", "ten"]),
+                            ("git", g, "git add -A && git commit -q -m ten"),
+                            ("restic", r, [restic or "", "backup", "-q", "--repo", str(work / "restic-repo"), "."])):
+        if tool == "restic" and not restic:
+            continue
+        times = []
+        for i in range(repeat):
+            edit(root, 10, f"{tool}{i}")
+            times.append(sh(cmd, root))
+        res[tool]["10 changed"] = statistics.median(times)
+    res["agentsnap"]["status"] = median([*AGENTSNAP, "status"], a, repeat)
+    res["git"]["status"] = median(["git", "status", "--porcelain"], g, repeat)
+    # restore of a snapshot 10 files away, back and forth
+    res["agentsnap"]["restore 10"] = statistics.median(
+        sh([*AGENTSNAP, "restore", "HEAD~1" if i % 2 == 0 else "main"], a) for i in range(repeat))
+    res["git"]["restore 10"] = statistics.median(
+        sh(["git", "checkout", "-q", "-f", "HEAD~1" if i % 2 == 0 else "master"], g) for i in range(repeat))
+    sh(["git", "checkout", "-q", "-f", "master"], g)
+    res["agentsnap"]["fork -n 12"] = statistics.median(sh([*AGENTSNAP, "fork", "-n", "12", "--prefix", f"f{i}"], a) for i in range(repeat))
+    res["git"]["fork -n 12"] = statistics.median(
+        sh(" && ".join(f"git branch f{i}-{k}" for k in range(12)), g) for i in range(repeat))
+    sh(["git", "gc", "-q"], g)
+    res["agentsnap"]["store MB"] = du(a / ".agentsnap") / 1e6
+    res["git"]["store MB"] = du(g / ".git") / 1e6
+    if restic:
+        res["restic"]["store MB"] = du(work / "restic-repo") / 1e6
+    return res
+
+
+def startup(work: Path, repeat: int) -> dict[str, float]:
+    small = work / "small"
+    small.mkdir()
+    for i in range(10):
+        (small / f"f{i}.txt").write_text(f"file {i}\n")
+    sh([*AGENTSNAP, "init"], small)
+    sh([*AGENTSNAP, "snapshot", "-m", "s"], small)
+    sh(["git", "init", "-q"], small)
+    sh("git add -A && git commit -q -m s", small)
+    return {
+        "python -c pass": median([sys.executable, "-c", "pass"], small, repeat),
+        "agentsnap --version": median([*AGENTSNAP, "--version"], small, repeat),
+        "agentsnap status (10 files)": median([*AGENTSNAP, "status"], small, repeat),
+        "git status (10 files)": median(["git", "status", "--porcelain"], small, repeat),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", type=Path, default=Path(sysconfig.get_paths()["stdlib"]), help="default: the Python stdlib")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    import agentsnap_core
+
+    compileall.compile_dir(Path(agentsnap_core.__file__).parent, quiet=1)  # bytecode, as a real install has
+    restic = shutil.which("restic")
+    if not restic:
+        print("restic not found (apt-get install restic; nox -s bench installs it): its column is left empty")
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    with tempfile.TemporaryDirectory(prefix="agentsnap-cli-bench-") as tmp:
+        s = startup(Path(tmp), args.repeat)
+        base = s["python -c pass"]
+        print("\nCLI start (process, median of %d)" % args.repeat)
+        for k, v in s.items():
+            print(f"  {k:<30}{v * 1000:>8.1f} ms  {v / base:>6.2f}x python -c pass")
+        print(f"  agentsnap status / git status: {s['agentsnap status (10 files)'] / s['git status (10 files)']:.2f}x"
+              "   (targets: --version and status <= 2.0x python -c pass)")
+        nfiles = sum(len(fn) for dp, _dn, fn in os.walk(args.tree) if "site-packages" not in dp and "__pycache__" not in dp)
+        print(f"\ntree: {args.tree} ({nfiles} files), process vs process, median of {args.repeat}")
+        res = tree_snapshots(args.tree, Path(tmp), args.repeat, restic)
+    steps = ["first", "unchanged", "10 changed", "status", "restore 10", "fork -n 12", "store MB"]
+    print(f"  {'step':<12}{'agentsnap':>12}{'git':>12}{'restic':>12}{'as/git':>9}{'as/restic':>11}")
+    for step in steps:
+        a, g, r = (res[t].get(step) for t in ("agentsnap", "git", "restic"))
+        unit = 1 if step == "store MB" else 1000
+        cell = (lambda v: f"{v * unit:>12.1f}" if v is not None else f"{'-':>12}")
+        print(f"  {step:<12}{cell(a)}{cell(g)}{cell(r)}{a / g:>8.2f}x" + (f"{a / r:>10.2f}x" if r else f"{'-':>11}"))
+    print("  (times in ms, store in MB; targets: first <= 0.5x git, unchanged/10 changed <= 0.8x, status <= 1.0x,"
+          " restore 10 <= 1.0x, fork -n 12 <= 1.0x, store <= 1.0x git after gc)")
+
+
+if __name__ == "__main__":
+    main()
