@@ -159,8 +159,7 @@ def bench(session: nox.Session) -> None:
 
     if not shutil.which("restic") and os.geteuid() == 0:
         session.run("sh", "-c", "apt-get install -y -qq restic >/dev/null", external=True)
-    session.env.pop("PYTHONDONTWRITEBYTECODE", None)
-    session.env["PYTHONDONTWRITEBYTECODE"] = ""
+    session.env["PYTHONDONTWRITEBYTECODE"] = ""  # empty = unset for Python: .pyc files are written
     session.run("python", str(ROOT / "benchmarks" / "cli_bench.py"))
 
 

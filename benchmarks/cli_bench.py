@@ -145,7 +145,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="agentsnap-cli-bench-") as tmp:
         s = startup(Path(tmp), args.repeat)
         base = s["python -c pass"]
-        print("\nCLI start (process, median of %d)" % args.repeat)
+        print(f"\nCLI start (process, median of {args.repeat})")
         for k, v in s.items():
             print(f"  {k:<30}{v * 1000:>8.1f} ms  {v / base:>6.2f}x python -c pass")
         print(f"  agentsnap status / git status: {s['agentsnap status (10 files)'] / s['git status (10 files)']:.2f}x"
@@ -155,11 +155,13 @@ def main() -> None:
         res = tree_snapshots(args.tree, Path(tmp), args.repeat, restic)
     steps = ["first", "unchanged", "10 changed", "status", "restore 10", "fork -n 12", "store MB"]
     print(f"  {'step':<12}{'agentsnap':>12}{'git':>12}{'restic':>12}{'as/git':>9}{'as/restic':>11}")
+    def cell(v: float | None, unit: float) -> str:
+        return f"{v * unit:>12.1f}" if v is not None else f"{'-':>12}"
+
     for step in steps:
         a, g, r = (res[t].get(step) for t in ("agentsnap", "git", "restic"))
         unit = 1 if step == "store MB" else 1000
-        cell = (lambda v: f"{v * unit:>12.1f}" if v is not None else f"{'-':>12}")
-        print(f"  {step:<12}{cell(a)}{cell(g)}{cell(r)}{a / g:>8.2f}x" + (f"{a / r:>10.2f}x" if r else f"{'-':>11}"))
+        print(f"  {step:<12}{cell(a, unit)}{cell(g, unit)}{cell(r, unit)}{a / g:>8.2f}x" + (f"{a / r:>10.2f}x" if r else f"{'-':>11}"))
     print("  (times in ms, store in MB; targets: first <= 0.5x git, unchanged/10 changed <= 0.8x, status <= 1.0x,"
           " restore 10 <= 1.0x, fork -n 12 <= 1.0x, store <= 1.0x git after gc)")
 

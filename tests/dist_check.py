@@ -21,11 +21,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import tomllib
 import zipfile
 from email.parser import Parser
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from dist_check import dist_name, foreign_requirements, packages, pyproject_requirements  # noqa: E402
-
 from packaging.utils import canonicalize_name  # noqa: E402
 
 

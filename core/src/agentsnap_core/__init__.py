@@ -29,7 +29,14 @@ _EXPORTS = {
     **dict.fromkeys(("Snapshottable", "SupportsStateDict", "UnsupportedValue", "register_type"), "snapshottable"),
 }
 
-__all__ = [*_EXPORTS, "__version__"]
+__all__ = [
+    "AgentSnapError", "AmbiguousId", "InvalidInput", "ObjectCorrupt", "ObjectMissing", "RefConflict", "Repo",
+    "Snapshot", "StoreNotFound", "TargetNotEmpty", "UnknownSnapshot", "UnsafeSnapshot", "UnsupportedFormat",
+    "hookimpl", "AsyncClient", "AutoSnapshot", "auto_snapshot", "Client", "MigrationError", "SnapshotGone",
+    "SnapshotInfo", "Snapshottable", "SupportsStateDict", "UnsupportedValue", "checkpoint", "register_migration",
+    "register_type", "rollback", "__version__",
+]
+assert set(__all__) == {*_EXPORTS, "__version__"}
 
 
 def __getattr__(name: str) -> Any:
