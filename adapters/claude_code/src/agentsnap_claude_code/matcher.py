@@ -21,16 +21,14 @@ __all__ = ["Finding", "Matcher", "RULES", "is_destructive"]
 
 _SEPARATORS = {";", "&&", "||", "|", "&", "|&", "\n", "(", ")", ";;", "{", "}"}
 _REDIRECTS = {">", ">|", "&>", ">>", "&>>", "<", "<<", "<<<", ">&", "<&", "<>"}
-_WRAPPERS = {"sudo", "doas", "command", "builtin", "exec", "nohup", "time", "nice", "ionice", "stdbuf", "unbuffer"}
+_WRAPPERS = {"npx", "pnpx", "bunx", "uvx", "sudo", "doas", "command", "builtin", "exec", "nohup", "time", "nice", "ionice", "stdbuf", "unbuffer"}
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "ash", "fish"}
 _SQL_CLIENTS = {"psql", "mysql", "mariadb", "sqlite3", "sqlite", "duckdb", "sqlcmd", "clickhouse-client", "cockroach", "pgcli", "mycli", "litecli"}
 _SQL = re.compile(r"\b(drop\s+(table|database|schema|view|index)|truncate\s+(table\s+)?[\w\"`]|delete\s+from\s+[\w\"`.]+\s*(;|$|\"|'))", re.I)
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
+_INTERPRETERS = {"python", "python3", "node", "ruby", "perl", "php", "deno", "bun"}
 _SUBST = re.compile(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`")
-_FALLBACK = re.compile(
-    r"\brm\s+-\w*[rRf]|\bgit\s+(reset\s+--hard|clean\s+-\w*f)|\bdrop\s+table\b|-delete\b|\bxargs\s+rm\b|\bshred\b",
-    re.I,
-)
 
 #: rule name -> what it protects against (shown in reasons and the README)
 RULES: dict[str, str] = {
@@ -50,8 +48,16 @@ RULES: dict[str, str] = {
     "dd": "dd of=FILE overwrites a file",
     "rsync-delete": "rsync --delete removes files at the destination",
     "sql-drop": "DROP / TRUNCATE / unconditional DELETE through a SQL client",
-    "script-delete": "python/node one-liners that delete files (rmtree, os.remove, fs.rm)",
-    "unparsed": "could not parse the command; it mentions a destructive operation",
+    "script-delete": "python/node one-liners and heredoc scripts that delete or write files (rmtree, os.remove, open(..., 'w'))",
+    "tee": "tee (without -a) onto an existing file",
+    "git-rm": "git rm deletes files from the working tree",
+    "git-branch-delete": "git branch -D / git worktree remove",
+    "download-overwrite": "curl -o / -O, wget -O onto a file",
+    "extract": "tar -x / unzip / 7z x / cpio -i write files over existing ones",
+    "patch": "patch / git apply rewrite files",
+    "formatter": "formatters and fixers that rewrite files in place (black, ruff format, prettier --write, gofmt -w, ...)",
+    "move-out": "mv moves files out of the project (or to a place given by a variable)",
+    "unparsed": "could not understand the command (unbalanced quotes, a command named by a variable): snapshot rather than skip",
     "pattern": "matches a configured extra pattern",
 }
 
@@ -99,6 +105,7 @@ class Matcher:
         if any(p.search(command) for p in self._ignore):
             return []
         out: list[Finding] = []
+        command = self._heredocs(command, out)
         self._scan(command, out, depth=0)
         out += [Finding("pattern", command.strip()[:200]) for p in self._extra if p.search(command) and not out]
         unique = dict.fromkeys(f for f in out if f.rule not in self.disabled_rules)
@@ -108,6 +115,29 @@ class Matcher:
         return bool(self.findings(command))
 
     # ------------------------------------------------------------------ parsing
+    def _heredocs(self, text: str, out: list[Finding]) -> str:
+        """Check each ``<<EOF`` body as what reads it (a shell, an interpreter); return the text without bodies."""
+        lines, kept, i = text.split("\n"), [], 0
+        while i < len(lines):
+            line = lines[i]
+            kept.append(line)
+            i += 1
+            for m in _HEREDOC.finditer(line):
+                body = []
+                while i < len(lines) and lines[i].strip() != m.group(2):
+                    body.append(lines[i])
+                    i += 1
+                i += 1  # the delimiter line
+                script = "\n".join(body)
+                words = line[: m.start()].split()
+                reader = _name(words[-1]) if words else ""
+                reader = next((_name(w) for w in words if _name(w) in _SHELLS | _INTERPRETERS), reader)
+                if reader in _SHELLS:
+                    self._scan(script, out, 1)
+                elif reader in _INTERPRETERS and _SCRIPT_DELETE.search(script):
+                    out.append(Finding("script-delete", f"{line.strip()[:120]} (heredoc)"))
+        return "\n".join(kept)
+
     def _scan(self, text: str, out: list[Finding], depth: int) -> None:
         if depth > 8:
             return
@@ -115,9 +145,8 @@ class Matcher:
             self._scan(body, out, depth + 1)
         try:
             tokens = _tokens(text)
-        except ValueError:
-            if _FALLBACK.search(text):
-                out.append(Finding("unparsed", text.strip()[:200]))
+        except ValueError:  # cannot be understood: snapshot rather than skip
+            out.append(Finding("unparsed", text.strip()[:200]))
             return
         for cmd in _split(tokens):
             self._check(cmd, out, depth, text)
@@ -133,6 +162,8 @@ class Matcher:
             return
         name, args = _name(words[0]), words[1:]
         shown = " ".join(words)[:200]
+        if words[0].startswith("$"):
+            out.append(Finding("unparsed", shown))
         for p in self._extra:
             if p.search(shown):
                 out.append(Finding("pattern", shown))
@@ -206,6 +237,14 @@ def _git(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         return "git-switch-discard"
     if sub == "stash" and rest[:1] in (["drop"], ["clear"]):
         return "git-stash-drop"
+    if sub == "rm" and "--cached" not in rest and not ({"n"} & flags or "--dry-run" in rest):
+        return "git-rm"
+    if sub == "apply" and not ({"--check", "--stat", "--numstat", "--summary", "--cached", "--index"} & set(rest)):
+        return "patch"
+    if sub in ("am", "cherry-pick", "revert", "merge", "rebase", "pull") and "--abort" not in rest:
+        return None  # they refuse to run over local changes
+    if (sub == "branch" and ("-D" in rest or "--delete" in rest and "--force" in rest)) or (sub == "worktree" and rest[:1] == ["remove"]):
+        return "git-branch-delete"
     return None
 
 
@@ -215,6 +254,18 @@ def _find(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
 
 def _mv_cp(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     return "overwrite" if m._overwrites(args, set(args)) else None
+
+
+def _mv(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    operands = [a for a in args if not a.startswith("-")]
+    dest = operands[-1] if len(operands) >= 2 else ""
+    if dest.startswith(("$", "~", "/")) or dest == ".." or dest.startswith("../"):
+        if m.cwd is None or "$" in dest or "~" in dest:
+            return "move-out"
+        real = os.path.normpath(os.path.join(m.cwd, dest))
+        if not (real == m.cwd or real.startswith(m.cwd.rstrip("/") + "/")):
+            return "move-out"
+    return _mv_cp(m, args, via_xargs)
 
 
 def _sed(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
@@ -228,7 +279,10 @@ def _perl(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     return _script(m, args, via_xargs)
 
 
-_SCRIPT_DELETE = re.compile(r"rmtree|os\.(remove|unlink|rmdir)|\.unlink\(|fs\.(rm|rmSync|unlink|unlinkSync|rmdir)\b|File\.delete|unlink\s*\(")
+_SCRIPT_DELETE = re.compile(
+    r"rmtree|os\.(remove|unlink|rmdir|rename|replace|truncate)|\.unlink\(|fs\.(rm|rmSync|unlink|unlinkSync|rmdir|writeFileSync|writeFile)\b"
+    r"|File\.delete|unlink\s*\(|\bopen\s*\([^)]*,\s*(mode\s*=\s*)?[\"'][wx]|\.write_(text|bytes)\(|shutil\.move|File\.write"
+)
 
 
 def _script(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
@@ -236,6 +290,90 @@ def _script(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         if a in ("-c", "-e", "--eval", "-E") and i + 1 < len(args) and _SCRIPT_DELETE.search(args[i + 1]):
             return "script-delete"
     return None
+
+
+def _tee(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    if any(a in ("-a", "--append") for a in args):
+        return None
+    return "tee" if any(m._exists(a) for a in args if not a.startswith("-")) else None
+
+
+def _download(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    for i, a in enumerate(args):
+        if a in ("-O", "--remote-name", "--remote-name-all") and args[0:1] != ["wget"]:
+            return "download-overwrite"  # curl -O: the file name comes from the URL
+        if a in ("-o", "--output", "-O", "--output-document") and i + 1 < len(args):
+            return "download-overwrite" if m._exists(args[i + 1]) else None
+        if a.startswith(("--output=", "--output-document=")):
+            return "download-overwrite" if m._exists(a.split("=", 1)[1]) else None
+    return None
+
+
+def _curl(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return _download(m, args, via_xargs)
+
+
+def _wget(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    for i, a in enumerate(args):
+        if a in ("-O", "--output-document") and i + 1 < len(args):
+            return "download-overwrite" if args[i + 1] != "-" and m._exists(args[i + 1]) else None
+        if a.startswith("--output-document="):
+            return "download-overwrite" if m._exists(a.split("=", 1)[1]) else None
+    return None
+
+
+def _tar(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    first = args[0] if args else ""
+    extract = "--extract" in args or "--get" in args or any(re.match(r"^-[a-zA-Z]*x", a) for a in args)
+    extract = extract or (bool(first) and not first.startswith("-") and "x" in first and re.fullmatch(r"[a-zA-Z]+", first) is not None)
+    return "extract" if extract and "--to-stdout" not in args and "-O" not in args else None
+
+
+def _unzip(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    if any(a in ("-l", "-v", "-t", "-p", "-Z", "-n", "-z") for a in args):
+        return None
+    return "extract" if [a for a in args if not a.startswith("-")] else None
+
+
+def _seven_zip(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "extract" if args[:1] in (["x"], ["e"]) else None
+
+
+def _patch(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return None if any(a in ("--dry-run", "--help", "--version") for a in args) else "patch"
+
+
+_FORMATTERS: dict[str, Callable[[list[str]], bool]] = {
+    "black": lambda a: not ({"--check", "--diff"} & set(a)),
+    "isort": lambda a: not ({"--check", "--check-only", "--diff", "-c"} & set(a)),
+    "autopep8": lambda a: bool({"-i", "--in-place"} & set(a)),
+    "yapf": lambda a: bool({"-i", "--in-place"} & set(a)),
+    "prettier": lambda a: bool({"--write", "-w"} & set(a)),
+    "eslint": lambda a: "--fix" in a,
+    "gofmt": lambda a: "-w" in a,
+    "goimports": lambda a: "-w" in a,
+    "rustfmt": lambda a: "--check" not in a,
+    "clang-format": lambda a: "-i" in a,
+    "shfmt": lambda a: "-w" in a,
+    "stylua": lambda a: "--check" not in a,
+}
+
+
+def _formatter(m: Matcher, args: list[str], via_xargs: bool, name: str = "") -> str | None:
+    check = _FORMATTERS.get(name)
+    return "formatter" if check is not None and check(args) and (via_xargs or [a for a in args if not a.startswith("-")] or name in ("black", "isort")) else None
+
+
+def _ruff(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    if args[:1] == ["format"] and not ({"--check", "--diff"} & set(args)):
+        return "formatter"
+    if args[:1] == ["check"] and ("--fix" in args or "--unsafe-fixes" in args):
+        return "formatter"
+    return None
+
+
+def _fmt_subcommand(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "formatter" if args[:1] == ["fmt"] and "--check" not in args else None  # cargo fmt, go fmt
 
 
 def _simple(rule: str) -> Callable[[Matcher, list[str], bool], str | None]:
@@ -257,15 +395,26 @@ _RULE_FUNCS = {
     "rm": _rm,
     "git": _git,
     "find": _find,
-    "mv": _mv_cp,
+    "mv": _mv,
     "cp": _mv_cp,
+    "ln": lambda m, a, x: "overwrite" if ({"-f", "--force"} & set(a) or any(re.match(r"^-[a-zA-Z]*f", w) for w in a)) and m._overwrites([w for w in a if not w.startswith("-")], set()) else None,
+    "tee": _tee,
+    "curl": _curl,
+    "wget": _wget,
+    "tar": _tar,
+    "bsdtar": _tar,
+    "unzip": _unzip,
+    "7z": _seven_zip,
+    "7za": _seven_zip,
+    "patch": _patch,
+    "ruff": _ruff,
+    "cargo": _fmt_subcommand,
+    "go": _fmt_subcommand,
+    **{name: (lambda n: lambda m, a, x: _formatter(m, a, x, n))(name) for name in _FORMATTERS},
     "sed": _sed,
     "gsed": _sed,
     "perl": _perl,
-    "python": _script,
-    "python3": _script,
-    "node": _script,
-    "ruby": _script,
+    **{name: _script for name in _INTERPRETERS if name != "perl"},
     "shred": _simple("shred"),
     "srm": _simple("shred"),
     "unlink": _simple("shred"),
