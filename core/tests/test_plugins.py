@@ -141,3 +141,32 @@ def test_entry_point_discovery_and_allow_list(monkeypatch: pytest.MonkeyPatch) -
         assert {p["name"] for p in plugins.list_plugins()} == {"agentsnap_core.defaults"}
     finally:
         plugins.reset_plugin_manager()
+
+
+def test_plugins_doc_lists_every_hook() -> None:
+    """docs/PLUGINS.md names every hookspec, and names no hook that does not exist."""
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "PLUGINS.md").read_text()
+    specs = {n for n, _ in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("agentsnap_")}
+    listed = set(re.findall(r"^\| `(agentsnap_\w+)` \|", doc, re.M))
+    assert listed == specs, f"missing from docs/PLUGINS.md: {specs - listed}; not hooks: {listed - specs}"
+
+
+def test_a_plugin_with_a_misspelt_hook_is_refused_by_name() -> None:
+    """pluggy would never call `agentsnap_capture_stat`: loading says so instead of failing silently later."""
+    import pluggy
+
+    from agentsnap_core.errors import AgentSnapError
+    from agentsnap_core.plugins import check_hooks
+
+    class Typo:
+        @hookimpl
+        def agentsnap_capture_stat(self, obj: Any, context: dict[str, Any]) -> Any:
+            return None
+
+    pm = pluggy.PluginManager("agentsnap")
+    pm.add_hookspecs(hookspecs)
+    pm.register(Typo(), name="typo-plugin")
+    with pytest.raises(AgentSnapError, match="typo-plugin.*agentsnap_capture_stat"):
+        check_hooks(pm)

@@ -13,6 +13,7 @@ import threading
 import pluggy
 
 from . import hookspecs
+from .errors import AgentSnapError
 
 ENTRY_POINT_GROUP = "agentsnap"
 ENV_ALLOW = "AGENTSNAP_PLUGINS"
@@ -52,8 +53,22 @@ def get_plugin_manager() -> pluggy.PluginManager:
                 dist = getattr(ep, "dist", None)
                 if dist is not None:
                     _dists[ep.name] = f"{dist.metadata['Name']} {dist.version}"
+            check_hooks(pm)
             _pm = pm
         return _pm
+
+
+def check_hooks(pm: pluggy.PluginManager) -> None:
+    """Refuse a plugin implementing a hook agentsnap does not define (a typo, or a hook a newer core removed):
+    pluggy would otherwise never call it, and the plugin would fail silently."""
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        name = pm.get_name(exc.plugin) or getattr(exc.plugin, "__name__", repr(exc.plugin))
+        raise AgentSnapError(
+            f"plugin {name} ({_dists.get(name, 'registered at run time')}): {exc}; see docs/PLUGINS.md for the hooks "
+            f"agentsnap defines, or leave the plugin out with {ENV_ALLOW}"
+        ) from None
 
 
 def reset_plugin_manager() -> None:
@@ -73,7 +88,7 @@ def list_plugins() -> list[dict[str, str]]:
             {
                 "name": name,
                 "module": getattr(plugin, "__name__", type(plugin).__name__),
-                "dist": _dists.get(name, "agentsnap (built in)" if name.startswith("agentsnap.") else "registered at run time"),
+                "dist": _dists.get(name, "agentsnap-core (built in)" if name.startswith("agentsnap_core.") else "registered at run time"),
                 "hooks": ",".join(sorted(h.name for h in pm.get_hookcallers(plugin) or [])),
             }
         )
