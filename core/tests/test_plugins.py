@@ -156,7 +156,6 @@ def test_plugins_doc_lists_every_hook() -> None:
 def test_a_plugin_with_a_misspelt_hook_is_refused_by_name() -> None:
     """pluggy would never call `agentsnap_capture_stat`: loading says so instead of failing silently later."""
     import pluggy
-
     from agentsnap_core.errors import AgentSnapError
     from agentsnap_core.plugins import check_hooks
 
