@@ -120,3 +120,52 @@ def test_after_the_turn_ends_rewind_targets_the_state_before_the_destructive_cal
     proc = subprocess.run(["agentsnap-claude-code", "restore", "--before-call", "7", "-C", str(project)], capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "no snapshot was taken before tool call 7" in proc.stderr and "rm -rf src" in proc.stderr
     assert proc.stderr.count("\n") == 1
+
+
+def _cc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["agentsnap-claude-code", *args], capture_output=True, text=True, env=helper_env())
+
+
+def test_write_and_notebook_edit_of_existing_files_are_snapshotted_and_undone(project: Path, transcript: Path) -> None:
+    (project / "nb.ipynb").write_text('{"cells": []}\n')
+    write = {"tool_name": "Write", "tool_input": {"file_path": str(project / "src" / "app.py"), "content": "overwritten\n"}, "tool_use_id": "toolu_w"}
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **write)
+    assert out == {}  # an edit is protected quietly
+    (project / "src" / "app.py").write_text("overwritten\n")
+    nb = {"tool_name": "NotebookEdit", "tool_input": {"notebook_path": "nb.ipynb", "new_source": "x"}, "tool_use_id": "toolu_nb"}
+    run_plugin_hook(project, transcript, "PreToolUse", **nb)
+    (project / "nb.ipynb").write_text('{"cells": ["x"]}\n')
+    listing = _cc("points", "-C", str(project), "--json")
+    pts = json.loads(listing.stdout)
+    assert [(p["tool"], p["call"]) for p in pts] == [("Write", 3), ("NotebookEdit", 3)]  # neither id is in the transcript yet
+    assert _cc("restore", pts[0]["id"], "-C", str(project)).returncode == 0
+    assert (project / "src" / "app.py").read_text() == "print('hello')\n" and (project / "nb.ipynb").read_text() == '{"cells": []}\n'
+
+
+def test_rewind_and_restore_use_the_snapshot_asked_for_not_head(project: Path, transcript: Path) -> None:
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    first = _undo_of(out["systemMessage"])[2]
+    (project / "src" / "app.py").write_text("later\n")
+    (project / "later.txt").write_text("later\n")
+    run_plugin_hook(project, transcript, "Stop", stop_hook_active=False)  # HEAD: the later state
+    proc = _cc("rewind", first, "-C", str(project), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["id"].startswith(first)
+    assert (project / "src" / "app.py").read_text() == "print('hello')\n" and not (project / "later.txt").exists()
+
+
+def test_the_restore_command_honours_its_arguments(project: Path, transcript: Path) -> None:
+    """/agentsnap:restore <id> <path>: the command line of restore.md with $ARGUMENTS filled in, run by a shell."""
+    from agentsnap_claude_code.install import plugin_root
+
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    snap = _undo_of(out["systemMessage"])[2]
+    (project / "src" / "app.py").write_text("changed\n")
+    (project / "README.md").write_text("changed too\n")
+    body = (plugin_root() / "commands" / "restore.md").read_text()
+    [line] = [ln for ln in body.splitlines() if ln.startswith("agentsnap-claude-code restore")]
+    proc = subprocess.run(line.replace("$ARGUMENTS", f"{snap} src/app.py"), shell=True, capture_output=True, text=True, env=helper_env(), cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "src" / "app.py").read_text() == "print('hello')\n"
+    assert (project / "README.md").read_text() == "changed too\n"  # only the path asked for
+    assert "undo with: agentsnap-claude-code restore " in proc.stdout
