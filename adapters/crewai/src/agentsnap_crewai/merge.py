@@ -103,22 +103,23 @@ def merge_storages(ours: AgentsnapStorage, theirs: AgentsnapStorage | str, messa
 
     from .storage import AgentsnapStorage
 
-    ours_id = ours.snapshot("crewai memory: before merge").id
-    theirs_id = theirs.snapshot("crewai memory: before merge").id if isinstance(theirs, AgentsnapStorage) else ours.repo.resolve(theirs)
-    # the core merge engine finds the common ancestor and calls this adapter's agentsnap_merge_state
-    plan = plan_merge(ours.repo, ours_id, theirs_id)
-    state = plan.layers.get("state")
-    result = MemoryMerge(rows_from_payload(state), [c for c in plan.conflicts if c.get("kind") == "memory-record"])
-    ours.load_payload(result.payload)
-    result.snapshot = ours.repo.snapshot(
-        message or f"crewai memory: merge {theirs_id[:12]} into {ours.branch}",
-        agent="crewai.memory",
-        layers={"state": result.payload},
-        trace=[],
-        capture_world=False,
-        parents=[ours_id, theirs_id],
-        ref=ours.ref,
-        meta={"records": len(result.records), "conflicts": [c["id"] for c in result.conflicts]},
-    )
-    ours.mark_snapshotted(result.snapshot.id)
+    with ours._locked():  # no other writer of ours' branch slips a write in between
+        ours_id = ours.snapshot("crewai memory: before merge").id
+        theirs_id = theirs.snapshot("crewai memory: before merge").id if isinstance(theirs, AgentsnapStorage) else ours.repo.resolve(theirs)
+        # the core merge engine finds the common ancestor and calls this adapter's agentsnap_merge_state
+        plan = plan_merge(ours.repo, ours_id, theirs_id)
+        state = plan.layers.get("state")
+        result = MemoryMerge(rows_from_payload(state), [c for c in plan.conflicts if c.get("kind") == "memory-record"])
+        ours.load_payload(result.payload)
+        result.snapshot = ours.repo.snapshot(
+            message or f"crewai memory: merge {theirs_id[:12]} into {ours.branch}",
+            agent="crewai.memory",
+            layers={"state": result.payload},
+            trace=[],
+            capture_world=False,
+            parents=[ours_id, theirs_id],
+            ref=ours.ref,
+            meta={"records": len(result.records), "conflicts": [c["id"] for c in result.conflicts]},
+        )
+        ours.mark_snapshotted(result.snapshot.id)
     return result

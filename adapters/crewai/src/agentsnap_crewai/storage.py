@@ -9,10 +9,13 @@ snapshots on an agentsnap branch. Semantics follow CrewAI 1.15's ``LanceDBStorag
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import threading
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -119,12 +122,11 @@ class AgentsnapStorage:
         self._rows: dict[str, Row] = {}
         self._vector_dim = vector_dim or 0
         self._base: str | None = None
-        self._dirty = False
-        head = self.repo.refs.get_ref(self.ref)
-        if head is not None:
-            self._load(rows_from_payload(self.repo.read_layer(head, "state")))
-            self._base = head
-        self._replay_journal()
+        self._offset = 0  # journal bytes already applied to ``_rows``
+        self._lock_file: Any = None
+        self._depth = 0
+        with self._locked():  # loads the branch head and replays the journal
+            pass
 
     # ------------------------------------------------------------------ identity
     @property
@@ -144,34 +146,76 @@ class AgentsnapStorage:
         return f"AgentsnapStorage({str(self.repo.root)!r}, branch={self.branch!r}, records={len(self._rows)})"
 
     # ------------------------------------------------------------------ journal
+    # The branch head plus the journal is the truth, shared by every writer of the branch (threads
+    # and processes): every operation takes an exclusive file lock and first catches up (reload the
+    # head when another writer snapshotted, apply journal entries others appended); a snapshot
+    # then holds every write made before it and truncates the journal under the same lock.
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                if self._lock_file is None:
+                    self._journal_path.parent.mkdir(parents=True, exist_ok=True)
+                    self._lock_file = open(self._journal_path.with_suffix(".lock"), "a+b")  # noqa: SIM115 - held for the storage's life
+                fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX)
+            self._depth += 1
+            try:
+                if self._depth == 1:
+                    self._catch_up()
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
+
+    def _catch_up(self) -> None:
+        head = self.repo.refs.get_ref(self.ref)
+        if head != self._base or self._journal_size() < self._offset:
+            rows = rows_from_payload(_memory_part(self.repo.read_layer(head, "state"))) if head else {}
+            self._load(rows)
+            self._base, self._offset = head, 0
+        self._replay_journal()
+
+    def _journal_size(self) -> int:
+        try:
+            return self._journal_path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def _journal(self, op: str, arg: Any) -> None:
         path = self._journal_path
         path.parent.mkdir(parents=True, exist_ok=True)
+        entry = pack([op, arg])
         with open(path, "ab") as f:
-            f.write(pack([op, arg]))
+            if f.tell() > self._offset:
+                f.truncate(self._offset)  # drop a torn entry left by a crashed writer before appending
+            f.write(entry)
             f.flush()
             os.fsync(f.fileno())
+        self._offset += len(entry)
 
     def _replay_journal(self) -> None:
         try:
-            data = self._journal_path.read_bytes()
+            with open(self._journal_path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
         except FileNotFoundError:
             return
         unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
         unpacker.feed(data)
+        done = 0
         try:
             for op, arg in unpacker:
                 self._apply(op, arg)
-                self._dirty = True
+                done = unpacker.tell()
         except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
             pass  # a torn last entry (crash mid-write) is dropped; earlier entries are applied
+        self._offset += done
 
     def _clear_journal(self) -> None:
-        self._dirty = False
-        try:
-            self._journal_path.unlink()
-        except FileNotFoundError:
+        with open(self._journal_path, "wb"):  # truncate: other writers see the size drop and reload the head
             pass
+        self._offset = 0
 
     def _apply(self, op: str, arg: Any) -> None:
         if op == "put":
@@ -196,10 +240,9 @@ class AgentsnapStorage:
                     del self._rows[rid]
 
     def _write(self, op: str, arg: Any) -> None:
-        with self._lock:
+        with self._locked():
             self._journal(op, arg)
             self._apply(op, arg)
-            self._dirty = True
 
     def _load(self, rows: dict[str, Row]) -> None:
         self._rows = dict(rows)
@@ -232,7 +275,8 @@ class AgentsnapStorage:
             self._write("touch", {"ids": list(record_ids), "at": datetime.utcnow().isoformat()})
 
     def get_record(self, record_id: str) -> MemoryRecord | None:
-        row = self._rows.get(str(record_id))
+        with self._locked():
+            row = self._rows.get(str(record_id))
         return row_to_record(row) if row else None
 
     def search(
@@ -244,7 +288,7 @@ class AgentsnapStorage:
         limit: int = 10,
         min_score: float = 0.0,
     ) -> list[tuple[MemoryRecord, float]]:
-        with self._lock:
+        with self._locked():
             rows = [r for r in self._rows.values() if _in_scope(r["scope"], scope_prefix)]
         if not rows:
             return []
@@ -286,7 +330,7 @@ class AgentsnapStorage:
         LanceDB); otherwise every given criterion must match. Unlike LanceDB 1.15, a scope
         prefix does not also delete records in the root scope ``/``.
         """
-        with self._lock:
+        with self._locked():
             if record_ids and not (categories or metadata_filter):
                 ids = [rid for rid in dict.fromkeys(str(r) for r in record_ids) if rid in self._rows]
             else:
@@ -303,7 +347,7 @@ class AgentsnapStorage:
             return len(ids)
 
     def _rows_in(self, scope_prefix: str | None) -> list[Row]:
-        with self._lock:
+        with self._locked():
             return [r for r in self._rows.values() if _in_scope(r["scope"], scope_prefix)]
 
     def list_records(self, scope_prefix: str | None = None, limit: int = 200, offset: int = 0) -> list[MemoryRecord]:
@@ -357,7 +401,8 @@ class AgentsnapStorage:
 
     def count(self, scope_prefix: str | None = None) -> int:
         if scope_prefix is None or not scope_prefix.strip("/"):
-            return len(self._rows)
+            with self._locked():
+                return len(self._rows)
         return self.get_scope_info(scope_prefix).record_count
 
     def reset(self, scope_prefix: str | None = None) -> None:
@@ -393,13 +438,16 @@ class AgentsnapStorage:
 
     def close(self) -> None:
         """Release the repository when this storage opened it (``Memory.close`` calls this)."""
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
         if self._own_repo:
             self.repo.close()
 
     # ------------------------------------------------------------------ snapshots
     def rows(self) -> dict[str, Row]:
         """A copy of every record as plain data, keyed by id, in insertion order."""
-        with self._lock:
+        with self._locked():
             return {rid: dict(r) for rid, r in self._rows.items()}
 
     def payload(self) -> dict[str, Any]:
@@ -409,27 +457,28 @@ class AgentsnapStorage:
     def load_payload(self, payload: Any) -> None:
         """Replace the contents with a state-layer payload (durably journalled, not yet snapshotted)."""
         rows = rows_from_payload(_memory_part(payload))
-        with self._lock:
+        with self._locked():
             self._write("reset", None)
             self._write("put", list(rows.values()))
 
     def mark_snapshotted(self, snapshot_id: str) -> None:
         """Record that the current contents are exactly snapshot ``snapshot_id`` (journal cleared)."""
-        with self._lock:
+        with self._locked():
             self._clear_journal()
             self._base = snapshot_id
 
     @property
     def dirty(self) -> bool:
         """True when there are writes since the last snapshot or restore."""
-        return self._dirty or self._base is None
+        with self._locked():
+            return self._offset > 0 or self._base is None
 
     def snapshot(self, message: str = "crewai memory", *, meta: dict[str, Any] | None = None, force: bool = False) -> Snapshot:
         """Snapshot the memory on this storage's branch (parent: the branch's previous head).
 
         Without writes since the last snapshot/restore, the existing snapshot is returned unless ``force``.
         """
-        with self._lock:
+        with self._locked():
             if not force and not self.dirty and self._base is not None:
                 return self.repo.get(self._base)
             snap = self.repo.snapshot(
@@ -453,7 +502,7 @@ class AgentsnapStorage:
         """
         snap = spec if isinstance(spec, Snapshot) else self.repo.get(spec)
         rows = rows_from_payload(_memory_part(self.repo.read_layer(snap, "state")))
-        with self._lock:
+        with self._locked():
             from agentsnap_core.store import ANY, RefUpdate
 
             self.repo.update_refs([RefUpdate(self.ref, snap.id, ANY)], f"crewai memory: restore {snap.id[:12]}")
