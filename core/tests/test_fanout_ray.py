@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from agentsnap_core import Repo
-from agentsnap_core.testing.servers import free_port, need, need_module
+from agentsnap_core.testing.servers import free_port, need, need_module, watch_owner
 from test_fanout import BEST, PATCHES, RUN, SCORE_CMD, changed_bytes, make_package
 
 pytestmark = [
@@ -68,8 +68,7 @@ def _head_node() -> Iterator[dict[str, Any]]:
          f"--temp-dir={temp}", *[f"{k}={v}" for k, v in ports.items()]],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     # if this test process dies before its teardown, a watchdog kills the head node's process group
-    watchdog = subprocess.Popen(["sh", "-c", f"while kill -0 {os.getpid()} 2>/dev/null; do sleep 1; done; "
-                                 f"kill -s KILL -- -{proc.pid} 2>/dev/null; rm -rf {temp}"], start_new_session=True)
+    watchdog = watch_owner(f"kill -KILL -{proc.pid} 2>/dev/null; rm -rf {temp}")  # dash: no "--"
     address = f"127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     up = False

@@ -47,6 +47,26 @@ def free_port() -> int:
 # Tests and benchmarks start these on free 127.0.0.1 ports and stop them by PID.
 
 
+def watch_owner(cleanup: str, owner: int | None = None) -> Any:
+    """Run the shell command ``cleanup`` once process ``owner`` (default: this one) is gone.
+
+    A test process killed by a time budget (SIGKILL) runs no teardown; this detached watchdog still
+    stops the servers it started and removes their files. Call ``.kill()`` on it after a normal stop.
+    """
+    import subprocess
+
+    owner = os.getpid() if owner is None else owner
+    script = f"while kill -0 {owner} 2>/dev/null; do sleep 1; done; {cleanup}"
+    return subprocess.Popen(["sh", "-c", script], start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _end_watch(watchdog: Any) -> None:
+    if watchdog is not None and watchdog.poll() is None:
+        watchdog.kill()
+        watchdog.wait()
+
+
 class ServerUnavailable(RuntimeError):
     """The server binary is missing or would not start (the message says why)."""
 
@@ -113,6 +133,8 @@ class PostgresServer:
             "-c max_connections=200"
         )
         self._run(f"{b}/pg_ctl", "-D", f"{d}/data", "-l", f"{d}/log", "-w", "-t", "30", "-o", opts, "start")
+        pid = self.pid  # pg_ctl detaches the postmaster: if this process dies untidily, a watchdog stops it
+        self._watchdog = watch_owner(f"kill -INT {pid}; sleep 5; kill -KILL {pid}; rm -rf {d}") if pid else None
         return self
 
     @property
@@ -129,6 +151,7 @@ class PostgresServer:
         import time
 
         pid = self.pid
+        _end_watch(getattr(self, "_watchdog", None))
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGINT)  # "fast" shutdown, by PID
@@ -182,6 +205,8 @@ class SeaweedServer:
         ]  # fmt: skip
         self._log = open(f"{self.base}/weed.log", "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        pg = self.proc.pid  # its own process group: if this process dies untidily, a watchdog stops the group
+        self._watchdog = watch_owner(f"kill -TERM -{pg}; sleep 5; kill -KILL -{pg}; rm -rf {self.base}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -240,6 +265,7 @@ class SeaweedServer:
         import signal
         import subprocess
 
+        _end_watch(getattr(self, "_watchdog", None))
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
             try:
