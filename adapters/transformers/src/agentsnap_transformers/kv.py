@@ -106,9 +106,17 @@ def write_cache(
 
 
 def read_cache(
-    store: ObjectStore, record: Mapping[str, Any], fp: Mapping[str, str] | None, config: Any = None
+    store: ObjectStore,
+    record: Mapping[str, Any],
+    fp: Mapping[str, str] | None,
+    config: Any = None,
+    device: torch.device | str = "cpu",
 ) -> DynamicCache:
-    """Build a fresh DynamicCache from a record, page by page (checks the fingerprint first when given)."""
+    """Build a fresh DynamicCache on ``device`` (the model's) from a record, page by page.
+
+    The fingerprint is checked first when given. Pages are decoded on the CPU and copied to ``device``
+    one page at a time.
+    """
     if fp is not None:
         kvcache.check_fingerprint(record, fp)
     else:
@@ -116,8 +124,8 @@ def read_cache(
     meta = record["meta"]
     dtype = getattr(torch, meta["dtype"])
     total = len(record["tokens"])
-    keys = [torch.empty((1, k[0], total, k[1]), dtype=dtype) for k, _v in meta["shapes"]]
-    values = [torch.empty((1, v[0], total, v[1]), dtype=dtype) for _k, v in meta["shapes"]]
+    keys = [torch.empty((1, k[0], total, k[1]), dtype=dtype, device=device) for k, _v in meta["shapes"]]
+    values = [torch.empty((1, v[0], total, v[1]), dtype=dtype, device=device) for _k, v in meta["shapes"]]
     item = torch.empty((), dtype=dtype).element_size()
     per_token = sum(k[0] * k[1] + v[0] * v[1] for k, v in meta["shapes"]) * item
     if sum(p["nbytes"] for p in record["pages"]) != per_token * total:
@@ -130,7 +138,7 @@ def read_cache(
             n = heads * (end - start) * dim * item
             if at + n > len(buf):
                 raise InvalidInput(f"KV page at token {start} is shorter than its layout says")
-            target[0, :, start:end, :] = buf[at : at + n].view(dtype).view(heads, end - start, dim)
+            target[0, :, start:end, :] = buf[at : at + n].view(dtype).view(heads, end - start, dim).to(target.device)
             at += n
         if at != len(buf):
             raise InvalidInput(f"KV page at token {start} is longer than its layout says")

@@ -42,7 +42,7 @@ def agentsnap_restore_cache(obj: Any, cache: Any, context: dict[str, Any]) -> bo
         return None
     from . import kv
 
-    restored = kv.read_cache(context["repo"].objects, cache, obj.fingerprint(), config=obj.model.config)
+    restored = kv.read_cache(context["repo"].objects, cache, obj.fingerprint(), config=obj.model.config, device=obj.device)
     obj.cache = restored
     obj.tokens = list(cache["tokens"])
     obj.base_record = cache

@@ -39,6 +39,11 @@ class KVSession:
         #: the record whose pages equal this live cache's pages (captured or restored), for page reuse
         self.base_record: dict[str, Any] | None = None
 
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's parameters (inputs and restored caches are placed there)."""
+        return next(self.model.parameters()).device
+
     def fingerprint(self) -> dict[str, str]:
         """The cache fingerprint of this session's model (weights digest computed once)."""
         if self._fingerprint is None:
@@ -50,7 +55,7 @@ class KVSession:
         """Run ``ids`` through the model on top of the cache (a prefill when many); return the next logits."""
         if not ids:
             raise ValueError("feed() needs at least one token")
-        input_ids = torch.tensor([list(ids)], dtype=torch.long)
+        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
         out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
         self.cache = out.past_key_values
         self.tokens.extend(int(t) for t in ids)
