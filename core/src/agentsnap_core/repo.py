@@ -540,7 +540,12 @@ class Repo:
             meta={"undo_of": snap.id},
         )
         context["current"] = self.working_entries()
-        changes = get_plugin_manager().hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
+        try:
+            changes = get_plugin_manager().hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
+        except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
+            if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
+                raise
+            raise self._roll_back(undo, exc, norm_paths) from exc
         if norm_paths is None:
             trace_rec = snap.layers.get("trace")
             self.set_messages(content.get_value(self.objects, trace_rec["content"]) if trace_rec else [])
@@ -550,6 +555,18 @@ class Repo:
             else:
                 self.refs.set_head(self.worktree, None, snap.id)
         return {"id": snap.id, "undo": undo.id, "changes": changes}
+
+    def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
+        """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
+        what = f"restore failed midway ({exc})"
+        try:
+            world.materialize(self.objects, self.root, self.world_entries(undo), self.working_entries(),
+                              allow_external_symlinks=True, paths=paths)
+        except Exception as again:  # noqa: BLE001 - reported with the command that finishes the job
+            return AgentSnapError(f"{what}; rolling back also failed ({again}): "
+                                  f"run 'agentsnap restore {undo.id[:12]}' (refs/undo/restore) to get the tree back")
+        return AgentSnapError(f"{what}; the tree was rolled back to the undo snapshot {undo.id[:12]} "
+                              "(refs/undo/restore): nothing changed")
 
     def _norm_path(self, p: str) -> str:
         full = (Path(os.getcwd()) / p).resolve() if not os.path.isabs(p) else Path(p).resolve()

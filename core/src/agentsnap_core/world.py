@@ -498,6 +498,12 @@ def materialize(
     tgt = {e[0]: e for e in target if selected(e[0])}
     cur = {e[0]: e for e in current if selected(e[0])}
     changes = compare(list(cur.values()), list(tgt.values()), dirs=True)
+    # 0. every object the restore needs is present, verifies and has the size the tree says: nothing touched yet
+    for p in sorted(tgt):
+        _path, kind, _mode, size, ref = tgt[p]
+        c = cur.get(p)
+        if kind == "f" and not (c is not None and c[1] == "f" and c[4] == ref):
+            check_content(store, p, ref, size)
     # 1. remove what the target does not have, or has with another kind (deepest first)
     for p in sorted(cur, key=lambda s: s.count("/"), reverse=True):
         old, t = cur[p], tgt.get(p)
@@ -550,14 +556,14 @@ def materialize(
                 if n != size:
                     raise ObjectCorrupt(ref, f"{size} bytes", f"{n}{'+' if n > size else ''} bytes",
                                         "file size differs from tree")
-            except BaseException:  # a corrupt or missing object leaves no temp file behind
+                os.chmod(tmp, mode)
+                os.replace(tmp, full)
+            except BaseException:  # a corrupt object, a full disk: no temp file left behind
                 try:
                     os.unlink(tmp)
                 except FileNotFoundError:
                     pass
                 raise
-            os.chmod(tmp, mode)
-            os.replace(tmp, full)
             if progress:
                 progress(size)
     # directory modes last (a read-only dir must be filled first)
@@ -565,6 +571,22 @@ def materialize(
         if tgt[p][1] == "d":
             os.chmod(os.path.join(root, p), tgt[p][2])
     return changes
+
+
+def check_content(store: ObjectStore, path: str, ref: str, size: int) -> None:
+    """Read the content of tree entry ``path`` through (every chunk verified); raise naming ``path``."""
+    try:
+        n = 0
+        for piece in content.iter_chunks(store, ref):
+            n += len(piece)
+            if n > size:
+                break
+        if n != size:
+            raise ObjectCorrupt(ref, f"{size} bytes", f"{n}{'+' if n > size else ''} bytes", "file size differs from tree")
+    except AgentSnapError as exc:  # same class (callers can act on it), the message names the file
+        exc.args = (f"cannot restore {path!r}: {exc}; nothing was changed",)
+        exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)
+        raise
 
 
 def _check_parents(root: Path, rel: str) -> None:
