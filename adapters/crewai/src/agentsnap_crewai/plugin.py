@@ -118,7 +118,9 @@ def agentsnap_capture(obj: Any, context: dict[str, Any]) -> dict[str, Any] | Non
         tasks = [
             {"key": t.key, "output": t.output.model_dump(mode="json") if t.output is not None else None} for t in obj.tasks
         ]
-        return {"state": {"kind": CREW_KIND, "v": 1, "memory": capture_memory(storage) if storage else None, "tasks": tasks}}
+        kickoff = getattr(obj, "_kickoff_event_id", None) or obj.checkpoint_kickoff_event_id
+        return {"state": {"kind": CREW_KIND, "v": 1, "memory": capture_memory(storage) if storage else None, "tasks": tasks,
+                          "kickoff_event_id": str(kickoff) if kickoff else None}}
     if kind == "flow":
         state = obj._state
         return {"state": {"kind": FLOW_KIND, "v": 1, "state": _plain_state(state)}}
@@ -155,6 +157,7 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
 
             for task, saved in zip(obj.tasks, outputs, strict=True):
                 task.output = TaskOutput.model_validate(saved["output"]) if saved["output"] is not None else None
+            _resume_from_outputs(obj, state.get("kickoff_event_id"))
         return True
     if kind == "flow":
         if skind != FLOW_KIND:
@@ -162,6 +165,21 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
         obj._restore_state(dict(state["state"]))
         return True
     return None
+
+
+def _resume_from_outputs(crew: Any, kickoff_event_id: str | None) -> None:
+    """Make the next ``kickoff()`` continue after the restored task outputs, as CrewAI's own checkpoint resume does.
+
+    CrewAI 1.15 starts at the first task without an output when ``checkpoint_kickoff_event_id`` is set
+    (``Crew._get_execution_start_index``); restoring a snapshot taken before any task finished clears it.
+    """
+    import uuid
+
+    if any(t.output is not None for t in crew.tasks):
+        crew.checkpoint_kickoff_event_id = kickoff_event_id or str(uuid.uuid4())
+        crew._kickoff_event_id = crew.checkpoint_kickoff_event_id
+    else:
+        crew.checkpoint_kickoff_event_id = None
 
 
 @hookimpl
