@@ -264,3 +264,46 @@ def test_planted_symlink_on_an_ignored_path_stops_restore_without_writing_throug
     code, out, err = run(work, "restore", "HEAD")
     one_line(code, err, "cache", "in the way")
     assert list(outside.iterdir()) == []
+
+
+def test_every_verb_takes_json_as_the_docs_say() -> None:
+    """docs/CLI.md and the README promise it; `remote add/remove` and `ui` did not."""
+    import click
+    from agentsnap_core.cli import main
+
+    def leaves(cmd: click.Command, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        if isinstance(cmd, click.Group):
+            return [leaf for name, sub in cmd.commands.items() for leaf in leaves(sub, (*path, name))]
+        return [] if any("--json" in p.opts for p in cmd.params) else [path]
+
+    assert leaves(main, ()) == []
+
+
+def test_remote_add_and_remove_speak_json(work: Path, tmp_path: Path) -> None:
+    import json
+
+    code, out, err = run(work, "remote", "add", "origin", str(tmp_path / "remote"), "--json")
+    assert code == 0 and json.loads(out)["remote"] == "origin", err
+    code, out, err = run(work, "remote", "remove", "origin", "--json")
+    assert code == 0 and json.loads(out) == {"v": 1, "removed": "origin"}, err
+
+
+def test_format_doc_states_the_chunker_the_code_uses() -> None:
+    import re
+
+    text = (Path(__file__).parents[2] / "docs" / "FORMAT.md").read_text()
+    found = re.search(r"min (\d+) KiB, average ~(\d+) KiB, max (\d+) KiB", text)
+    assert found, "docs/FORMAT.md no longer states the FastCDC sizes"
+    assert tuple(int(g) * 1024 for g in found.groups()) == (objects.CDC_MIN, objects.CDC_AVG, objects.CDC_MAX)
+    assert "one SQLite transaction" not in text  # a snapshot commits its index row and its ref in two
+
+
+def test_merge_says_fast_forward_once(work: Path) -> None:
+    assert run(work, "branch", "side")[0] == 0
+    assert run(work, "switch", "side")[0] == 0
+    (work / "a.txt").write_text("three\n")
+    assert run(work, "snapshot", "-m", "side")[0] == 0
+    assert run(work, "switch", "main")[0] == 0
+    code, out, err = run(work, "merge", "side")
+    assert code == 0, err
+    assert sum("fast-forward" in line for line in out.splitlines()) == 1, out

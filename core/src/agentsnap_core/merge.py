@@ -395,7 +395,7 @@ def merge(
         from .effects import on_merge  # no merge snapshot is made: run their deferred effects (exactly once) here
 
         on_merge(repo, ours, theirs, branch)
-        return MergeResult("fast-forward", ours, theirs, ours, theirs, notes=[f"fast-forwarded to {theirs[:12]}"])
+        return MergeResult("fast-forward", ours, theirs, ours, theirs)  # the CLI says "fast-forward to ..." once
     plan = plan_merge(repo, ours, theirs, strategy=strategy, labels=labels, summarizer=summarizer, model=model)
     message = message or f"merge {spec} into {branch or ours[:12]}"
     meta = {"merge": {"base": plan.base, "ours": ours, "theirs": theirs, "strategy": strategy, "notes": plan.notes,

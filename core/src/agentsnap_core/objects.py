@@ -29,7 +29,7 @@ OBJECT_FORMAT = 1
 MAGIC = b"ASO"
 HEADER = struct.Struct("<3sBBBQ")
 MAX_OBJECT_BYTES = 32 * 1024 * 1024
-#: content-defined chunking: files above SMALL_FILE bytes are cut into chunks of ~64 KiB
+#: content-defined chunking: files above SMALL_FILE bytes are cut into chunks of ~48 KiB (CDC_AVG)
 SMALL_FILE = 64 * 1024
 CDC_AVG, CDC_MIN, CDC_MAX = 48 * 1024, 16 * 1024, 256 * 1024
 ZSTD_LEVEL = 1

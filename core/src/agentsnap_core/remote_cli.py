@@ -134,20 +134,27 @@ def remote_group() -> None:
 @remote_group.command("add")
 @click.argument("name")
 @click.argument("url")
+@json_opt
 @click.pass_context
-def remote_add(ctx: click.Context, name: str, url: str) -> None:
+def remote_add(ctx: click.Context, name: str, url: str, as_json: bool) -> None:
     """Remember URL as NAME."""
     repo = open_repo(ctx)
     stored = remote_mod.add_remote(repo, name, url)
-    click.echo(f"remote {name}: {mask_url(stored)}")
+    if as_json:
+        emit({"v": JSON_VERSION, "remote": name, "url": mask_url(stored)})
+    else:
+        click.echo(f"remote {name}: {mask_url(stored)}")
 
 
 @remote_group.command("remove")
 @click.argument("name")
+@json_opt
 @click.pass_context
-def remote_remove(ctx: click.Context, name: str) -> None:
+def remote_remove(ctx: click.Context, name: str, as_json: bool) -> None:
     """Forget remote NAME and its remote-tracking refs."""
     remote_mod.remove_remote(open_repo(ctx), name)
+    if as_json:
+        emit({"v": JSON_VERSION, "removed": name})
 
 
 @remote_group.command("list")
