@@ -105,6 +105,17 @@ class TargetNotEmpty(AgentSnapError):
         super().__init__(f"restore target {path!r} exists and is not empty; choose an empty or new directory")
 
 
+class TreeBusy(AgentSnapError):
+    """Another process is snapshotting or restoring this working tree; retry when it is done."""
+
+    def __init__(self, root: str, holder: str) -> None:
+        self.root, self.holder = root, holder
+        super().__init__(
+            f"another agentsnap process ({holder or 'unknown'}) is working on the tree {root}; "
+            "wait for it to finish and re-run"
+        )
+
+
 class InvalidInput(AgentSnapError):
     """A value given by the user cannot be used (the message says which and why)."""
 

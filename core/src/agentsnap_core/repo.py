@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import getpass
 import json
 import os
 import re
 import shutil
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ from .errors import (
     RefExists,
     StoreNotFound,
     TargetNotEmpty,
+    TreeBusy,
     UnknownSnapshot,
     UnsafeSnapshot,
     UnsupportedFormat,
@@ -138,6 +142,38 @@ class Repo:
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
         self.wt_dir = self.store_dir / "wt" / worktree
         self.progress: Progress | None = None
+        self._tree_lock_fd: int | None = None
+        self._tree_lock_mutex = threading.RLock()
+
+    @contextmanager
+    def tree_lock(self, verb: str) -> Iterator[None]:
+        """Hold this worktree's lock (``wt/<worktree>/tree.lock`` in the store) while capturing or rewriting it.
+
+        One process at a time snapshots or restores a working tree: a second one raises :class:`TreeBusy`
+        at once (like git's ``index.lock``) instead of recording a tree that never existed on disk.
+        Re-entrant within this object (restore takes the undo snapshot under the same lock).
+        """
+        with self._tree_lock_mutex:
+            if self._tree_lock_fd is not None:
+                yield
+                return
+            self.wt_dir.mkdir(parents=True, exist_ok=True)
+            path = self.wt_dir / "tree.lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 200).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise TreeBusy(str(self.root), holder) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{verb}, pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+            self._tree_lock_fd = fd
+            try:
+                yield
+            finally:
+                self._tree_lock_fd = None
+                os.close(fd)  # releases the lock (also when the process dies)
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -364,7 +400,7 @@ class Repo:
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
         context["entries"] = entries
         context["statcache"] = (cache_path, new_cache) if Path(root) == self.root else None
-        return {
+        rec = {
             "tree": tree,
             "env": env,
             "files": stats.files,
@@ -428,59 +464,60 @@ class Repo:
         The branch HEAD points at moves by compare-and-swap: a concurrent writer that moved it
         first makes this call raise :class:`RefConflict` (the snapshot itself is kept).
         """
-        pm = get_plugin_manager()
-        symref, head_oid = self.head()
-        target_ref = ref or symref
-        expected = self.refs.get_ref(target_ref) if target_ref else head_oid
-        context: dict[str, Any] = {"repo": self, "pm": pm, "redact": redact_env, "include_secrets": include_secrets}
-        manifest_layers: dict[str, Any] = {}
-        if capture_world:
-            rec = pm.hook.agentsnap_capture_world(root=str(self.root), context=context)
-            if rec is not None:
-                manifest_layers["world"] = rec
-        msgs = self.messages() if trace is None else trace
-        manifest_layers["trace"] = {"content": content.put_value(self.objects, msgs), "count": len(msgs)}
-        for name, value in (layers or {}).items():
-            if name in ("world", "trace") and not isinstance(value, dict):
-                raise InvalidInput(f"layer {name!r} is reserved")
-            if name == "trace":
-                manifest_layers["trace"] = {"content": content.put_value(self.objects, value), "count": len(value)}
-                continue
-            manifest_layers[name] = {"content": content.put_value(self.objects, value)}
-            if isinstance(value, dict) and isinstance(value.get("refs"), list):  # e.g. KV pages (kvcache.py)
-                manifest_layers[name]["refs"] = [r for r in value["refs"] if is_oid(r)]
-        if parents is None:
-            parents = [expected] if expected else []
-        from .effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
+        with self.tree_lock("snapshot") if capture_world else nullcontext():  # one writer of the tree at a time
+            pm = get_plugin_manager()
+            symref, head_oid = self.head()
+            target_ref = ref or symref
+            expected = self.refs.get_ref(target_ref) if target_ref else head_oid
+            context: dict[str, Any] = {"repo": self, "pm": pm, "redact": redact_env, "include_secrets": include_secrets}
+            manifest_layers: dict[str, Any] = {}
+            if capture_world:
+                rec = pm.hook.agentsnap_capture_world(root=str(self.root), context=context)
+                if rec is not None:
+                    manifest_layers["world"] = rec
+            msgs = self.messages() if trace is None else trace
+            manifest_layers["trace"] = {"content": content.put_value(self.objects, msgs), "count": len(msgs)}
+            for name, value in (layers or {}).items():
+                if name in ("world", "trace") and not isinstance(value, dict):
+                    raise InvalidInput(f"layer {name!r} is reserved")
+                if name == "trace":
+                    manifest_layers["trace"] = {"content": content.put_value(self.objects, value), "count": len(value)}
+                    continue
+                manifest_layers[name] = {"content": content.put_value(self.objects, value)}
+                if isinstance(value, dict) and isinstance(value.get("refs"), list):  # e.g. KV pages (kvcache.py)
+                    manifest_layers[name]["refs"] = [r for r in value["refs"] if is_oid(r)]
+            if parents is None:
+                parents = [expected] if expected else []
+            from .effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
 
-        bind_snapshot(self, manifest_layers, target_ref, parents, meta)
-        manifest: dict[str, Any] = {
-            "format": "agentsnap-manifest",
-            "v": MANIFEST_FORMAT,
-            "parents": parents,
-            "time": time.time(),
-            "author": _whoami(),
-            "agent": agent,
-            "message": message,
-            "layers": manifest_layers,
-            "meta": meta or {},
-        }
-        if self.refs.get_config("crypto.signing_key"):  # signed snapshots (agentsnap_core.crypto)
-            from .crypto import maybe_sign
+            bind_snapshot(self, manifest_layers, target_ref, parents, meta)
+            manifest: dict[str, Any] = {
+                "format": "agentsnap-manifest",
+                "v": MANIFEST_FORMAT,
+                "parents": parents,
+                "time": time.time(),
+                "author": _whoami(),
+                "agent": agent,
+                "message": message,
+                "layers": manifest_layers,
+                "meta": meta or {},
+            }
+            if self.refs.get_config("crypto.signing_key"):  # signed snapshots (agentsnap_core.crypto)
+                from .crypto import maybe_sign
 
-            manifest = maybe_sign(self, manifest)
-        oid = self.objects.put(Kind.MANIFEST, pack(manifest))
-        self.objects.barrier()  # objects durable before any ref names them
-        self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
-        if target_ref:
-            if move_head or ref:
-                self.refs.update_refs([RefUpdate(target_ref, oid, expected)], f"snapshot: {message}"[:200])
-        elif move_head:
-            self.refs.set_head(self.worktree, None, oid)
-        sc = context.get("statcache")
-        if sc:
-            sc[1].save(sc[0])
-        return Snapshot(oid, manifest)
+                manifest = maybe_sign(self, manifest)
+            oid = self.objects.put(Kind.MANIFEST, pack(manifest))
+            self.objects.barrier()  # objects durable before any ref names them
+            self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
+            if target_ref:
+                if move_head or ref:
+                    self.refs.update_refs([RefUpdate(target_ref, oid, expected)], f"snapshot: {message}"[:200])
+            elif move_head:
+                self.refs.set_head(self.worktree, None, oid)
+            sc = context.get("statcache")
+            if sc:
+                sc[1].save(sc[0])
+            return Snapshot(oid, manifest)
 
     # ---------------------------------------------------------------- restore
     def restore(
@@ -524,37 +561,38 @@ class Repo:
                 _empty_dir(dest, remove=made)
                 raise
             return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f")}
-        current = self.working_entries()
-        if dry_run:
-            subset = target_entries if norm_paths is None else [e for e in target_entries if _under(e[0], norm_paths)]
-            cur = current if norm_paths is None else [e for e in current if _under(e[0], norm_paths)]
-            return {"id": snap.id, "dry_run": True, "changes": world.compare(cur, subset).as_dict()}
-        if not allow_external_symlinks:
-            for path, kind, _, _, ref in target_entries:
-                if kind == "l" and world.symlink_escapes(path, ref):
-                    raise UnsafeSnapshot(path, f"symlink points outside the restore root ({ref!r})")
-        undo = self.snapshot(
-            f"pre-restore: state before restoring {snap.id[:12]}",
-            ref="refs/undo/restore",
-            parents=[p for p in [self.head()[1]] if p],
-            meta={"undo_of": snap.id},
-        )
-        context["current"] = self.working_entries()
-        try:
-            changes = get_plugin_manager().hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
-        except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
-            if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
-                raise
-            raise self._roll_back(undo, exc, norm_paths) from exc
-        if norm_paths is None:
-            trace_rec = snap.layers.get("trace")
-            self.set_messages(content.get_value(self.objects, trace_rec["content"]) if trace_rec else [])
-            symref, old = self.head()
-            if symref:
-                self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
-            else:
-                self.refs.set_head(self.worktree, None, snap.id)
-        return {"id": snap.id, "undo": undo.id, "changes": changes}
+        with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
+            current = self.working_entries()
+            if dry_run:
+                subset = target_entries if norm_paths is None else [e for e in target_entries if _under(e[0], norm_paths)]
+                cur = current if norm_paths is None else [e for e in current if _under(e[0], norm_paths)]
+                return {"id": snap.id, "dry_run": True, "changes": world.compare(cur, subset).as_dict()}
+            if not allow_external_symlinks:
+                for path, kind, _, _, ref in target_entries:
+                    if kind == "l" and world.symlink_escapes(path, ref):
+                        raise UnsafeSnapshot(path, f"symlink points outside the restore root ({ref!r})")
+            undo = self.snapshot(
+                f"pre-restore: state before restoring {snap.id[:12]}",
+                ref="refs/undo/restore",
+                parents=[p for p in [self.head()[1]] if p],
+                meta={"undo_of": snap.id},
+            )
+            context["current"] = self.working_entries()
+            try:
+                changes = get_plugin_manager().hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
+            except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
+                if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
+                    raise
+                raise self._roll_back(undo, exc, norm_paths) from exc
+            if norm_paths is None:
+                trace_rec = snap.layers.get("trace")
+                self.set_messages(content.get_value(self.objects, trace_rec["content"]) if trace_rec else [])
+                symref, old = self.head()
+                if symref:
+                    self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
+                else:
+                    self.refs.set_head(self.worktree, None, snap.id)
+            return {"id": snap.id, "undo": undo.id, "changes": changes}
 
     def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
         """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
