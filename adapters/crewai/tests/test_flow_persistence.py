@@ -110,3 +110,22 @@ def test_persistence_round_trips_through_crewai_serialisation(tmp_path: Path) ->
     again = AgentsnapFlowPersistence.model_validate(dumped)
     flow.kickoff(inputs={"id": "x"})
     assert again.load_state("x") == ours.load_state("x")
+
+
+def test_a_new_flow_is_not_parented_on_a_flow_resumed_before_it(tmp_path: Path) -> None:
+    """One shared ``@persist(p)``: resume flow A, then start an unrelated flow; its history is its own."""
+    ours = AgentsnapFlowPersistence(tmp_path / "repo")
+    cls = flow_class(ours)
+    cls().kickoff(inputs={"id": "flow-A"})
+    cls().kickoff(inputs={"id": "flow-A"})  # a resume: load_state("flow-A"), then saves to flow-A
+    fresh = cls()
+    fresh.kickoff()
+    new_id = str(fresh.state.id)
+    history = ours.history(new_id)
+    assert [h["flow_uuid"] for h in history] == [new_id, new_id]
+    assert ours.repo.get(history[-1]["id"]).parents == []
+    # a flow that loaded A but then ran under a new id in another kickoff is not a fork of A either
+    cls().kickoff(inputs={"id": "flow-A"})
+    other = cls()
+    other.kickoff(inputs={"label": "Z"})
+    assert {h["flow_uuid"] for h in ours.history(str(other.state.id))} == {str(other.state.id)}

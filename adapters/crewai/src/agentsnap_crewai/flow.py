@@ -9,6 +9,7 @@ first snapshot's parent is the source flow's snapshot it was hydrated from, so f
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
 import uuid
@@ -27,6 +28,11 @@ if TYPE_CHECKING:
     from crewai.flow.async_feedback.types import PendingFeedbackContext
 
 FLOW_KIND = "crewai.flow"
+
+#: the snapshot the current flow run was hydrated from, per run: CrewAI loads (``load_state``) and saves inside
+#: one kickoff's asyncio task, whose context ``asyncio.to_thread`` carries into worker threads; another
+#: kickoff (another ``asyncio.run``) never sees it. Consumed by the run's first save.
+_HYDRATED_FROM: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar("agentsnap_crewai_hydrated", default=None)
 
 
 def _json_default(obj: Any) -> Any:
@@ -56,7 +62,6 @@ class AgentsnapFlowPersistence(FlowPersistence):
     branch_prefix: str = Field(default="crewai/flows")
     _repo: Repo | None = PrivateAttr(default=None)
     _lock: Any = PrivateAttr(default_factory=threading.RLock)
-    _last_loaded: str | None = PrivateAttr(default=None)
 
     def __init__(self, path: str | Path | None = None, /, **kwargs: Any) -> None:
         if path is not None:
@@ -92,8 +97,11 @@ class AgentsnapFlowPersistence(FlowPersistence):
         with self._lock:
             head = self.head(flow_uuid)
             parents = [head] if head else []
-            if not parents and self._last_loaded is not None:
-                parents = [self._last_loaded]  # a fork: the state this run was hydrated from
+            loaded = _HYDRATED_FROM.get()
+            if loaded is not None and loaded[0] == id(self):
+                _HYDRATED_FROM.set(None)  # consumed: only this run's first save can be a fork's first save
+                if not parents:
+                    parents = [loaded[1]]  # a fork: the state this run was hydrated from
             payload = {"kind": FLOW_KIND, "v": 1, "flow_uuid": flow_uuid, "method": method_name, "state": state}
             if pending is not None:
                 payload["pending_feedback"] = pending
@@ -120,8 +128,7 @@ class AgentsnapFlowPersistence(FlowPersistence):
         payload = self.repo.read_layer(head, "state")
         if not isinstance(payload, dict) or payload.get("kind") != FLOW_KIND:
             return None
-        with self._lock:
-            self._last_loaded = head
+        _HYDRATED_FROM.set((id(self), head))
         return payload
 
     def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
@@ -170,6 +177,6 @@ class AgentsnapFlowPersistence(FlowPersistence):
             raise InvalidInput(f"snapshot {source[:12]} is not a persisted flow state")
         state = {**payload["state"], "id": new_uuid}
         with self._lock:
-            self._last_loaded = source
+            _HYDRATED_FROM.set((id(self), source))
             self._write(new_uuid, payload["method"], state, None, f"flow {new_uuid[:8]}: fork of {flow_uuid[:8]}")
         return new_uuid
