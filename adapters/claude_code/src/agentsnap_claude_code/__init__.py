@@ -6,8 +6,6 @@ about a harmless tool call with the standard library alone.
 
 from __future__ import annotations
 
-from typing import Any
-
 __version__ = "0.1.0"
 
 __all__ = ["ClaudeSession", "Matcher", "encode_project_dir", "is_destructive", "read_transcript", "write_forked_session", "__version__"]
@@ -22,7 +20,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         from importlib import import_module
 

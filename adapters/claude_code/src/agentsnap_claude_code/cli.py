@@ -58,7 +58,7 @@ def check(command: str, cwd: str | None, as_json: bool) -> None:
     """Say whether COMMAND counts as destructive (exit 1 when it does)."""
     findings = make_matcher(load_settings(cwd), cwd).findings(command)
     if as_json:
-        _emit({"destructive": bool(findings), "findings": [f.__dict__ for f in findings]})
+        _emit({"destructive": bool(findings), "findings": [f.as_dict() for f in findings]})
     else:
         for f in findings:
             click.echo(str(f))

@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, TypedDict
 
 from .matcher import RULES, Matcher
-from .transcript import claude_config_dir
+from .paths import claude_config_dir
 
 CONFIG_NAME = "agentsnap.json"
 
@@ -25,6 +24,13 @@ class InvalidInput(ValueError):
     """
 
 TURN_EVENTS = ("Stop", "UserPromptSubmit", "both", "off")
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # no typing import at run time: the hook's entry point reads settings on every call
+    from typing import Any, TypedDict
+else:
+    TypedDict = object
 
 
 class Settings(TypedDict):

@@ -14,10 +14,13 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 from .config import DEFAULTS, InvalidInput, Settings, load_settings, make_matcher
 from .matcher import _name, _split, _tokens, _unwrap
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 EDIT_TOOLS = ("Write", "Edit", "NotebookEdit")
 

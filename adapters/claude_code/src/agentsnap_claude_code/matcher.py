@@ -14,8 +14,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the hook's entry point imports this module: no typing/dataclasses/inspect at run time
+    from collections.abc import Callable, Iterable
 
 __all__ = ["Finding", "Matcher", "RULES", "is_destructive"]
 
@@ -62,18 +64,32 @@ RULES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One reason a command looks destructive."""
+class Finding(tuple):  # a NamedTuple would import typing on every harmless hook call
+    """One reason a command looks destructive: ``(rule, command)``."""
 
-    rule: str
-    command: str
+    __slots__ = ()
+
+    def __new__(cls, rule: str, command: str) -> Finding:
+        return tuple.__new__(cls, (rule, command))
+
+    @property
+    def rule(self) -> str:
+        return str(self[0])
+
+    @property
+    def command(self) -> str:
+        return str(self[1])
+
+    def as_dict(self) -> dict[str, str]:
+        return {"rule": self.rule, "command": self.command}
+
+    def __repr__(self) -> str:
+        return f"Finding(rule={self.rule!r}, command={self.command!r})"
 
     def __str__(self) -> str:
         return f"{self.rule}: {self.command}"
 
 
-@dataclass
 class Matcher:
     """Configurable destructive-command detector.
 
@@ -85,12 +101,17 @@ class Matcher:
             ``None`` treats every such target as existing (conservative).
     """
 
-    extra_patterns: list[str] = field(default_factory=list)
-    ignore_patterns: list[str] = field(default_factory=list)
-    disabled_rules: list[str] = field(default_factory=list)
-    cwd: str | None = None
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        extra_patterns: list[str] | None = None,
+        ignore_patterns: list[str] | None = None,
+        disabled_rules: list[str] | None = None,
+        cwd: str | None = None,
+    ) -> None:
+        self.extra_patterns = list(extra_patterns or [])
+        self.ignore_patterns = list(ignore_patterns or [])
+        self.disabled_rules = list(disabled_rules or [])
+        self.cwd = cwd
         unknown = [r for r in self.disabled_rules if r not in RULES]
         if unknown:
             raise ValueError(f"unknown destructive rule(s) {unknown}; known: {sorted(RULES)}")

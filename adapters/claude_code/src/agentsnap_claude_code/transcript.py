@@ -14,8 +14,9 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+from .paths import claude_config_dir
 
 __all__ = [
     "ForkReport",
@@ -52,12 +53,6 @@ class Transcript:
             "truncated_tail": self.truncated_tail,
             "bad_lines": list(self.bad_lines),
         }
-
-
-def claude_config_dir() -> Path:
-    """``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".claude"
 
 
 def encode_project_dir(cwd: str | os.PathLike[str]) -> str:

@@ -1,0 +1,79 @@
+"""The real Claude Code CLI (npm @anthropic-ai/claude-code 2.1.197) with the plugin, offline.
+
+The test installs the CLI from npm into a cache folder once, then with a throwaway HOME: `claude plugin
+validate --strict`, the repository's marketplace, `claude plugin install agentsnap@agentsnap`, and a
+headless `claude -p` session against a scripted stand-in for the Messages API on 127.0.0.1 (no key, nothing
+leaves the machine) in which the model runs `rm -rf src` and then `git clean -fdx`. The README's undo
+(`agentsnap-claude-code restore --before-prompt 1`) must bring back every file: tracked, untracked, ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from agentsnap_core.testing.servers import need
+from conftest import helper_env, tree
+from fake_messages_api import FakeMessagesAPI
+
+VERSION = "2.1.197"
+REPO_ROOT = Path(__file__).resolve().parents[3]
+#: computed at import, before the autouse fixture points HOME at a temporary folder
+CACHE = Path(os.environ.get("AGENTSNAP_CLAUDE_CODE_NPM") or Path.home() / ".cache" / "agentsnap" / f"claude-code-{VERSION}")
+
+
+@pytest.fixture(scope="module")
+def claude() -> Path:
+    binary = CACHE / "node_modules" / ".bin" / "claude"
+    if not binary.exists():
+        need(shutil.which("npm") is not None, "npm is not installed (needed to install @anthropic-ai/claude-code)")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(CACHE), f"@anthropic-ai/claude-code@{VERSION}"],
+            capture_output=True, text=True, timeout=600,
+        )
+        need(proc.returncode == 0 and binary.exists(), f"npm install @anthropic-ai/claude-code@{VERSION} failed: {proc.stderr[-500:]}")
+    version = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=120).stdout
+    assert version.startswith(VERSION), version
+    return binary
+
+
+def test_claude_p_rm_rf_src_then_git_clean_fdx_and_the_documented_undo_brings_every_file_back(claude: Path, project: Path, home: Path) -> None:
+    env = {
+        **helper_env(), "HOME": str(home), "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ANTHROPIC_API_KEY": "sk-ant-offline-test", "TERM": "dumb",
+    }
+    env.pop("CLAUDE_PLUGIN_ROOT", None)  # Claude Code sets it for the installed copy of the plugin
+
+    def cc(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(claude), *args], capture_output=True, text=True, timeout=300, **kw)  # type: ignore[call-overload]
+        assert proc.returncode == 0, (args, proc.stdout[-2000:], proc.stderr[-2000:])
+        return proc
+
+    assert "Validation passed" in cc("plugin", "validate", "--strict", str(REPO_ROOT / "adapters" / "claude_code" / "plugin"), env=env).stdout
+    cc("plugin", "marketplace", "add", str(REPO_ROOT), env=env)
+    assert "agentsnap@agentsnap" in cc("plugin", "install", "agentsnap@agentsnap", env=env).stdout
+
+    (project / ".gitignore").write_text("*.log\n.env\n")
+    (project / "debug.log").write_text("an ignored file\n")
+    (project / ".env").write_text("TOKEN=dev\n")
+    before = tree(project)
+
+    with FakeMessagesAPI(["rm -rf src", "git clean -fdx"]) as api:
+        proc = cc("-p", "Clean up the project", "--output-format", "json", "--allowedTools", "Bash", cwd=project, env={**env, "ANTHROPIC_BASE_URL": api.url})
+    result = json.loads(proc.stdout)
+    assert result["is_error"] is False and result["num_turns"] == 3
+    assert sum(1 for r in api.requests if "messages" in r["path"] and r["body"].get("tools")) == 3  # both tool calls ran
+    assert not (project / "src").exists() and not (project / "debug.log").exists() and not (project / ".env").exists()
+
+    points = subprocess.run(["agentsnap-claude-code", "points", "-C", str(project)], capture_output=True, text=True, env=env, check=True).stdout
+    assert "before destructive tool call 1 (Bash: rm -rf src)" in points and "before destructive tool call 2 (Bash: git clean -fdx)" in points
+    undo = subprocess.run(["agentsnap-claude-code", "restore", "--before-prompt", "1", "-C", str(project)], capture_output=True, text=True, env=env)
+    assert undo.returncode == 0, undo.stderr
+    after = tree(project)
+    assert {k: v for k, v in after.items() if k != ".git/info/exclude"} == {k: v for k, v in before.items() if k != ".git/info/exclude"}
+    assert {"src/app.py", "src/untracked.txt", "debug.log", ".env"} <= set(after)
