@@ -60,3 +60,40 @@ def test_api_key_is_stored_redacted_and_resupplied_on_restore(repo):
     rebuilt = asyncio.run(agentsnap_autogen.load(repo, snap.id, model_clients={"alice": stand_in}))
     result = asyncio.run(rebuilt.run(task="go"))
     assert [(m.source, m.content) for m in result.messages] == [("user", "go"), ("alice", "alice answers")]
+
+
+URL_PASSWORD = "p4ss-in-the-url-93d1"
+QUERY_TOKEN = "query-token-5be0c7d2"
+
+
+def test_passwords_and_tokens_inside_urls_are_redacted_by_shape(repo):
+    """Issue 23 item 9: a secret is found by its shape too, not only by its key's name."""
+    need_module("autogen_ext.models.openai")
+    from autogen_ext.models.openai import OpenAIChatCompletionClient
+
+    base_url = f"https://proxy:{URL_PASSWORD}@llm.example.com/v1?api_key={QUERY_TOKEN}"
+    remote = OpenAIChatCompletionClient(
+        model="gpt-4o", api_key="unused", base_url=base_url,
+        default_headers={"X-Upstream": f"postgresql://svc:{URL_PASSWORD}@db.internal/app"},
+    )
+    team = RoundRobinGroupChat([AssistantAgent("alice", model_client=remote)], max_turns=1)
+    snap = asyncio.run(agentsnap_autogen.snapshot(repo, team, "url secrets"))
+
+    for needle in (URL_PASSWORD.encode(), QUERY_TOKEN.encode()):
+        for oid in repo.objects.iter_oids():
+            assert needle not in repo.objects.get(oid)[1], f"object {oid} holds {needle!r}"
+        for path in repo.store_dir.rglob("*"):
+            if path.is_file():
+                assert needle not in path.read_bytes(), f"{path} holds {needle!r}"
+
+    redacted = repo.read_layer(snap, "state")["redacted"]
+    client = "config.participants[0].config.model_client.config"
+    assert f"{client}.base_url" in redacted and f"{client}.default_headers.X-Upstream" in redacted
+
+    with pytest.raises(agentsnap_autogen.MissingSecret, match="base_url"):
+        asyncio.run(agentsnap_autogen.load(repo, snap.id, secrets={"api_key": "unused"}))
+    upstream = f"postgresql://svc:{URL_PASSWORD}@db.internal/app"
+    rebuilt = asyncio.run(agentsnap_autogen.load(
+        repo, snap.id, secrets={"api_key": "unused", "base_url": base_url, "X-Upstream": upstream}))
+    config = rebuilt.dump_component().config["participants"][0]["config"]["model_client"]["config"]
+    assert config["base_url"] == base_url and config["default_headers"]["X-Upstream"] == upstream

@@ -42,3 +42,25 @@ def test_restore_keeps_the_offline_model_loaded(work, repo, interpreters):
     assert fresh.llm._is_loaded  # same model name: no reload on the next chat
     fresh.chat("again", display=False)
     assert fresh.messages[-1]["content"] == "Hello again."
+
+
+def test_tokens_in_query_strings_and_token_shaped_values_are_redacted(work, repo, interpreters):
+    """Issue 23 item 9: the core's one redaction (key names and value shapes) guards the settings too."""
+    interp = attach(interpreters(scripted({})), repo)
+    interp.llm.api_base = "https://llm.example.com/v1?api_key=QRYTOKEN-5be0c7d2&region=eu"
+    interp.custom_instructions = "Clone with ghp_0123456789abcdefghijABCDEFGHIJ0123 when asked."
+    interp.loop_breakers = ["stop", "postgresql://bot:DBPASS-77@db.internal/app"]
+    snap = interp.snapshot("configured")
+
+    state = repo.read_layer(snap, "state")
+    blob = repr(state)
+    for secret in ("QRYTOKEN", "ghp_0123456789", "DBPASS"):
+        assert secret not in blob
+    assert state["settings"]["llm"]["api_base"] == "https://llm.example.com/v1?api_key=<redacted>&region=eu"
+    assert {r.split(" ")[0] for r in state["redacted"]} >= {"llm.api_base", "interpreter.custom_instructions",
+                                                            "interpreter.loop_breakers"}
+
+    fresh = interpreters(scripted({}))
+    report = restore(repo, "configured", fresh, world=False)
+    assert fresh.llm.api_base is None and fresh.loop_breakers != interp.loop_breakers  # redacted values are not written
+    assert {"llm.api_base", "interpreter.custom_instructions", "interpreter.loop_breakers"} <= set(report.kept)

@@ -1,31 +1,27 @@
 """Component configurations: secrets redacted on capture, model clients re-supplied on restore.
 
-A stored config never holds a secret: every ``SecretStr`` and every string under a secret-looking
-key (``api_key``, ``token``, ``password``, ``Authorization`` ...) is replaced by a
-:data:`REDACTED` marker. On restore each ``model_client`` component is replaced by the live
+A stored config never holds a secret: every ``SecretStr``, every string under a secret-looking
+key (``api_key``, ``token``, ``password``, ``Authorization`` ...) and every string whose shape is a
+secret (a password in a URL, a token in a query string, ``sk-...``) is replaced by a :data:`REDACTED`
+marker (core's :mod:`agentsnap_core.redact`, shared by every adapter). On restore each ``model_client`` component is replaced by the live
 client the caller re-supplies for its *slot* (the ``name`` of the agent or team that owns it),
 and remaining markers are filled from ``secrets={field: value}``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.redact import redact as core_redact
 from autogen_core import Component, ComponentBase
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 REDACTED = "$agentsnap-redacted"
-_SECRET_KEY = re.compile(
-    r"^(?:.*[_-])?(?:api[_-]?key|apikey|secret|secret[_-]key|password|passwd|token|access[_-]token|"
-    r"refresh[_-]token|auth[_-]token|bearer|authorization|private[_-]key|credentials?|connection[_-]string)$",
-    re.IGNORECASE,
-)
 
 #: what a caller passes to re-supply model clients: one client for every slot, a mapping slot -> client,
 #: or a callable ``(slot, stored component dict) -> client``
@@ -49,25 +45,14 @@ def to_plain(value: Any) -> Any:
 
 
 def redact(config: Any) -> tuple[Any, list[str]]:
-    """Return ``(config with secrets replaced by markers, the dotted paths redacted)``."""
-    found: list[str] = []
+    """Return ``(config with secrets replaced by markers, the dotted paths redacted)``.
 
-    def walk(value: Any, path: str, key: str) -> Any:
-        if isinstance(value, SecretStr):
-            found.append(path)
-            return {REDACTED: key}
-        if isinstance(value, BaseModel):
-            value = value.model_dump()
-        if isinstance(value, Mapping):
-            return {k: walk(v, f"{path}.{k}" if path else str(k), str(k)) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [walk(v, f"{path}[{i}]", key) for i, v in enumerate(value)]
-        if isinstance(value, (str, bytes)) and value and _SECRET_KEY.match(key):
-            found.append(path)
-            return {REDACTED: key}
-        return value
-
-    return to_plain(walk(config, "", "")), found
+    Uses :func:`agentsnap_core.redact.redact` (key names *and* value shapes: ``https://user:PASS@host``,
+    ``?api_key=...``, ``sk-...``); each secret value is replaced whole by ``{REDACTED: field name}``, which
+    ``load(..., secrets={field name: value})`` fills back.
+    """
+    found = core_redact(config, whole=lambda key, _path: {REDACTED: key})
+    return to_plain(found.value), list(found.paths)
 
 
 def model_slots(config: Any) -> dict[str, dict[str, Any]]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
+
+from agentsnap_core.redact import REDACTED, redact
 
 __all__ = ["SETTINGS", "capture_settings", "restore_settings", "cells_from_messages", "plain_messages"]
 
@@ -26,8 +27,6 @@ LLM_SETTINGS = (
 )
 SECRET_FIELDS = ("llm.api_key",)
 SETTINGS = {"interpreter": INTERPRETER_SETTINGS, "computer": COMPUTER_SETTINGS, "llm": LLM_SETTINGS}
-REDACTED = "<redacted>"
-_URL_PASSWORD = re.compile(r"(?<=://)([^:/@\s]+):([^@/\s]+)@")
 _PLAIN = (str, int, float, bool, type(None))
 
 
@@ -60,9 +59,10 @@ def capture_settings(interpreter: Any) -> tuple[dict[str, dict[str, Any]], list[
             if not _is_plain(value):
                 skipped.append(f"{group}.{name}")
                 continue
-            if isinstance(value, str) and _URL_PASSWORD.search(value):
-                value = _URL_PASSWORD.sub(rf"\1:{REDACTED}@", value)
-                redacted.append(f"{group}.{name} (password in URL)")
+            found = redact({name: value})  # key names and value shapes: the core's one rule for every adapter
+            if found.paths:
+                value = found.value[name]
+                redacted.append(f"{group}.{name} ({', '.join(dict.fromkeys(found.paths.values()))})")
             values[name] = value
         out[group] = values
     for field in SECRET_FIELDS:
@@ -88,7 +88,7 @@ def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]]) -> t
         for name, value in values.items():
             if name not in SETTINGS[group]:
                 continue
-            if isinstance(value, str) and REDACTED in value:
+            if REDACTED in repr(value):
                 kept.append(f"{group}.{name}")
                 continue
             if group == "llm" and name == "model" and getattr(owner, "model", None) == value:
