@@ -47,8 +47,8 @@ def test_python_with_side_effects_is_irreversible(code, reason):
 def test_a_name_bound_by_an_irreversible_cell_taints_later_cells():
     first = classify("python", "import smtplib\nserver = smtplib.SMTP('mail')")
     assert first.kind == "irreversible" and "server" in first.binds
-    assert classify("python", "server.noop()", tainted=first.binds).kind == "irreversible"
-    assert classify("python", "server.noop()").kind == "pure"
+    assert classify("python", "n = len(server)", tainted=first.binds).kind == "irreversible"
+    assert classify("python", "n = len(server)").kind == "pure"
 
 
 @pytest.mark.parametrize("code", ["ls -la", "cat a.txt | grep x | wc -l", "cd src && pwd", "git status", "echo hi 2>&1",
@@ -80,3 +80,103 @@ def test_an_override_wins_and_is_checked():
 def test_python_binds_are_reported():
     v = classify("python", "import numpy as np\nx, y = 1, 2\ndef f(): pass\nclass C: pass\nfor i in range(2): pass")
     assert v.binds == ("np", "x", "y", "f", "C", "i")
+
+
+#: cells that change the world although every program / module in them looks harmless (issue 23, item 12)
+ADVERSARIAL_SHELL = [
+    "env touch X",
+    "env -i FOO=1 sh -c 'touch X'",
+    "awk 'BEGIN { system(\"touch X\") }'",
+    "awk '{ print | \"sh\" }' cmds.txt",
+    "awk -i inplace '{ print }' f.txt",
+    "sed -n 'w out.txt' in.txt",
+    "sed 's/a/b/w out.txt' in.txt",
+    "sed '1e touch X' in.txt",
+    "sort --output=out.txt in.txt",
+    "sort -o out.txt in.txt",
+    "sort -uo out.txt in.txt",
+    "uniq in.txt out.txt",
+    "tree -o out.txt",
+    "find . -fprint0 out.txt",
+    "git diff --output=patch.txt",
+    "git log --output=log.txt",
+    "git -c core.pager='touch X' log",
+    "date -s 2020-01-01",
+    "hostname evil",
+    "file -C -m magic",
+    "xargs rm < list.txt",
+    "ls | xargs -I{} touch {}.bak",
+]
+ADVERSARIAL_PYTHON = [
+    "from pathlib import Path\nPath('log.txt').open('a').write('x')",
+    "from pathlib import Path\nPath('a.txt').replace('b.txt')",
+    "from pathlib import Path\nPath('link').symlink_to('target')",
+    "from pathlib import Path\nPath('hard').hardlink_to('target')",
+    "from pathlib import Path\nPath('f').lchmod(0o777)",
+    "import os\nos.replace('a', 'b')",
+    "import os\nos.mkfifo('pipe')",
+    "import os\nos.ftruncate(3, 0)",
+    "import io\nio.FileIO('f', 'w')",
+    "w = open\nw('x', 'w').write('y')",
+    "from os import remove as rm\nrm('x')",
+    "import os\nfiles = ['a']\nlist(map(os.remove, files))",
+    "import pickle\npickle.loads(blob)",
+    "import numpy as np\nnp.memmap('f.dat', mode='w+', shape=(3,))",
+    "import pandas as pd\npd.DataFrame().to_markdown('f.md')",
+    "import sys\nsys.exit(0)",
+    "import sys\nsys.stdout.write('x')",
+    "client.send(b'x')",
+    "obj.commit()",
+    "from pathlib import Path\nfor p in Path('.').glob('*.tmp'):\n    p.unlink()",
+    "cleanup = lambda p: p.unlink()\ncleanup(x)",
+    "import os\ngetattr(os, 'remove')('x')",
+]
+
+
+@pytest.mark.parametrize("code", ADVERSARIAL_SHELL)
+def test_adversarial_shell_cells_are_irreversible(code):
+    v = classify("shell", code)
+    assert v.kind == "irreversible", v.reason
+
+
+@pytest.mark.parametrize("code", ADVERSARIAL_PYTHON)
+def test_adversarial_python_cells_are_irreversible(code):
+    v = classify("python", code)
+    assert v.kind == "irreversible", v.reason
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "text = 'a-b'\nprint(text.replace('-', '+').upper())",
+        "from pathlib import Path\nnames = sorted(p.name for p in Path('.').glob('*.py'))",
+        "from pathlib import Path\nbody = Path('README.md').read_text().splitlines()[:3]",
+        "from pathlib import Path\nwith Path('a.txt').open() as f:\n    first = f.readline()",
+        "import json\ndata = json.loads('{\"a\": 1}')\nprint(json.dumps(data))",
+        "import os\nprint(os.path.join(os.getcwd(), 'x'), os.listdir('.'), os.environ.get('HOME'))",
+        "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\nprint(df.describe(), df['a'].sum())",
+        "def sq(x):\n    return x * x\n\nprint([sq(i) for i in range(3)])",
+        "from datetime import datetime\nd = datetime(2020, 1, 1).replace(year=2021)",
+        "xs = [3, 1, 2]\nxs.sort()\nxs.append(4)\nd = {}\nd.update(a=1)",
+    ],
+)
+def test_read_only_python_stays_pure(code):
+    v = classify("python", code)
+    assert v.kind == "pure", v.reason
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["awk '{ print $1 }' f.txt", "sed -n '2,4p' f.txt", "sed 's/a/b/g' f.txt", "sort -u f.txt", "uniq -c f.txt",
+     "env", "git log --oneline -5", "ls | xargs wc -l", "echo hi >/dev/null", "for f in a b; do cat $f; done"],
+)
+def test_read_only_shell_stays_pure(code):
+    v = classify("shell", code)
+    assert v.kind == "pure", v.reason
+
+
+def test_functions_defined_by_earlier_pure_cells_may_be_called():
+    first = classify("python", "def sq(x):\n    return x * x")
+    assert first.kind == "pure"
+    assert classify("python", "y = sq(3)", defined=first.binds).kind == "pure"
+    assert classify("python", "y = sq(3)").kind == "irreversible"

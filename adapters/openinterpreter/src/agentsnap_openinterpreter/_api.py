@@ -202,11 +202,11 @@ def attach(
 def _classified(session: Session, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     tainted: set[str] = set()
+    defined: set[str] = set()
     for cell in cells:
-        v = session.classifier(cell["language"], cell["code"], tainted)
+        v = session.classifier(cell["language"], cell["code"], tainted, defined - tainted)
         cell = {**cell, "kind": v.kind, "reason": v.reason, "binds": list(v.binds), "status": "run", "key": None}
-        if v.kind == IRREVERSIBLE:
-            tainted.update(v.binds)
+        (tainted if v.kind == IRREVERSIBLE else defined).update(v.binds)
         out.append(cell)
     return out
 
@@ -370,13 +370,13 @@ def _replay(session: Session, cells: list[dict[str, Any]], mode: str, repo: Repo
     ledger *and* this process's classifier all say it is not irreversible."""
     out: list[dict[str, Any]] = []
     tainted: set[str] = set()
+    defined: set[str] = set()
     for cell in cells:
         rec = {k: cell.get(k) for k in ("language", "code", "kind", "reason", "step", "key")}
         rec["binds"] = list(cell.get("binds") or [])
         rec["output_matches"] = None
-        here = session.classifier(str(cell.get("language", "")), str(cell.get("code", "")), tainted)
-        if here.kind == IRREVERSIBLE:
-            tainted.update(here.binds)
+        here = session.classifier(str(cell.get("language", "")), str(cell.get("code", "")), tainted, defined - tainted)
+        (tainted if here.kind == IRREVERSIBLE else defined).update(here.binds)
         if mode == "none":
             rec.update(status="not replayed", reason="replay='none'")
         elif cell.get("kind") == IRREVERSIBLE or _ledger_done(repo, cell.get("key")):

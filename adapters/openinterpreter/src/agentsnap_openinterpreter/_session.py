@@ -116,11 +116,15 @@ class Session:
         """Names bound by irreversible Python cells (a pure-looking cell using them is not pure)."""
         return {n for c in self.cells if c.get("kind") == IRREVERSIBLE for n in c.get("binds", [])}
 
+    def defined(self) -> set[str]:
+        """Names bound by pure Python cells (their functions were checked: calling them stays pure)."""
+        return {n for c in self.cells if c.get("kind") != IRREVERSIBLE for n in c.get("binds", [])} - self.tainted()
+
     def run(self, language: str, code: str, stream: bool = False, display: bool = False) -> Any:
         """Stands in for ``Computer.run``: classify, record and (when irreversible) guard one cell."""
         messages = self.interpreter.messages
         last = messages[-1] if messages else {}
-        verdict = self.classifier(language, code, self.tainted())
+        verdict = self.classifier(language, code, self.tainted(), self.defined())
         cell: dict[str, Any] = {
             "language": str(language).lower(),
             "code": code,
