@@ -9,10 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from agentsnap_core.hookspecs import hookimpl
+from agentsnap_core.merge import register_layer_merger
 
 from ._api import capture_layers, is_interpreter, restore_layers
+from ._merge import merge_cells
 
 NAME = "openinterpreter"
+register_layer_merger("cells", merge_cells, replace=True)  # two forks of one session merge
 
 
 @hookimpl
