@@ -104,7 +104,8 @@ def pyproject_requirements(pkg: Path) -> list[str]:
 
 
 def readme_blocks(readme: Path, lang: str) -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", readme.read_text(), re.S)
+    """The fenced blocks of one language; fences start a line (a fence inside a string literal does not count)."""
+    return re.findall(rf"^```{lang}\n(.*?)^```[ \t]*$", readme.read_text(), re.S | re.M)
 
 
 def install_lines(readme: Path) -> tuple[str, str]:
