@@ -62,7 +62,8 @@ def test_fork_thread_copies_history_and_isolates(store: Path) -> None:
         graph = chat_graph(saver)
         say(graph, "main", "hi", "h1")
         say(graph, "main", "more", "h2")
-        first = list(graph.get_state_history(cfg("main")))[-2]  # after the first turn
+        # after the first turn (the turn's last checkpoint: a fork replays from it, so one taken mid-turn would rerun echo)
+        first = next(s for s in reversed(list(graph.get_state_history(cfg("main")))) if s.values.get("messages") and not s.next)
         forks = saver.fork_thread(first.config, 2)
         assert [f["configurable"]["thread_id"] for f in forks] == ["main-fork-1", "main-fork-2"]
         for f in forks:

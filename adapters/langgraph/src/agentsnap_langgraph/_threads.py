@@ -119,8 +119,12 @@ class ThreadVerbs:
         """
         self._copy(str(source_thread_id), str(target_thread_id), None)
 
-    def _copy(self, source: str, target: str, upto: str | None) -> None:
-        """Copy ``source`` to ``target``; with ``upto``, only the root chain ending at that checkpoint."""
+    def _copy(self, source: str, target: str, upto: str | None, replay: bool = False) -> None:
+        """Copy ``source`` to ``target``; with ``upto``, only the root chain ending at that checkpoint.
+
+        With ``replay`` (a fork at a checkpoint the caller named), a subgraph namespace keeps only the
+        checkpoints written before ``upto``, as LangGraph's replay loads them (``ReplayState``): a
+        subgraph that ran, or was answered, after the fork point runs again in the fork."""
         if source == target:
             raise InvalidInput("source and target thread are the same")
         self.flush()  # the snapshots shared with the copy must exist
@@ -137,7 +141,7 @@ class ThreadVerbs:
             while cur and cur in by_id and cur not in chain:
                 chain.add(cur)
                 cur = by_id[cur][2]
-            rows = [r for r in rows if r[0] != "" or r[1] in chain]
+            rows = [r for r in rows if (r[1] in chain if r[0] == "" else not replay or r[1] < upto)]
         if not rows:
             return
         # the copies share the source's snapshots (like git branches): no object is written again
@@ -162,7 +166,7 @@ class ThreadVerbs:
             ).fetchall()
             db.executemany(
                 "INSERT OR REPLACE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)",
-                [(target, *w) for w in writes if (w[0], w[1]) in copied_ids],
+                [(target, *w) for w in writes if (w[0], w[1]) in copied_ids and not (replay and _replayed(w, upto))],
             )
             seqs = [
                 r[0]
@@ -313,7 +317,7 @@ class ThreadVerbs:
             i += 1
         out: list[RunnableConfig] = []
         for name in names:
-            self._copy(thread_id, name, row[2])
+            self._copy(thread_id, name, row[2], replay=get_checkpoint_id(config) is not None)
             cfg: RunnableConfig = {"configurable": {"thread_id": name, "checkpoint_ns": ""}}
             if worktrees is not None:
                 self.restore_world({"configurable": {"thread_id": name, "checkpoint_ns": ""}}, to=Path(worktrees) / name)
@@ -339,6 +343,19 @@ class ThreadVerbs:
         return merge_thread(self, graph, target, source, as_node=as_node, prefer=prefer)  # type: ignore[arg-type]
 
 
+
+
+#: langgraph 1.2.22 ``langgraph._internal._constants``: the task id of writes no task made (update_state), and
+#: the channel of an interrupt's answer
+_NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+_RESUME = "__resume__"
+
+
+def _replayed(write: Sequence[Any], upto: str | None) -> bool:
+    """Whether a write of the fork point is one LangGraph's replay discards: tasks rerun there (their writes
+    and interrupts are made again) and cached interrupt answers are dropped (``PregelLoop._first``)."""
+    ns, cid, task_id, _idx, channel = write[:5]
+    return ns == "" and cid == upto and (task_id != _NULL_TASK_ID or channel == _RESUME)
 
 
 def _ids(ids: Sequence[str], what: str) -> Sequence[str]:
