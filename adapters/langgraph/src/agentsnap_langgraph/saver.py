@@ -103,16 +103,31 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         super().__init__(serde=serde)
         if flush_interval < 0:
             raise InvalidInput(f"flush_interval must be >= 0 seconds, not {flush_interval}")
-        self.repo = open_store(path)
-        self.index = open_index(self.repo)
         self.world_root = Path(world_root).resolve() if world_root is not None else None
         if self.world_root is not None and not self.world_root.is_dir():
             raise InvalidInput(f"world_root {str(world_root)!r} is not a directory")
+        seal_world = self.world_root is not None and _encrypts(self.serde)
+        if seal_world:
+            from agentsnap_core.crypto import KEY_ENV, load_key
+
+            if load_key() is None:
+                raise InvalidInput(
+                    f"world_root with an EncryptedSerializer: the captured files would be stored in clear; set {KEY_ENV} "
+                    "(64 hex characters, agentsnap_core.crypto.generate_key()) so the store encrypts them too"
+                )
+        self.repo = open_store(path)
+        if seal_world:
+            from agentsnap_core.crypto import CONFIG_ENCRYPT, enable_encryption
+
+            if self.repo.refs.get_config(CONFIG_ENCRYPT) != "aes-gcm":
+                enable_encryption(self.repo)  # every object from now on, files included (docs/SECURITY.md)
+        self.index = open_index(self.repo)
         self.flush_interval = flush_interval
         self.cache_limit = cache_bytes
         self._author = author_name()
         self._s = Shared()
         self._recover()
+        self._drop_pruned()
         self._flusher: threading.Thread | None = None
         if flush_interval > 0:
             self._flusher = threading.Thread(
@@ -302,6 +317,39 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.index.sync()
         self._move_refs(refs)
         self.index.mark_flushed(keep)
+
+    def _drop_pruned(self) -> None:
+        """Remove the index rows (and writes) of checkpoints whose snapshots ``agentsnap prune`` / ``expire`` /
+        ``delete`` marked dead: ``gc`` reclaims their channel values, so LangGraph must not list them.
+
+        Run on open and before every ``list`` (``get_state_history``), so a saver open across a prune
+        sees it too. The kept checkpoints' values are listed by their own snapshots, which gc keeps.
+        """
+        from agentsnap_core.retention import tombstones
+
+        marks = sorted(tombstones(self.repo))
+        if not marks:
+            return
+        victims = []
+        with self.index.read() as db:
+            for i in range(0, len(marks), 500):
+                part = marks[i : i + 500]
+                victims += db.execute(
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id FROM lg_checkpoints "
+                    f"WHERE snapshot IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+        if not victims:
+            return
+        victims = [tuple(v) for v in victims]
+        with self.index.tx() as db:
+            db.executemany("DELETE FROM lg_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", victims)
+            db.executemany(
+                "DELETE FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", victims
+            )
+        with self._s.lock:
+            for thread_id, ns, _cid in victims:
+                self._s.last.pop((thread_id, ns), None)
 
     # ------------------------------------------------------------------ objects
     def _put_blob(self, data: bytes) -> str:
@@ -579,6 +627,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         before_id = get_checkpoint_id(before) if before else None
         if limit is not None and limit <= 0:
             return
+        self._drop_pruned()
         sql_limit = None if filter else limit
         count = 0
         for row in self.index.iter_rows(thread_id, ns, checkpoint_id, before_id, sql_limit):
@@ -657,3 +706,10 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
 
 def _with_id(row: SnapshotRow, oid: str) -> SnapshotRow:
     return SnapshotRow(oid, row.parents, row.time, row.message, row.agent)
+
+
+def _encrypts(serde: Any) -> bool:
+    """Whether the LangGraph serializer encrypts (``EncryptedSerializer``, langgraph-checkpoint 4.x)."""
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    return isinstance(serde, EncryptedSerializer)
