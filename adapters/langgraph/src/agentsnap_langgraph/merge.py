@@ -1,28 +1,37 @@
 """Merging one LangGraph thread into another through the graph's own reducers.
 
-The approach (simple on purpose):
+The approach:
 
 1. the *base* is the newest checkpoint both threads share (``fork_thread`` / ``copy_thread`` keep
    checkpoint ids, so a fork and its origin share their history up to the fork point);
-2. for every state key the source changed since the base:
+2. every state key the source changed since the base is merged three-way (base, target, source):
 
-   * a channel with a reducer (``Annotated[list, add_messages]``, ``Annotated[list, operator.add]``)
-     whose value is a list: the items the source added (not in the base; messages compared by id)
-     and the target lacks are sent as an update, so the reducer appends them after the target's own;
-   * any other channel (last value wins): taken from the source when the target left it as in the
-     base; left alone when both agree; otherwise a conflict, settled by ``prefer="source"|"target"``
-     or raised as :class:`ThreadMergeConflict`;
+   * a message list (``add_messages``): per message id - a message the source added, edited or removed
+     is added, replaced (same id) or removed (``RemoveMessage``) in the target; when the target changed
+     the same message another way it is a conflict;
+   * ``operator.add`` on numbers: the target gets the source's change (``source - base``) added, so a
+     counter both threads moved ends at base + both changes;
+   * another reducer list (``operator.add`` on lists): the items the source appended (a pure
+     extension of the base) are appended after the target's own; any other change is taken as is
+     (``Overwrite``) when the target left the channel as in the base, else a conflict;
+   * any other channel (last value wins, or a reducer on other values): taken from the source when the
+     target left it as in the base; left alone when both agree; otherwise a conflict;
 
+   conflicts are settled by ``prefer="source"|"target"`` or raised as :class:`ThreadMergeConflict`, one
+   dict per conflict as other layers report them (``layer``, ``kind``, ``path``, ``message``);
 3. the updates go through ``graph.update_state`` on the target (one new checkpoint); its agentsnap
    snapshot has the target's previous snapshot and the source's snapshot as parents.
 """
 
 from __future__ import annotations
 
+import operator
+from numbers import Number
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from langchain_core.runnables import RunnableConfig
+from langgraph.types import Overwrite
 
 if TYPE_CHECKING:
     from .saver import PFSaver
@@ -31,13 +40,18 @@ _MISSING = object()
 
 
 class ThreadMergeConflict(AgentSnapError):
-    """Both threads changed the same last-value channels; pass ``prefer="source"`` or ``"target"``."""
+    """Both threads changed the same state the same way; pass ``prefer="source"`` or ``"target"``.
 
-    def __init__(self, channels: list[str]) -> None:
-        self.channels = channels
+    ``channels``: the state keys in conflict; ``conflicts``: one dict per conflict
+    (``layer="state"``, ``kind`` such as ``modify/modify``, ``path`` = key or ``key/message id``, ``message``).
+    """
+
+    def __init__(self, conflicts: list[dict[str, Any]]) -> None:
+        self.conflicts = conflicts
+        self.channels = sorted({str(c["path"]).split("/")[0] for c in conflicts})
         super().__init__(
-            f"both threads changed {', '.join(channels)} since their common checkpoint; "
-            "merge again with prefer='source' or prefer='target'"
+            f"both threads changed {', '.join(sorted(str(c['path']) for c in conflicts))} since their common "
+            "checkpoint; merge again with prefer='source' or prefer='target'"
         )
 
 
@@ -51,21 +65,59 @@ def _chain(saver: PFSaver, thread_id: str, checkpoint_id: str | None) -> list[st
     return out
 
 
-def _key(item: Any) -> Any:
-    ident = getattr(item, "id", None)
-    return ("id", ident) if ident is not None else ("value", repr(item))
+def _number(value: Any) -> bool:
+    return isinstance(value, Number) and not isinstance(value, bool)
 
 
-def _added(base: Any, source: list[Any], target: Any) -> list[Any]:
-    seen = {_key(x) for x in (base if isinstance(base, list) else [])}
-    have = {_key(x) for x in (target if isinstance(target, list) else [])}
-    return [x for x in source if _key(x) not in seen and _key(x) not in have]
+def _conflict(key: str, kind: str, why: str) -> dict[str, Any]:
+    return {"layer": "state", "kind": kind, "path": key, "message": f"{key}: {why}"}
 
 
-def _has_reducer(graph: Any, key: str) -> bool:
+def _reducer(graph: Any, key: str) -> Any:
+    """The channel's reducer (``BinaryOperatorAggregate.operator``), or None for a last-value channel."""
     from langgraph.channels.binop import BinaryOperatorAggregate
 
-    return isinstance(getattr(graph, "channels", {}).get(key), BinaryOperatorAggregate)
+    channel = getattr(graph, "channels", {}).get(key)
+    return channel.operator if isinstance(channel, BinaryOperatorAggregate) else None
+
+
+def _is_messages(*lists: Any) -> bool:
+    items = [x for v in lists if isinstance(v, list) for x in v]
+    return bool(items) and all(getattr(x, "id", None) is not None for x in items)
+
+
+def _merge_messages(key: str, base: Any, target: Any, source: list[Any], prefer: str | None,
+                    conflicts: list[dict[str, Any]]) -> list[Any]:
+    """Per message id: what the source added, edited or removed, as add_messages updates for the target."""
+    from langchain_core.messages import RemoveMessage
+
+    b = {m.id: m for m in (base if isinstance(base, list) else [])}
+    t = {m.id: m for m in (target if isinstance(target, list) else [])}
+    s = {m.id: m for m in source}
+    out: list[Any] = []
+    for ident, msg in s.items():
+        old, mine = b.get(ident, _MISSING), t.get(ident, _MISSING)
+        if old is not _MISSING and msg == old:
+            continue  # the source did not touch it
+        if mine == msg:
+            continue  # both made the same change
+        if mine == old or (old is _MISSING and mine is _MISSING):
+            out.append(msg)  # added or edited in the source only
+            continue
+        kind = "modify/delete" if mine is _MISSING else ("add/add" if old is _MISSING else "modify/modify")
+        if prefer == "source":
+            out.append(msg)
+        elif prefer != "target":
+            conflicts.append(_conflict(f"{key}/{ident}", kind, f"message {ident} changed on both threads"))
+    for ident, old in b.items():
+        if ident in s or ident not in t:
+            continue  # kept by the source, or removed on both
+        if t[ident] == old or prefer == "source":
+            out.append(RemoveMessage(id=ident))
+        elif prefer != "target":
+            conflicts.append(_conflict(f"{key}/{ident}", "delete/modify",
+                                       f"message {ident} removed in the source, changed in the target"))
+    return out
 
 
 def merge_thread(
@@ -100,25 +152,30 @@ def merge_thread(
     theirs = values(s_thread, s_list[0])
     ours = values(t_thread, t_chain[0])
     updates: dict[str, Any] = {}
-    conflicts: list[str] = []
+    conflicts: list[dict[str, Any]] = []
     for key, value in theirs.items():
         b, t = base.get(key, _MISSING), ours.get(key, _MISSING)
-        if value == b:
+        if value == b or value == t:
             continue
-        if _has_reducer(graph, key) and isinstance(value, list):
-            added = _added(b, value, t)
-            if added:
+        reducer = _reducer(graph, key)
+        if reducer is not None and isinstance(value, list) and _is_messages(b, t, value):
+            if items := _merge_messages(key, b, t, value, prefer, conflicts):
+                updates[key] = items
+            continue
+        if reducer is operator.add and _number(value) and _number(b) and _number(t):
+            updates[key] = value - b  # the source's change, added to the target's
+            continue
+        if reducer is not None and isinstance(value, list) and isinstance(b, list) and value[: len(b)] == b:
+            have = t if isinstance(t, list) else []
+            if added := [x for x in value[len(b) :] if x not in have]:
                 updates[key] = added
-        elif t == b or t is _MISSING:
-            updates[key] = value
-        elif t == value or prefer == "target":
             continue
-        elif prefer == "source":
-            updates[key] = value
-        else:
-            conflicts.append(key)
+        if t == b or t is _MISSING or prefer == "source":
+            updates[key] = Overwrite(value) if reducer is not None else value
+        elif prefer != "target":
+            conflicts.append(_conflict(key, "modify/modify", "changed on both threads"))
     if conflicts:
-        raise ThreadMergeConflict(sorted(conflicts))
+        raise ThreadMergeConflict(conflicts)
     target_cfg: RunnableConfig = {"configurable": {"thread_id": t_thread, "checkpoint_ns": "", "checkpoint_id": t_chain[0]}}
     if not updates:
         return target_cfg
