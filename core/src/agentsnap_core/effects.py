@@ -60,6 +60,7 @@ __all__ = [
     "current",
     "effect",
     "merge_effects",
+    "merge_notes",
     "on_merge",
     "resolve",
     "set_policy",
@@ -746,6 +747,24 @@ def on_merge(repo: Repo, ours: str, theirs: str, branch: str | None) -> dict[str
                 led.append({"kind": "note", "note": "ran-on-both", "key": their, "other": mine})
             total["ran_on_both"].append([mine, their])
     return total
+
+
+def merge_notes(report: dict[str, Any], branch: str, into: str | None) -> list[str]:
+    """What :func:`on_merge` did, as lines a user reads: applied effects, and those it could not run with the
+    command that runs them (never left unsent in silence)."""
+    notes = [f"effects: applied {k}" for k in report.get("applied", [])]
+    notes += [f"effects: not run again, {c['key']} ({c['detail']})" for c in report.get("conflicts", [])]
+    notes += [f"effects: still deferred in {into or 'the target'}: {k}" for k in report.get("deferred", [])]
+    if report.get("pending"):
+        tools = sorted({str(p["tool"]) for p in report["pending"]})
+        into_opt = f" --into {into}" if into else ""
+        notes.append(f"effects: {len(report['pending'])} deferred effect(s) of {branch} NOT run: tool(s) "
+                     f"{', '.join(tools)} not loaded in this process; send them with "
+                     f"'agentsnap effects apply {branch}{into_opt} --import MODULE' (MODULE defines the tools)")
+    if report.get("in_doubt"):
+        notes.append(f"effects: in doubt, not run: {', '.join(report['in_doubt'])}; "
+                     "check them and 'agentsnap effects resolve KEY'")
+    return notes
 
 
 def merge_effects(base: Any, ours: Any, theirs: Any, context: dict[str, Any]) -> Any:

@@ -392,10 +392,10 @@ def merge(
             _apply_world(repo, repo.world_entries(s_theirs))
             repo.set_messages(repo.read_layer(s_theirs, "trace") or [])
         _move_head(repo, symref, ours, theirs, f"merge {spec}: fast-forward")
-        from .effects import on_merge  # no merge snapshot is made: run their deferred effects (exactly once) here
+        from .effects import merge_notes, on_merge  # no merge snapshot: run their deferred effects (once) here
 
-        on_merge(repo, ours, theirs, branch)
-        return MergeResult("fast-forward", ours, theirs, ours, theirs)  # the CLI says "fast-forward to ..." once
+        notes = merge_notes(on_merge(repo, ours, theirs, branch), spec, branch)  # applied, or said how to apply
+        return MergeResult("fast-forward", ours, theirs, ours, theirs, notes=notes)  # "fast-forward to ..." once
     plan = plan_merge(repo, ours, theirs, strategy=strategy, labels=labels, summarizer=summarizer, model=model)
     message = message or f"merge {spec} into {branch or ours[:12]}"
     meta = {"merge": {"base": plan.base, "ours": ours, "theirs": theirs, "strategy": strategy, "notes": plan.notes,

@@ -1,0 +1,79 @@
+"""Effects a user must not lose or repeat: a merged fork's deferred effect is applied or reported with the
+command that applies it; a truncated or deleted ledger is detected when a tool runs (EffectInDoubt)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from agentsnap_core import Repo
+from agentsnap_core.effects import Effects
+
+MAILTOOL = textwrap.dedent(
+    """
+    import json, os
+    from agentsnap_core.effects import effect
+
+    @effect(name="send_email", simulate=lambda to, body: {"status": "deferred"})
+    def send_email(to, body):
+        with open(os.environ["OUTBOX"], "a") as f:
+            f.write(json.dumps({"to": to, "body": body}) + "\\n")
+        return {"status": "sent"}
+    """
+)
+
+
+def cli(root: Path, *args: str) -> tuple[int, str, str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def mail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the ledger key, shared with the CLI
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY", raising=False)
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY_FILE", raising=False)
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "trust_mailtool.py").write_text(MAILTOOL)
+    monkeypatch.setenv("OUTBOX", str(tmp_path / "outbox.jsonl"))
+    monkeypatch.setenv("PYTHONPATH", str(mods))
+    monkeypatch.syspath_prepend(str(mods))
+    sys.modules.pop("trust_mailtool", None)
+    return importlib.import_module("trust_mailtool")
+
+
+def _sent(tmp_path: Path) -> list[dict]:
+    out = tmp_path / "outbox.jsonl"
+    return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+
+
+def test_merge_of_a_fork_that_deferred_an_email_says_how_to_send_it(mail, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    repo = Repo.init(work)
+    try:
+        (work / "plan.txt").write_text("plan\n")
+        base = repo.snapshot("before the send")
+        branch = repo.fork(base.id, 1, effects_policy="defer")[0]["branch"]
+        fx = Effects(repo, branch)
+        with fx, fx.step(1):
+            assert mail.send_email("boss@example.com", "done") == {"status": "deferred"}
+        repo.snapshot("sent (deferred)", ref=f"refs/heads/{branch}", capture_world=False)
+    finally:
+        repo.close()
+    assert _sent(tmp_path) == []
+    code, out, err = cli(work, "merge", branch)  # a fast-forward; the CLI has not loaded the tool
+    assert code == 0, err
+    assert _sent(tmp_path) == [] or len(_sent(tmp_path)) == 1
+    if not _sent(tmp_path):  # not applied here: said clearly, with the command that applies it
+        assert "1 deferred effect" in out and f"agentsnap effects apply {branch}" in out, out
+        code, out, err = cli(work, "effects", "apply", branch, "--into", "main", "--import", "trust_mailtool")
+        assert code == 0, out + err
+    assert _sent(tmp_path) == [{"to": "boss@example.com", "body": "done"}]
