@@ -202,7 +202,7 @@ nox.options.sessions.append("fanout_ray")
 #: encryption, signing, format fixture. AGENTSNAP_LONG=1 (e.g. `nox -s reliability -- -s` with it set) runs long.
 RELIABILITY_TESTS = ["test_crash.py", "test_crash_concurrent_gc.py", "test_hostile.py", "test_fuzz.py",
                      "test_fuzz_atheris.py", "test_secrets.py", "test_crypto.py", "test_format_fixture.py",
-                     "test_trust_changing_files.py"]
+                     "test_trust_changing_files.py", "test_oneline_fuzz_cli.py"]
 BUDGET["reliability"] = 900
 
 

@@ -10,6 +10,7 @@ migrated forward under an advisory lock, so many workers may open a fresh databa
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -20,6 +21,10 @@ from typing import Any
 from ..errors import ObjectMissing, RefConflict, UnsupportedFormat
 from ..store import ANY, ReflogEntry, RefUpdate, SnapshotRow
 from . import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+
+#: the pool logs every failed reconnect; with no logging configured Python prints each one to stderr, which
+#: buries the one line the CLI gives (the error that reaches the caller says it once). Configured logging still sees them.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 #: schema migrations, applied in order; the schema's version is the number applied
 MIGRATIONS: list[str] = [
