@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import os
 import sqlite3
@@ -22,8 +23,31 @@ from .repo import Repo, Snapshot
 JSON_VERSION = 1
 
 
+#: verbs whose module is imported only when that verb runs (or for --help): `--version`, `status`, `snapshot`
+#: do not pay for fan-out, remotes, the UI server... Each module calls `register()` for its verbs when imported.
+LAZY_VERBS = {
+    "effects": "effects_cli",
+    "fanout": "fanout_cli",
+    "merge": "merge_cli",
+    **dict.fromkeys(("push", "fetch", "pull", "clone", "remote"), "remote_cli"),
+    **dict.fromkeys(("prune", "du", "expire", "timeline"), "retention_cli"),
+    "scan": "scan",
+    "ui": "ui.cli",
+}
+
+
 class _Group(click.Group):
-    """Turns agentsnap errors into one line on stderr and exit status 2 (no traceback)."""
+    """Loads verb modules on demand; turns agentsnap errors into one line on stderr and exit status 2 (no traceback)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_VERBS:
+            importlib.import_module(f"{__package__}.{LAZY_VERBS[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in sorted(set(LAZY_VERBS.values())):
+            importlib.import_module(f"{__package__}.{module}")
+        return super().list_commands(ctx)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -578,13 +602,6 @@ def _load_extensions(loaders: list[Callable[[], None]]) -> None:
         load()
 
 
-from . import effects_cli as _effects_cli  # noqa: E402,F401  (registers `agentsnap effects`)
-from . import fanout_cli as _fanout_cli  # noqa: E402,F401  (registers `agentsnap fanout`)
-from . import merge_cli as _merge_cli  # noqa: E402,F401  (registers `agentsnap merge`)
-from . import remote_cli as _remote_cli  # noqa: E402,F401  (registers push/pull/fetch/clone/remote)
-from . import retention_cli as _retention_cli  # noqa: E402,F401  (registers prune/du/expire/timeline)
-from . import scan as _scan  # noqa: E402,F401  (registers `agentsnap scan`)
-from .ui import cli as _ui_cli  # noqa: E402,F401  (registers `agentsnap ui`)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,54 @@
+"""The CLI loads a verb's module only when that verb runs: `--version`, `status`, `snapshot` do not pay for the
+fan-out, remotes, the UI server or the asyncio Python API (issue 19). Timing lives in benchmarks/cli_bench.py;
+these tests check what is imported, which does not depend on the machine's speed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+from agentsnap_core import cli
+
+HEAVY = ["agentsnap_core.fanout", "agentsnap_core.remote", "agentsnap_core.ui", "agentsnap_core.client",
+         "agentsnap_core.merge", "asyncio"]
+
+
+def imported_after(args: list[str], cwd: Path) -> set[str]:
+    code = (
+        "import sys, json\n"
+        "from agentsnap_core.cli import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return set(json.loads(proc.stdout.splitlines()[-1]))
+
+
+def test_version_and_status_import_no_verb_module(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=tmp_path, check=True, capture_output=True)
+    (tmp_path / "a.txt").write_text("a\n")
+    for args in (["--version"], ["status"], ["snapshot", "-m", "s"]):
+        loaded = imported_after(args, tmp_path)
+        assert not loaded & set(HEAVY), (args, sorted(loaded & set(HEAVY)))
+        assert not {f"agentsnap_core.{m}" for m in cli.LAZY_VERBS.values()} & loaded, args
+
+
+def test_a_lazy_verb_runs_and_help_lists_every_verb(tmp_path: Path) -> None:
+    loaded = imported_after(["du"], tmp_path)  # no store: a one-line error, but the verb's module was loaded
+    assert "agentsnap_core.retention_cli" in loaded and "agentsnap_core.fanout_cli" not in loaded
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", "--help"], capture_output=True, text=True, check=True)
+    for verb in cli.LAZY_VERBS:
+        assert f"\n  {verb} " in proc.stdout, verb
+
+
+def test_every_registered_verb_is_eager_or_in_the_lazy_map() -> None:
+    """A verb module that registers a command not named in LAZY_VERBS would be unreachable by name."""
+    before = set(cli.main.commands)
+    names = set(cli.main.list_commands(click.Context(cli.main)))  # imports every lazy module
+    added = names - before
+    assert added <= set(cli.LAZY_VERBS), f"verbs registered by lazy modules but missing from LAZY_VERBS: {added - set(cli.LAZY_VERBS)}"
+    assert set(cli.LAZY_VERBS) <= names, f"LAZY_VERBS names no such verb: {set(cli.LAZY_VERBS) - names}"
