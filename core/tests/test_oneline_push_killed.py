@@ -1,5 +1,6 @@
 """The server killed in the middle of ``agentsnap push`` (real PostgreSQL, real SeaweedFS S3): one line that says
-a re-run resumes, exit 2, no traceback, and no remote-tracking ref moved.
+a re-run resumes, exit 2, no traceback, and no remote-tracking ref moved. With PostgreSQL restarted on its data
+directory, the re-run does resume: it finds the objects that arrived before the kill and does not send them again.
 
 "Mid-push" without timing: the test waits until the remote holds some of the objects, freezes the push
 (SIGSTOP), kills the server (SIGKILL, its whole process group), then lets the push go on (SIGCONT).
@@ -7,6 +8,7 @@ a re-run resumes, exit 2, no traceback, and no remote-tracking ref moved.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -40,7 +42,7 @@ def _start(cls: type) -> object:
         raise
 
 
-def _push_until_killed(work: Path, url: str, remote_objects: Callable[[], int], kill: Callable[[], None]) -> None:
+def _push_until_killed(work: Path, url: str, remote_objects: Callable[[], int], kill: Callable[[], None]) -> int:
     push = subprocess.Popen([sys.executable, "-m", "agentsnap_core", "push", url], cwd=work, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -66,6 +68,7 @@ def _push_until_killed(work: Path, url: str, remote_objects: Callable[[], int], 
     assert "re-run" in lines[0] and "resumes" in lines[0], err
     with Repo.open(work) as repo:
         assert repo.refs.list_refs("refs/remotes/") == {}  # nothing claims the remote has what it may not have
+    return sent
 
 
 def _kill_group_of(pid: int) -> None:
@@ -100,7 +103,15 @@ def test_postgres_killed_mid_push_says_rerun_resumes(tmp_path: Path) -> None:
 
         pid = server.pid
         assert pid is not None
-        _push_until_killed(_work(tmp_path), url, count, lambda: _kill_group_of(pid))
+        work = _work(tmp_path)
+        sent = _push_until_killed(work, url, count, lambda: _kill_group_of(pid))
+        server.restart()  # the same data directory: what was committed before the kill is there
+        again = subprocess.run([sys.executable, "-m", "agentsnap_core", "push", url, "--json"], cwd=work,
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        report = json.loads(again.stdout)
+        assert report["present"] > 0 and report["objects"] < FILES + 2, report  # it resumed: what was there stayed
+        assert count() >= FILES and sent > 0
     finally:
         server.stop()
 

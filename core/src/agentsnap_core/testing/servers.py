@@ -132,8 +132,15 @@ class PostgresServer:
             f"-c listen_addresses=127.0.0.1 -p {self.port} -k {d} -c fsync=off -c synchronous_commit=off "
             "-c max_connections=200"
         )
-        self._run(f"{b}/pg_ctl", "-D", f"{d}/data", "-l", f"{d}/log", "-w", "-t", "30", "-o", opts, "start")
+        self._opts = opts
+        return self.restart()
+
+    def restart(self) -> PostgresServer:
+        """Start (again, e.g. after the test killed it) the server on the same data directory and port."""
+        b, d = self.bindir, self.base
+        self._run(f"{b}/pg_ctl", "-D", f"{d}/data", "-l", f"{d}/log", "-w", "-t", "30", "-o", self._opts, "start")
         pid = self.pid  # pg_ctl detaches the postmaster: if this process dies untidily, a watchdog stops it
+        _end_watch(getattr(self, "_watchdog", None))
         self._watchdog = watch_owner(f"kill -INT {pid}; sleep 5; kill -KILL {pid}; rm -rf {d}") if pid else None
         return self
 
