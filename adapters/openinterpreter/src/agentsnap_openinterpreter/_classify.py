@@ -156,6 +156,20 @@ READ_ONLY_METHODS = frozenset(
         "factor", "solve", "integrate", "limit", "series",
     }
 )
+#: Open Interpreter's computer API (``computer.*`` in the kernel when ``import_computer_api`` is on, as in OS
+#: mode; interpreter/core/computer/*/ in 0.4.3) calls that only look, read or ask a model. Mouse, keyboard,
+#: mail.send, sms.send, calendar.create_event, files.edit, os.notify, browser.go_to_url, skills.* ... are not here.
+COMPUTER_READ_ONLY = frozenset(
+    {
+        "display.width", "display.height", "display.size", "display.center", "display.info", "display.view",
+        "display.screenshot", "display.find", "display.find_text", "display.get_text_as_list_of_lists",
+        "clipboard.view", "files.search", "browser.search", "browser.fast_search", "browser.search_google",
+        "calendar.get_events", "contacts.get_phone_number", "contacts.get_email_address",
+        "contacts.get_full_names_from_first_name", "mail.get", "mail.unread_count", "sms.get",
+        "os.get_selected_text", "docs.search", "ai.chat", "ai.query", "ai.summarize", "vision.ocr", "vision.query",
+        "skills.list", "skills.search", "mouse.position",
+    }
+)
 #: attribute names that are a side effect when merely referenced (``map(Path.unlink, paths)``, ``f = p.write``)
 _METHOD_DANGER = frozenset(
     {
@@ -216,6 +230,7 @@ class CommandClassifier:
         safe_modules: Python modules a pure cell may import.
         module_calls: what a pure cell may call from each module (see :data:`MODULE_CALLS`).
         read_only_methods: methods a pure cell may call on any object.
+        computer_read_only: Open Interpreter ``computer.*`` API calls that only read (OS mode).
         override: ``override(language, code)`` returning a kind (or None to use the rules); wins over the rules.
         pure_languages: languages whose cells are always pure (e.g. ``{"html"}``).
     """
@@ -224,6 +239,7 @@ class CommandClassifier:
     safe_modules: frozenset[str] = SAFE_MODULES
     module_calls: dict[str, frozenset[str] | str] = field(default_factory=lambda: dict(MODULE_CALLS))
     read_only_methods: frozenset[str] = READ_ONLY_METHODS
+    computer_read_only: frozenset[str] = COMPUTER_READ_ONLY
     override: Callable[[str, str], str | None] | None = None
     pure_languages: frozenset[str] = field(default_factory=frozenset)
 
@@ -334,6 +350,10 @@ class CommandClassifier:
             return "opens a file for writing" if _opens_for_writing(call, mode_at) else None
         if resolved is not None:
             return None if self._qualified(resolved, called=True) else f"calls {name}()"
+        parts = _dotted(fn)
+        if parts and parts[0] == "computer" and "computer" not in local and len(parts) > 1:  # OS mode's API
+            api = ".".join(parts[1:])
+            return None if api in self.computer_read_only else f"calls computer.{api}()"
         if isinstance(fn, ast.Name):
             if name in local or name in BUILTIN_CALLS or _builtin_exception(name):
                 return None

@@ -11,7 +11,10 @@ conversation gets the recorded output back instead of running it again.
 
 from __future__ import annotations
 
+import ast
 import copy
+import sys
+import textwrap
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -122,6 +125,8 @@ class Session:
 
     def run(self, language: str, code: str, stream: bool = False, display: bool = False) -> Any:
         """Stands in for ``Computer.run``: classify, record and (when irreversible) guard one cell."""
+        if is_plumbing(self.interpreter, language, code):  # the framework's own sync code, not a cell
+            return self._original_run(language, code, stream=stream, display=display)
         messages = self.interpreter.messages
         last = messages[-1] if messages else {}
         verdict = self.classifier(language, code, self.tainted(), self.defined())
@@ -196,6 +201,45 @@ class Session:
                 call.__exit__(None, None, None)
             else:
                 call.__exit__(type(exc), exc, None)
+
+
+#: what ``respond()`` runs after each Python cell when ``sync_computer`` is on (interpreter/core/respond.py, 0.4.3)
+_SYNC_BACK = """
+import json
+computer_dict = computer.to_dict()
+if '_hashes' in computer_dict:
+    computer_dict.pop('_hashes')
+if "system_message" in computer_dict:
+    computer_dict.pop("system_message")
+print(json.dumps(computer_dict))
+"""
+
+
+def is_plumbing(interpreter: Any, language: str, code: str) -> bool:
+    """True for code Open Interpreter itself runs around a cell: the ``sync_computer`` round trip (on in OS
+    mode) and the computer-API import. Checked by exact shape, so a model cannot hide a command in it."""
+    if str(language).lower() != "python":
+        return False
+    terminal = sys.modules.get("interpreter.core.computer.terminal.terminal")
+    if code == getattr(terminal, "import_computer_api_code", None):
+        return True
+    if not getattr(interpreter, "sync_computer", False):
+        return False
+    if textwrap.dedent(code).strip() == _SYNC_BACK.strip():
+        return True
+    try:  # import json\ncomputer.load_dict(json.loads('''{...}'''))
+        body = ast.parse(code).body
+    except SyntaxError:
+        return False
+    if len(body) != 2 or ast.unparse(body[0]) != "import json" or not isinstance(body[1], ast.Expr):
+        return False
+    call = body[1].value
+    return (
+        isinstance(call, ast.Call) and ast.unparse(call.func) == "computer.load_dict" and len(call.args) == 1
+        and not call.keywords and isinstance(call.args[0], ast.Call) and ast.unparse(call.args[0].func) == "json.loads"
+        and len(call.args[0].args) == 1 and isinstance(call.args[0].args[0], ast.Constant)
+        and isinstance(call.args[0].args[0].value, str)
+    )
 
 
 def session_of(interpreter: Any) -> Session:
