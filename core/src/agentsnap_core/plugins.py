@@ -64,7 +64,7 @@ def check_hooks(pm: pluggy.PluginManager) -> None:
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
-        name = pm.get_name(exc.plugin) or getattr(exc.plugin, "__name__", repr(exc.plugin))
+        name = str(pm.get_name(exc.plugin) or getattr(exc.plugin, "__name__", repr(exc.plugin)))
         raise AgentSnapError(
             f"plugin {name} ({_dists.get(name, 'registered at run time')}): {exc}; see docs/PLUGINS.md for the hooks "
             f"agentsnap defines, or leave the plugin out with {ENV_ALLOW}"
