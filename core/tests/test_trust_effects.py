@@ -77,3 +77,40 @@ def test_merge_of_a_fork_that_deferred_an_email_says_how_to_send_it(mail, tmp_pa
         code, out, err = cli(work, "effects", "apply", branch, "--into", "main", "--import", "trust_mailtool")
         assert code == 0, out + err
     assert _sent(tmp_path) == [{"to": "boss@example.com", "body": "done"}]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated"])
+def test_lost_ledger_is_detected_when_the_tool_runs_again(mail, tmp_path: Path, damage: str) -> None:
+    """A restored agent re-issuing a sent email must not send it again when the ledger lost its record."""
+    import sqlite3
+
+    from agentsnap_core.effects import EffectInDoubt
+    from agentsnap_core.effects_ledger import LEDGER_FILE
+
+    work = tmp_path / "work"
+    repo = Repo.init(work)
+    try:
+        fx = Effects(repo)
+        with fx, fx.step(1):
+            assert mail.send_email("boss@example.com", "first") == {"status": "sent"}
+        with fx, fx.step(2):
+            assert mail.send_email("boss@example.com", "done") == {"status": "sent"}
+        snap = repo.snapshot("after the send")
+        assert snap.layers["effects"]["count"] == 4  # intent + result, twice
+        ledger = repo.store_dir / LEDGER_FILE
+    finally:
+        repo.close()
+    if damage == "deleted":
+        ledger.unlink()
+    else:
+        with sqlite3.connect(ledger) as db:
+            db.execute("DELETE FROM entries WHERE idx >= 2")  # the second email's record is gone
+    assert len(_sent(tmp_path)) == 2
+    repo = Repo.open(work)  # the agent restored in a fresh process runs its step again
+    try:
+        fx = Effects(repo)
+        with fx, fx.step(2), pytest.raises(EffectInDoubt, match="ledger"):
+            mail.send_email("boss@example.com", "done")
+    finally:
+        repo.close()
+    assert len(_sent(tmp_path)) == 2, "the email was sent a second time"

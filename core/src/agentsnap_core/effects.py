@@ -56,6 +56,7 @@ __all__ = [
     "EffectInDoubt",
     "EffectKeyMissing",
     "Effects",
+    "LedgerLost",
     "apply_deferred",
     "current",
     "effect",
@@ -102,6 +103,20 @@ class EffectInDoubt(AgentSnapError):
             msg = (f"effect {key} started{who} but its result was never recorded; check whether it happened, then "
                    f"run 'agentsnap effects resolve {key} --done' or '... --retry'")
         super().__init__(msg)
+
+
+class LedgerLost(EffectInDoubt):
+    """The ledger holds fewer entries than a snapshot recorded: it was truncated or deleted, so what ran is unknown."""
+
+    def __init__(self, tool: str, have: int, snapshot: str, had: int) -> None:
+        self.key, self.intent, self.in_flight = tool, {}, False
+        self.have, self.snapshot, self.had = have, snapshot, had
+        AgentSnapError.__init__(
+            self,
+            f"the effects ledger holds {have} entries but snapshot {snapshot[:12]} recorded {had}: it was truncated "
+            f"or deleted, so {tool} may already have run; refusing to run it again. Put the store's effects.sqlite "
+            "back from a backup, or check by hand and start a new ledger deliberately ('agentsnap effects verify')",
+        )
 
 
 class EffectBlocked(AgentSnapError):
@@ -304,6 +319,7 @@ class Effects:
         self.divergences: list[dict[str, Any]] = []
         self.events: list[tuple[str, str]] = []  #: (status, key) of every guarded call, in order
         self._tokens: list[Any] = []
+        self._bound: dict[str, int] = {}  #: snapshot id -> ledger entries it recorded
 
     # ------------------------------------------------------------------ context
     def __enter__(self) -> Effects:
@@ -358,6 +374,7 @@ class Effects:
         led = self.ledger
         override: str | None = None
         divergence: dict[str, Any] | None = None
+        self._check_intact(led.sync(), spec.name)
         while True:
             led.sync()
             lineage = led.lineage_of(self.branch)
@@ -404,6 +421,20 @@ class Effects:
                 continue
             self.events.append(("run", key))
             return EffectCall(key, True, "run", None, divergence, self)
+
+    def _check_intact(self, led: Ledger, tool: str) -> None:
+        """Refuse to run a tool when the ledger is shorter than a snapshot of this branch (or HEAD) recorded."""
+        tips = {self.repo.refs.get_ref(f"refs/heads/{self.branch}"), self.repo.head()[1]}
+        for oid in sorted(t for t in tips if t):
+            if oid not in self._bound:
+                try:
+                    rec = self.repo.manifest(oid)["layers"].get("effects")
+                except AgentSnapError:
+                    rec = None
+                count = rec.get("count") if isinstance(rec, dict) else None
+                self._bound[oid] = count if isinstance(count, int) else 0
+            if len(led.entries) < self._bound[oid]:
+                raise LedgerLost(tool, len(led.entries), oid, self._bound[oid])
 
     def _claim_ordinal(self, tool: str, digest: str) -> int:
         """The ordinal of this call of ``tool`` in the current step.
