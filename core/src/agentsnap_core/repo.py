@@ -389,7 +389,9 @@ class Repo:
     def _ignore(self, include_secrets: bool | None = None) -> world.Ignore:
         if include_secrets is None:  # credential files stay out of snapshots unless the store opts in
             include_secrets = self.refs.get_config("world.include_secrets") == "true"
-        return world.Ignore(self.root, include_git=self.include_git, include_secrets=include_secrets)
+        # store config world.ignore: gitignore lines kept outside the tree (e.g. the Claude Code plugin's bulky build folders)
+        extra = [line for line in (self.refs.get_config("world.ignore") or "").splitlines() if line.strip()]
+        return world.Ignore(self.root, include_git=self.include_git, extra=extra or None, include_secrets=include_secrets)
 
     def _capture_world_default(self, root: str, context: dict[str, Any]) -> dict[str, Any]:
         cache_path = self.wt_dir / "statcache.msgpack"
