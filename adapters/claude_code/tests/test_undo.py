@@ -169,3 +169,30 @@ def test_the_restore_command_honours_its_arguments(project: Path, transcript: Pa
     assert (project / "src" / "app.py").read_text() == "print('hello')\n"
     assert (project / "README.md").read_text() == "changed too\n"  # only the path asked for
     assert "undo with: agentsnap-claude-code restore " in proc.stdout
+
+
+def test_bulky_ignored_build_folders_are_left_out_and_said_so_with_a_switch(project: Path, transcript: Path) -> None:
+    (project / ".gitignore").write_text("node_modules/\n*.log\n")
+    (project / "debug.log").write_text("small ignored file: captured\n")
+    for i in range(30):
+        (project / "node_modules" / f"pkg{i % 3}").mkdir(parents=True, exist_ok=True)
+        (project / "node_modules" / f"pkg{i % 3}" / f"f{i}.js").write_text("x\n")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"bulky_files": 20}))
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    message = out["systemMessage"]
+    assert "NOT captured (ignored by git, over 20 files" in message and "node_modules/" in message
+    _git(project, "clean", "-fdx")
+    proc = subprocess.run(_undo_of(message), capture_output=True, text=True, env=helper_env())
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "debug.log").is_file() and (project / "src" / "untracked.txt").is_file()
+    assert not (project / "node_modules").exists()  # exactly what the message said
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"bulky_files": 20, "skip_bulky_ignored": False}))
+    (project / "node_modules" / "big").mkdir(parents=True)
+    for i in range(30):
+        (project / "node_modules" / "big" / f"f{i}.js").write_text("x\n")
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "rm -rf node_modules"}, tool_use_id="toolu_nm")
+    assert "NOT captured" not in out["systemMessage"]
+    subprocess.run(["rm", "-rf", str(project / "node_modules")], check=True)
+    assert subprocess.run(_undo_of(out["systemMessage"]), capture_output=True, text=True, env=helper_env()).returncode == 0
+    assert len(list((project / "node_modules" / "big").iterdir())) == 30

@@ -47,6 +47,8 @@ class Settings(TypedDict):
     capture_git: bool
     capture_secrets: bool | None
     snapshot_timeout: int
+    skip_bulky_ignored: bool
+    bulky_files: int
 
 
 DEFAULTS: Settings = {
@@ -63,6 +65,8 @@ DEFAULTS: Settings = {
     "capture_git": True,  # capture .git too, so a dropped stash or a deleted .git comes back
     "capture_secrets": None,  # capture .env and other credential files; default: yes for a local store, no with store_url
     "snapshot_timeout": 45,  # seconds; a destructive command whose snapshot is not done by then is asked about
+    "skip_bulky_ignored": True,  # leave out folders .gitignore ignores that hold more than bulky_files files (node_modules/, target/)
+    "bulky_files": 2000,
 }
 
 
@@ -94,7 +98,7 @@ def load_settings(project_dir: str | os.PathLike[str] | None = None) -> Settings
 
 
 def _validate(s: dict[str, Any]) -> None:
-    for key in ("auto_init", "snapshot_on_edit", "capture_transcript", "capture_git"):
+    for key in ("auto_init", "snapshot_on_edit", "capture_transcript", "capture_git", "skip_bulky_ignored"):
         if not isinstance(s[key], bool):
             raise InvalidInput(f"setting {key!r} must be true or false, not {s[key]!r}")
     if s["capture_secrets"] is not None and not isinstance(s["capture_secrets"], bool):
@@ -105,6 +109,9 @@ def _validate(s: dict[str, Any]) -> None:
     t = s["snapshot_timeout"]
     if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 600:
         raise InvalidInput(f"setting 'snapshot_timeout' must be a whole number of seconds from 1 to 600, not {t!r}")
+    b = s["bulky_files"]
+    if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+        raise InvalidInput(f"setting 'bulky_files' must be a positive whole number, not {b!r}")
     if s["turn_snapshots"] not in TURN_EVENTS:
         raise InvalidInput(f"setting 'turn_snapshots' must be one of {TURN_EVENTS}, not {s['turn_snapshots']!r}")
     for key in ("extra_patterns", "ignore_patterns", "disabled_rules"):

@@ -27,7 +27,7 @@ from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
 from .gate import EDIT_TOOLS, is_agentsnap_snapshot, project_root_for
 from .matcher import Finding
 from .points import positions
-from .projectstore import open_project_repo, store_dir_for
+from .projectstore import bulky_ignored, leave_out, open_project_repo, store_dir_for
 from .safety import deletes_store, unrestorable
 from .transcript import Transcript, read_transcript
 
@@ -144,6 +144,10 @@ def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, ext
         }
     }
     with open_repo(cwd, settings) as repo:
+        skipped = bulky_ignored(repo.root, settings["bulky_files"]) if settings["skip_bulky_ignored"] else []
+        leave_out(repo, skipped)
+        if skipped:
+            meta["claude_code"]["not_captured"] = skipped
         snap, created = snapshot_if_changed(
             repo,
             message,
@@ -151,7 +155,7 @@ def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, ext
             meta=meta,
             agent=f"claude-code:{session[:8]}" if session else "claude-code",
         )
-        info = {"root": str(repo.root), "created": created, "call": meta["claude_code"].get("call")}
+        info = {"root": str(repo.root), "created": created, "call": meta["claude_code"].get("call"), "not_captured": skipped}
         if transcript and transcript.truncated_tail:
             info["truncated_tail"] = True
     return snap, created, info
@@ -232,9 +236,16 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
     if destructive:
         where = info.get("call")
         what = f"tool call {where}" if where else "this call"
+        skipped = info.get("not_captured") or []
+        note = (
+            f"; NOT captured (ignored by git, over {settings['bulky_files']} files; rebuild them or set skip_bulky_ignored "
+            f"to false): {', '.join(skipped[:5])}{' ...' if len(skipped) > 5 else ''}"
+            if skipped
+            else ""
+        )
         return _notice(
             f"agentsnap: snapshot {snap.id[:12]} taken before {what} (`{meta['command'][:80]}`); "
-            f"undo with: {undo_command(snap.id, info['root'])}   (files and conversation: /agentsnap:rewind {snap.id[:12]})"
+            f"undo with: {undo_command(snap.id, info['root'])}   (files and conversation: /agentsnap:rewind {snap.id[:12]}){note}"
         )
     return HookResult()
 

@@ -95,3 +95,53 @@ def open_project_repo(cwd: str | os.PathLike[str], settings: Settings, *, create
     root.mkdir(parents=True, exist_ok=True)  # `rm -rf <project>` removed it: a restore brings it back
     link(root, store)
     return Repo(root, store, PRIMARY)
+
+
+def bulky_ignored(root: Path, limit: int) -> list[str]:
+    """Folders git ignores (``.gitignore``, ``.git/info/exclude``, the global excludes) holding more than ``limit`` files.
+
+    Build output and dependency folders (``node_modules/``, ``target/``, ``.venv/``) can be rebuilt and would
+    make the first snapshot of a big project miss the hook's time limit. Empty when ``root`` is not a git work tree.
+    """
+    if not (root / ".git").exists():
+        return []
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"],
+            capture_output=True, timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    out = []
+    for rel in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+        if rel.endswith("/") and rel != f"{STORE_DIR}/" and _more_files_than(root / rel, limit):
+            out.append(rel)
+    return out
+
+
+def _more_files_than(folder: Path, limit: int) -> bool:
+    seen, stack = 0, [folder]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    else:
+                        seen += 1
+                        if seen > limit:
+                            return True
+        except OSError:
+            continue
+    return False
+
+
+def leave_out(repo: Repo, folders: list[str]) -> None:
+    """Record ``folders`` as the store's ``world.ignore`` (snapshots and restores both leave them alone)."""
+    value = "\n".join(f"/{f}" for f in folders)
+    if (repo.refs.get_config("world.ignore") or "") != value:
+        repo.refs.set_config("world.ignore", value)
