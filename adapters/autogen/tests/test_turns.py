@@ -62,3 +62,34 @@ def test_turn_snapshots_need_a_group_chat_team(repo):
 
     with pytest.raises(InvalidInput, match="group chat team"):
         agentsnap_autogen.TurnSnapshots(repo).attach(AssistantAgent("a", model_client=ReplayChatCompletionClient([])))
+
+
+def test_turn_snapshots_through_autogen_cores_public_runtime_hook(repo):
+    """Issue 23 item 10: the handler goes in through SingleThreadedAgentRuntime(intervention_handlers=...)."""
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.teams import RoundRobinGroupChat
+
+    async def run():
+        turns = agentsnap_autogen.TurnSnapshots(repo)
+        runtime = turns.runtime()
+        live = clients("roundrobin")
+        agents = [AssistantAgent(n, model_client=live[n]) for n in ("alice", "bob")]
+        team = RoundRobinGroupChat(agents, max_turns=3, runtime=runtime)
+        turns.attach(team)
+        runtime.start()
+        result = await team.run(task="plan a trip")
+        await runtime.stop_when_idle()
+        return turns, runtime, said(result.messages)
+
+    turns, runtime, messages = asyncio.run(run())
+    assert [m[0] for m in messages] == ["user", "alice", "bob", "alice"]
+    assert len(turns.snapshots) == 3
+    assert runtime._intervention_handlers == [turns]  # installed once, by the constructor
+
+
+def test_an_untested_autogen_release_fails_loudly(repo, monkeypatch):
+    import autogen_agentchat
+
+    monkeypatch.setattr(autogen_agentchat, "__version__", "0.8.0")
+    with pytest.raises(agentsnap_autogen.UntestedAutoGen, match=r"tested with autogen-agentchat 0\.7\.0 to 0\.7\.5, not 0\.8\.0"):
+        agentsnap_autogen.TurnSnapshots(repo)

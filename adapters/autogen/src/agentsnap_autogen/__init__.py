@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._bridge import run_sync
 from ._config import REDACTED, MissingSecret, SuppliedModelClient, UntrustedCode, model_slots, redact
+from ._merge import findings_note
 from ._team import (
     IncompatibleTarget,
     TeamRunning,
@@ -16,7 +17,7 @@ from ._team import (
     trace_of,
     wrap_tools,
 )
-from ._turns import TurnSnapshots
+from ._turns import TESTED_AUTOGEN, TurnSnapshots, UntestedAutoGen
 
 __all__ = [
     "REDACTED",
@@ -25,9 +26,12 @@ __all__ = [
     "SuppliedModelClient",
     "TeamRunning",
     "TurnSnapshots",
+    "UntestedAutoGen",
+    "TESTED_AUTOGEN",
     "UntrustedCode",
     "build",
     "capture_layers",
+    "findings_note",
     "fork",
     "load",
     "model_slots",

@@ -16,18 +16,55 @@ the selection, so ``team.run()`` after a restore picks the same speaker:
 * SelectorGroupChat: ``previous_speaker`` = the last participant in the thread; the restored team
   asks its selector model again (a deterministic or replayed selector picks the same speaker);
 * other managers (MagenticOne, GraphFlow): recorded as is, not rewound.
+
+The public way in is autogen-core's own: a runtime built with ``intervention_handlers=[...]``
+(``SingleThreadedAgentRuntime``'s constructor) passed to the team as ``runtime=``; use
+:meth:`TurnSnapshots.runtime`. A team on its embedded runtime gets the handler added to that runtime's
+list, which has no public setter. Recognising the manager's request needs AutoGen's
+``GroupChatRequestPublish``, which no public module exports: both private parts are used only on the
+AutoGen releases tested here (:data:`TESTED_AUTOGEN`); any other release fails loudly with
+:class:`UntestedAutoGen` instead of silently taking no snapshot.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import autogen_agentchat
 from agentsnap_core import Repo, Snapshot
-from agentsnap_core.errors import InvalidInput
-from autogen_agentchat.teams._group_chat._events import GroupChatRequestPublish  # 0.7.0-0.7.5
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 from autogen_core import DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime
 
 from ._team import _commit, capture_layers, kind_of
+
+#: the oldest and newest autogen-agentchat releases whose private parts this module uses (nox runs both)
+TESTED_AUTOGEN = ("0.7.0", "0.7.5")
+
+
+class UntestedAutoGen(AgentSnapError):
+    """Per-turn snapshots rely on AutoGen internals that this release was not tested with."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        super().__init__(
+            f"agentsnap_autogen.TurnSnapshots is tested with autogen-agentchat {TESTED_AUTOGEN[0]} to "
+            f"{TESTED_AUTOGEN[1]}, not {version}: it reads the group chat's private request event, which may have "
+            f"changed. Install autogen-agentchat=={TESTED_AUTOGEN[1]}, or upgrade agentsnap-autogen"
+        )
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("+")[0].split(".")[:3] if p.isdigit())
+
+
+def _request_publish_type() -> type:
+    """AutoGen's ``GroupChatRequestPublish`` (private), on a tested release only."""
+    version = str(autogen_agentchat.__version__)
+    if not (_release(TESTED_AUTOGEN[0]) <= _release(version) <= _release(TESTED_AUTOGEN[1])):
+        raise UntestedAutoGen(version)
+    from autogen_agentchat.teams._group_chat._events import GroupChatRequestPublish
+
+    return GroupChatRequestPublish
 
 
 class TurnSnapshots(DefaultInterventionHandler):
@@ -35,9 +72,15 @@ class TurnSnapshots(DefaultInterventionHandler):
 
     Usage::
 
-        turns = TurnSnapshots(repo).attach(team)
+        turns = TurnSnapshots(repo)
+        team = RoundRobinGroupChat(agents, runtime=turns.runtime())  # autogen-core's public hook
+        turns.attach(team)
+        turns.runtime().start()
         await team.run(task="...")
+        await turns.runtime().stop_when_idle()
         turns.snapshots  # one Snapshot per turn boundary, oldest first
+
+    (``TurnSnapshots(repo).attach(team)`` on a team with its embedded runtime works too.)
 
     Args:
         repo: where the snapshots go.
@@ -52,6 +95,18 @@ class TurnSnapshots(DefaultInterventionHandler):
         self.snapshots: list[Snapshot] = []
         self._team: Any = None
         self._topics: dict[str, str] = {}
+        self._request_type = _request_publish_type()  # fails loudly on an untested AutoGen
+        self._runtime: SingleThreadedAgentRuntime | None = None
+
+    def runtime(self) -> SingleThreadedAgentRuntime:
+        """A runtime with this handler installed the public way; pass it to the team as ``runtime=``.
+
+        The caller starts it (``runtime.start()``) before ``team.run()`` and stops it after, as AutoGen
+        asks for any runtime passed to a team. The same runtime is returned on every call.
+        """
+        if self._runtime is None:
+            self._runtime = SingleThreadedAgentRuntime(intervention_handlers=[self])
+        return self._runtime
 
     def attach(self, team: Any) -> TurnSnapshots:
         """Hook into ``team``'s runtime (its embedded one, or one passed as ``runtime=``)."""
@@ -60,19 +115,19 @@ class TurnSnapshots(DefaultInterventionHandler):
         runtime = getattr(team, "_runtime", None)
         if not isinstance(runtime, SingleThreadedAgentRuntime):
             raise InvalidInput("TurnSnapshots needs the team to run on a SingleThreadedAgentRuntime")
-        # the runtime reads this list on every message; it has no public way to add a handler later
-        handlers = runtime._intervention_handlers
-        if handlers is None:
-            runtime._intervention_handlers = [self]
-        elif self not in handlers:
-            handlers.append(self)
+        if runtime is not self._runtime:  # an embedded runtime: no public way to add a handler after construction
+            handlers = runtime._intervention_handlers
+            if handlers is None:
+                runtime._intervention_handlers = [self]
+            elif self not in handlers:
+                handlers.append(self)
         self._team = team
         self._topics = dict(zip(team._participant_topic_types, team._participant_names, strict=True))
         return self
 
     async def on_publish(self, message: Any, *, message_context: MessageContext) -> Any:
         topic = message_context.topic_id
-        if isinstance(message, GroupChatRequestPublish) and topic is not None and topic.type in self._topics:
+        if isinstance(message, self._request_type) and topic is not None and topic.type in self._topics:
             speaker = self._topics[topic.type]
             layers = await capture_layers(self._team, _between_turns={"next_speakers": [speaker]})
             _rewind_selection(layers["state"]["state"], speaker, list(self._topics.values()))
