@@ -47,5 +47,33 @@ def test_merge_folds_the_other_branch_into_the_team_state(repo):
     seen = [content for _source, content in first_call]
     assert "bob found hotel 0" in seen  # our own branch's history
     note = [c for c in seen if "bob found hotel 1" in c]
-    assert note and "attempt-2" in note[0]  # their result arrives as one note from the merge
+    assert len(note) == 1 and "attempt-2" in note[0]  # their result arrives as one note from the merge
+    # the note says everything their branch found, by whom - not only its last answer (issue 23 item 11)
+    assert "- alice: alice plan 1" in note[0] and "- bob: bob found hotel 1" in note[0]
 
+
+def test_a_summarizer_passed_to_merge_writes_the_note(repo):
+    async def diverge():
+        team = make_team("roundrobin", {"alice": ReplayChatCompletionClient(["a"]),
+                                        "bob": ReplayChatCompletionClient(["b"])}, max_turns=2)
+        await team.run(task="t")
+        root = await agentsnap_autogen.snapshot(repo, team, "root")
+        for i, (branch, fork_team) in enumerate(await agentsnap_autogen.fork(
+                repo, root.id, 2, model_clients=lambda i: {"alice": ReplayChatCompletionClient([f"x{i}"]),
+                                                           "bob": ReplayChatCompletionClient([f"y{i}"])})):
+            await fork_team.run()
+            await agentsnap_autogen.snapshot(repo, fork_team, f"attempt {i}", branch=branch)
+
+    asyncio.run(diverge())
+    merge(repo, "attempt-1")
+    seen = []
+
+    def summarizer(messages, context):
+        seen.append([m.get("content") for m in messages])
+        return {"role": "system", "content": "SUMMARY: y1 was best"}
+
+    result = merge(repo, "attempt-2", summarizer=summarizer)
+    assert seen and all(s == ["x1", "y1"] for s in seen)  # their tail, for the trace and for the team
+    state = repo.read_layer(result.snapshot, "state")["state"]
+    threads = [a["message_thread"] for a in state["agent_states"].values() if "message_thread" in a]
+    assert threads and threads[0][-1]["content"] == "SUMMARY: y1 was best"

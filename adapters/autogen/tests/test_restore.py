@@ -74,20 +74,26 @@ def _magentic_clients(used=None):
     return {slot: ReplayChatCompletionClient(answers[used.get(slot, 0):]) for slot, answers in MAGENTIC.items()}
 
 
-def test_magentic_one_team_restores_into_fresh_team_and_continues_identically(repo):
-    """MagenticOne cannot resume without a task (AutoGen asserts one), so both continue with a new task."""
+async def magentic_run_and_snapshot(repo):
+    """A MagenticOne team runs a task and is snapshotted, then continues (uninterrupted) with a new one."""
     from autogen_agentchat.agents import AssistantAgent
     from autogen_agentchat.teams import MagenticOneGroupChat
 
+    live = _magentic_clients()
+    agents = [AssistantAgent(n, model_client=live[n]) for n in ("alice", "bob")]
+    team = MagenticOneGroupChat(agents, model_client=live["MagenticOneGroupChat"], max_turns=3)
+    await team.run(task="write a report")
+    snap = await agentsnap_autogen.snapshot(repo, team, "magentic")
+    used = {slot: len(c.create_calls) for slot, c in live.items()}
+    straight = said((await team.run(task="now the summary")).messages)
+    return snap, used, straight, {s: received(c, used[s]) for s, c in live.items()}
+
+
+def test_magentic_one_team_restores_into_fresh_team_and_continues_identically(repo):
+    """MagenticOne cannot resume without a task (AutoGen asserts one), so both continue with a new task."""
+
     async def scenario():
-        live = _magentic_clients()
-        agents = [AssistantAgent(n, model_client=live[n]) for n in ("alice", "bob")]
-        team = MagenticOneGroupChat(agents, model_client=live["MagenticOneGroupChat"], max_turns=3)
-        await team.run(task="write a report")
-        snap = await agentsnap_autogen.snapshot(repo, team, "magentic")
-        used = {slot: len(c.create_calls) for slot, c in live.items()}
-        straight = said((await team.run(task="now the summary")).messages)
-        straight_received = {s: received(c, used[s]) for s, c in live.items()}
+        snap, used, straight, straight_received = await magentic_run_and_snapshot(repo)
         fresh = _magentic_clients(used)
         restored = await agentsnap_autogen.load(repo, snap.id, model_clients=fresh)
         states = (await restored.save_state())["agent_states"]
@@ -101,3 +107,35 @@ def test_magentic_one_team_restores_into_fresh_team_and_continues_identically(re
     assert "write a report" in states["MagenticOneOrchestrator"]["message_thread"][0]["content"]
     bob_context = [[m.get("source"), m["content"]] for m in states["bob"]["agent_state"]["llm_context"]["messages"]]
     assert ["alice", "alice step 0"] in bob_context and ["bob", "bob step 0"] in bob_context
+
+
+MAGENTIC_CHILD = r"""
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+import agentsnap_autogen
+from agentsnap_core import Repo
+from teams import received, said
+from test_restore import _magentic_clients
+
+async def main():
+    with Repo.open(sys.argv[2]) as repo:
+        fresh = _magentic_clients(json.loads(sys.argv[4]))
+        team = await agentsnap_autogen.load(repo, sys.argv[3], model_clients=fresh)
+        result = await team.run(task="now the summary")
+        return {"messages": said(result.messages), "received": {s: received(c) for s, c in fresh.items()}}
+
+print("RESULT " + json.dumps(asyncio.run(main())))
+"""
+
+
+def test_magentic_one_restored_in_a_fresh_process_continues_identically(repo):
+    """Issue 23 item 11: the MagenticOne restore in a new process, not only in the one that took it."""
+    snap, used, straight, straight_received = asyncio.run(magentic_run_and_snapshot(repo))
+    child = subprocess.run(
+        [sys.executable, "-c", MAGENTIC_CHILD, str(Path(__file__).parent), str(repo.root), snap.id, json.dumps(used)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    resumed = json.loads(child.stdout.split("RESULT ", 1)[1])
+    assert resumed["messages"] == straight
+    assert resumed["received"] == straight_received  # every model (the orchestrator's included) saw the same history
