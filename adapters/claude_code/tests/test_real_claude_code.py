@@ -77,3 +77,10 @@ def test_claude_p_rm_rf_src_then_git_clean_fdx_and_the_documented_undo_brings_ev
     after = tree(project)
     assert {k: v for k, v in after.items() if k != ".git/info/exclude"} == {k: v for k, v in before.items() if k != ".git/info/exclude"}
     assert {"src/app.py", "src/untracked.txt", "debug.log", ".env"} <= set(after)
+
+    # in-session: Claude Code knows the command as /agentsnap:rewind and runs its `!` line, the list of points
+    with FakeMessagesAPI([]) as api:
+        cc("-p", "/agentsnap:rewind", "--output-format", "json", cwd=project, env={**env, "ANTHROPIC_BASE_URL": api.url})
+    sent = json.dumps([r["body"].get("messages") for r in api.requests])
+    assert "<command-name>/agentsnap:rewind</command-name>" in sent
+    assert "before destructive tool call 1 (Bash: rm -rf src)" in sent and "before destructive tool call 2 (Bash: git clean -fdx)" in sent

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentsnap_core import Repo, Snapshot
-from agentsnap_core.errors import InvalidInput
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 
 
 def positions(entries: list[dict[str, Any]], tool_use_id: str | None) -> dict[str, int]:
@@ -51,7 +51,11 @@ class Point:
 def points(repo: Repo, session: str | None = None) -> list[Point]:
     """The plugin's snapshots of one session (default: the newest one's), oldest first."""
     found: dict[str, Point] = {}
-    for snap in repo.log(all_refs=True):
+    # a restore moves the branch back (like git reset --hard): what it left behind is still in the reflog
+    starts = {oid for e in repo.refs.reflog() for oid in (e.old, e.new) if oid}
+    starts |= set(repo.refs.list_refs("refs/").values())
+    head = repo.head()[1]
+    for snap in _walk(repo, sorted(starts | ({head} if head else set()))):
         meta = (snap.manifest.get("meta") or {}).get("claude_code")
         if isinstance(meta, dict) and meta.get("event"):
             found[snap.id] = Point(snap, meta)
@@ -59,6 +63,19 @@ def points(repo: Repo, session: str | None = None) -> list[Point]:
     if session is None and ordered:
         session = ordered[-1].meta.get("session_id")
     return [p for p in ordered if p.meta.get("session_id") == session]
+
+
+def _walk(repo: Repo, starts: list[str]) -> list[Snapshot]:
+    try:
+        return list(repo.walk(starts))
+    except AgentSnapError:  # a reflog entry whose snapshot was expired or collected: walk the others
+        out: list[Snapshot] = []
+        for start in starts:
+            try:
+                out += repo.walk([start])
+            except AgentSnapError:
+                continue
+        return out
 
 
 def pick(repo: Repo, *, last_destructive: bool = False, call: int | None = None, prompt: int | None = None, session: str | None = None) -> Point:
