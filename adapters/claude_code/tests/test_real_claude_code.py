@@ -84,3 +84,15 @@ def test_claude_p_rm_rf_src_then_git_clean_fdx_and_the_documented_undo_brings_ev
     sent = json.dumps([r["body"].get("messages") for r in api.requests])
     assert "<command-name>/agentsnap:rewind</command-name>" in sent
     assert "before destructive tool call 1 (Bash: rm -rf src)" in sent and "before destructive tool call 2 (Bash: git clean -fdx)" in sent
+
+    # the conversation forks too: back to just before `git clean -fdx`, resumed by the real CLI
+    fork = subprocess.run(["agentsnap-claude-code", "rewind", "--last-destructive", "--no-files", "-C", str(project), "--json"],
+                          capture_output=True, text=True, env=env)
+    assert fork.returncode == 0, fork.stderr
+    new_id = json.loads(fork.stdout)["session"]["session_id"]
+    with FakeMessagesAPI([]) as api:
+        cc("--resume", new_id, "-p", "What did you run so far?", "--output-format", "json", cwd=project, env={**env, "ANTHROPIC_BASE_URL": api.url})
+    [turn] = [r["body"]["messages"] for r in api.requests if r["body"].get("tools")]
+    sent = json.dumps(turn)
+    assert "Clean up the project" in sent and "rm -rf src" in sent and "What did you run so far?" in sent
+    assert "git clean -fdx" not in sent  # the call the snapshot was taken before is not replayed

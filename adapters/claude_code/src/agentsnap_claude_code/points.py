@@ -49,7 +49,10 @@ class Point:
 
 
 def points(repo: Repo, session: str | None = None) -> list[Point]:
-    """The plugin's snapshots of one session (default: the newest one's), oldest first."""
+    """The plugin's snapshots of one session, oldest first.
+
+    ``session``: an id, ``"*"`` for every session, or ``None`` for the newest session that snapshotted a tool call.
+    """
     found: dict[str, Point] = {}
     # a restore moves the branch back (like git reset --hard): what it left behind is still in the reflog
     starts = {oid for e in repo.refs.reflog() for oid in (e.old, e.new) if oid}
@@ -60,8 +63,11 @@ def points(repo: Repo, session: str | None = None) -> list[Point]:
         if isinstance(meta, dict) and meta.get("event"):
             found[snap.id] = Point(snap, meta)
     ordered = sorted(found.values(), key=lambda p: p.snapshot.time)
-    if session is None and ordered:
-        session = ordered[-1].meta.get("session_id")
+    if session == "*":
+        return ordered
+    if session is None and ordered:  # the newest session that snapshotted a tool call (a later /agentsnap:rewind turn did not)
+        calls = [p for p in ordered if p.meta.get("event") == "PreToolUse"] or ordered
+        session = calls[-1].meta.get("session_id")
     return [p for p in ordered if p.meta.get("session_id") == session]
 
 
@@ -80,7 +86,7 @@ def _walk(repo: Repo, starts: list[str]) -> list[Snapshot]:
 
 def pick(repo: Repo, *, last_destructive: bool = False, call: int | None = None, prompt: int | None = None, session: str | None = None) -> Point:
     """The point one of the options names; :class:`InvalidInput` saying what exists when there is none."""
-    pts = points(repo, session)
+    pts = points(repo, "*" if last_destructive and session is None else session)
     if last_destructive:
         hits = [p for p in pts if p.meta.get("destructive")]
         want = "before the last destructive tool call"
