@@ -215,3 +215,22 @@ def reliability(session: nox.Session) -> None:
 
 
 nox.options.sessions.append("reliability")
+
+
+#: issue 22: LangGraph's own test suite (the pinned sdist's tests/) with its checkpointer fixtures on PFSaver,
+#: embedded store and PostgreSQL store (adapters/langgraph/README.md, "LangGraph's own tests"). Not in the default
+#: sessions: it runs the suite twice, longer than the ~10 minutes a default session may take on 2 cores.
+LANGGRAPH_OWN_TEST_DEPS = ["pip", "pytest-mock", "syrupy", "pytest-repeat", "pytest-dotenv", "redis", "pycryptodome"]
+BUDGET["langgraph_own"] = 3600
+
+
+@nox.session(python=PYTHON)
+def langgraph_own(session: nox.Session) -> None:
+    """LangGraph 1.2.22's own tests on PFSaver; `nox -s langgraph_own -- --store embedded -x tests/test_pregel.py`."""
+    _install_core(session)
+    session.install("-e", str(ROOT / "adapters" / "langgraph") + "[test]", *ADAPTERS["langgraph"]["lg=1.2"],
+                    *LANGGRAPH_OWN_TEST_DEPS)
+    work = Path(session.create_tmp()) / "langgraph-own"
+    budget = str(BUDGET["langgraph_own"])
+    session.run("timeout", "--signal=TERM", "--kill-after=30", budget, "python",
+                str(ROOT / "adapters" / "langgraph" / "own_tests" / "run.py"), str(work), *session.posargs, external=True)
