@@ -10,6 +10,14 @@ until ``steps`` super-steps ran, over ``threads`` threads run one after another 
 directory, except InMemorySaver. Each round runs every saver once, in rotating order; the best
 round counts. Printed: checkpoints per second and the ratio against AsyncSqliteSaver.
 
+``--issue22`` measures instead the storage and speed targets of issue 22 on a workload whose state holds a
+growing message list plus a large mostly-static channel (``--long`` steps on one thread, then ``--threads`` x
+``--steps``), and prints each figure with its ratio: bytes and files on disk vs SqliteSaver (and PostgresSaver
+with ``--postgres``), per-step ``ainvoke`` latency (median, p95) vs AsyncSqliteSaver for PFSaver's default mode
+(durable within ``flush_interval``) and its durable mode (``flush_interval=0``, as SqliteSaver), ``get_state`` /
+``get_state_history`` time vs SqliteSaver, and the longest event-loop stall a ticker task saw during concurrent
+``ainvoke`` (PFSaver vs AsyncSqliteSaver).
+
 ``--postgres`` also starts a throwaway PostgreSQL server (agentsnap's test helper: Debian's
 postgresql-15, run as user ``postgres``) and adds PFSaver on a ``postgresql://`` store and LangGraph's
 AsyncPostgresSaver (langgraph-checkpoint-postgres) on the same server.
@@ -130,7 +138,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--postgres", action="store_true", help="also PFSaver(postgresql://) and AsyncPostgresSaver")
+    ap.add_argument("--issue22", action="store_true", help="storage / latency / loop-stall figures of issue 22")
+    ap.add_argument("--long", type=int, default=200, help="--issue22: steps on the one long thread")
     args = ap.parse_args()
+    if args.issue22:
+        from langgraph_bench22 import issue22
+
+        issue22(args)
+        return
     server = None
     if args.postgres:
         global POSTGRES_URL
