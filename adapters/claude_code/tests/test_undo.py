@@ -196,3 +196,17 @@ def test_bulky_ignored_build_folders_are_left_out_and_said_so_with_a_switch(proj
     subprocess.run(["rm", "-rf", str(project / "node_modules")], check=True)
     assert subprocess.run(_undo_of(out["systemMessage"]), capture_output=True, text=True, env=helper_env()).returncode == 0
     assert len(list((project / "node_modules" / "big").iterdir())) == 30
+
+
+def test_a_configured_shared_store_holds_the_snapshots(project: Path, transcript: Path, tmp_path: Path) -> None:
+    team = tmp_path / "team-store"
+    (project / ".claude").mkdir()
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"store_url": team.as_uri(), "store_dir": str(tmp_path / "state")}))
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    undo = _undo_of(out["systemMessage"])
+    assert (team / "format.json").is_file() and list((tmp_path / "state").iterdir())  # objects and refs in the shared store
+    assert not (project / ".env").exists()
+    subprocess.run("rm -rf src", shell=True, cwd=project, check=True)
+    proc = subprocess.run(undo, capture_output=True, text=True, env=helper_env())
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "src" / "untracked.txt").read_text() == "scratch notes, never committed\n"
