@@ -82,15 +82,10 @@ def test_symlink_is_stored_as_link_never_followed(repo: Repo, tmp_path: Path) ->
     snap = repo.snapshot("with link")
     entries = {e[0]: e for e in repo.world_entries(snap)}
     assert entries["out_link"][1] == "l" and entries["out_link"][4] == str(outside)
-    # restoring a link that points outside the root needs an explicit opt-in
+    # your own history restores its links pointing outside (a foreign tree needs an explicit opt-in:
+    # test_trust_trees.py::test_foreign_snapshot_with_links_outside_is_refused_everywhere)
     target = tmp_path / "copy"
-    import pytest
-    from agentsnap_core import UnsafeSnapshot
-
-    with pytest.raises(UnsafeSnapshot):
-        repo.restore(snap.id, to=target)
-    assert not target.exists() or not any(target.iterdir())
-    repo.restore(snap.id, to=target, allow_external_symlinks=True)
+    repo.restore(snap.id, to=target)
     assert os.readlink(target / "out_link") == str(outside)
 
 

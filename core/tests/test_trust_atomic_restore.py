@@ -6,8 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +13,7 @@ from agentsnap_core import Repo
 from agentsnap_core.cli import main
 from click.testing import CliRunner
 from conftest import tree_fingerprint
-
-
-def cli(root: Path, *args: str) -> tuple[int, str, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
-    )
-    return proc.returncode, proc.stdout, proc.stderr
+from trust_kit import cli
 
 
 @pytest.fixture

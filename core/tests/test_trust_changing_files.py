@@ -22,23 +22,12 @@ from agentsnap_core.encoding import pack, pack_plain
 from agentsnap_core.objects import Kind
 from agentsnap_core.store import RefUpdate
 from click.testing import CliRunner
-
-
-def cli(root: Path, *args: str) -> tuple[int, str, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
-    )
-    return proc.returncode, proc.stdout, proc.stderr
+from trust_kit import cli, new_work
 
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    (root / "agent.log").write_bytes(b"line 0\n" * 20_000)  # chunked (> SMALL_FILE)
-    (root / "notes.txt").write_text("short\n")
-    assert cli(root, "init")[0] == 0
-    return root
+    return new_work(tmp_path, {"agent.log": b"line 0\n" * 20_000, "notes.txt": "short\n"})  # chunked + small
 
 
 def test_file_appended_between_scan_and_read_restores(work: Path, tmp_path: Path, monkeypatch) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from agentsnap_core import Repo
 from agentsnap_core.effects import Effects
+from trust_kit import cli
 
 MAILTOOL = textwrap.dedent(
     """
@@ -26,13 +26,6 @@ MAILTOOL = textwrap.dedent(
         return {"status": "sent"}
     """
 )
-
-
-def cli(root: Path, *args: str) -> tuple[int, str, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
-    )
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.fixture

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from trust_kit import cli, new_work
 
 CA_BUNDLE = "-----BEGIN CERTIFICATE-----\nMIIFazCCA1OgAwIBAgIRAIIQz7DSQONZRGPgu2OCiwAwDQYJ\n-----END CERTIFICATE-----\n"
 PRIVATE = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx\n-----END RSA PRIVATE KEY-----\n"
@@ -23,21 +22,9 @@ TREE = {
 SECRETS = [".env", "tls/server.crt.pem", "tls/server.key"]
 
 
-def cli(root: Path, *args: str) -> tuple[int, str, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
-    )
-    return proc.returncode, proc.stdout, proc.stderr
-
-
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    for rel, text in TREE.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    assert cli(root, "init")[0] == 0
-    return root
+    return new_work(tmp_path, TREE)
 
 
 def _restored(work: Path, dest: Path) -> set[str]:

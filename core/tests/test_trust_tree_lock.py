@@ -10,14 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-
-def cli(root: Path, *args: str) -> tuple[int, str, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentsnap_core", *args], cwd=root, capture_output=True, text=True, timeout=300
-    )
-    return proc.returncode, proc.stdout, proc.stderr
-
+from trust_kit import cli, new_work
 
 SLOW_RESTORE = textwrap.dedent(
     """
@@ -40,11 +33,7 @@ SLOW_RESTORE = textwrap.dedent(
 
 @pytest.fixture
 def work(tmp_path: Path) -> Path:
-    root = tmp_path / "work"
-    root.mkdir()
-    (root / "a.txt").write_text("one\n")
-    assert cli(root, "init")[0] == 0
-    return root
+    return new_work(tmp_path, {"a.txt": "one\n"})
 
 
 def test_snapshot_during_restore_is_refused_with_one_line(work: Path, tmp_path: Path) -> None:

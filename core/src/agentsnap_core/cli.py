@@ -117,6 +117,12 @@ def emit(data: Any) -> None:
     click.echo(json.dumps(data, indent=None, sort_keys=True, default=str))
 
 
+def in_dir(ctx: click.Context, path: str) -> str:
+    """``path`` as the user meant it: relative paths are relative to ``-C DIR`` when given (as in git)."""
+    base = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
+    return path if base is None or os.path.isabs(path) else os.path.join(base, path)
+
+
 def open_repo(ctx: click.Context) -> Repo:
     path = ctx.obj.get("dir") if ctx.obj else None
     repo = Repo.open(path)
@@ -167,9 +173,10 @@ def main(ctx: click.Context, directory: str | None) -> None:
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("-b", "--branch", default="main", show_default=True, help="Name of the first branch.")
 @json_opt
-def init(directory: str, branch: str, as_json: bool) -> None:
+@click.pass_context
+def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None:
     """Create a store (.agentsnap/) in DIRECTORY."""
-    repo = Repo.init(directory, branch=branch)
+    repo = Repo.init(in_dir(ctx, directory), branch=branch)
     if as_json:
         emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir)})
     else:
@@ -394,6 +401,8 @@ def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, st
 def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | None, dry_run: bool, allow_external_symlinks: bool, as_json: bool) -> None:
     """Make the working tree equal snapshot SPEC (undoable); `-- PATH...` restores only those paths."""
     repo = open_repo(ctx)
+    paths = tuple(in_dir(ctx, p) for p in paths)
+    to = in_dir(ctx, to) if to else to
     with progress(repo, "restore", not as_json):
         res = repo.restore(spec, to=to, dry_run=dry_run, paths=list(paths) or None, allow_external_symlinks=allow_external_symlinks)
     if as_json:

@@ -399,6 +399,8 @@ class Repo:
         ignore = self._ignore(context.get("include_secrets"))
         entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance)
         tree = world.put_tree(self.objects, entries)
+        if any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
+            self._remember_own_tree(tree)
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
         context["entries"] = entries
         context["statcache"] = (cache_path, new_cache) if Path(root) == self.root else None
@@ -414,6 +416,32 @@ class Repo:
             rec["left_out"] = sorted(ignore.left_out)
         return rec
 
+    def _remember_own_tree(self, tree: str) -> None:
+        """Note that this store captured ``tree`` from one of its own working trees (kept local: never pushed)."""
+        if tree not in self.own_trees():
+            fd = os.open(self.store_dir / OWN_TREES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, f"{tree}\n".encode())
+            finally:
+                os.close(fd)
+
+    def own_trees(self) -> set[str]:
+        """World trees with links pointing outside that this store captured itself (see :meth:`links_allowed`)."""
+        try:
+            return set((self.store_dir / OWN_TREES).read_text().split())
+        except FileNotFoundError:
+            return set()
+
+    def links_allowed(self, tree: str) -> bool:
+        """Whether links pointing outside the tree may be restored from ``tree`` without being asked.
+
+        Yes for your own history: a tree this store captured from its own working tree (the in-tree ``.venv``
+        whose ``bin/python`` points at ``/usr/bin/python3``). No for anything else (pulled, cloned, crafted):
+        such links are refused unless ``--allow-external-symlinks`` is given. The list of own trees lives
+        in the store directory and is never pushed or pulled, so a snapshot cannot claim to be one.
+        """
+        return tree in self.own_trees()
+
     def _restore_world_default(self, root: str, rec: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
         target = world.load_tree(self.objects, rec["tree"])
         current = context.get("current")
@@ -424,7 +452,7 @@ class Repo:
             Path(root),
             target,
             current,
-            allow_external_symlinks=context.get("allow_external_symlinks", False),
+            allow_external_symlinks=context.get("allow_external_symlinks", False) or self.links_allowed(rec["tree"]),
             paths=context.get("paths"),
             progress=self._advance,
         )
@@ -543,6 +571,7 @@ class Repo:
         if rec is None:
             raise AgentSnapError(f"snapshot {snap.id[:12]} has no world layer to restore")
         target_entries = world.load_tree(self.objects, rec["tree"])  # validates before any write
+        allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
         norm_paths = [self._norm_path(p) for p in paths] if paths else None
         context: dict[str, Any] = {
             "repo": self,
@@ -646,6 +675,12 @@ class Repo:
                 d = base_dir / name
                 if d.exists() and any(d.iterdir()):
                     raise TargetNotEmpty(str(d))
+            tree = (self.get(oid).layers.get("world") or {}).get("tree")
+            if tree and not self.links_allowed(tree):  # refused before any branch exists
+                for path, kind, _m, _s, ref in self.world_entries(oid):
+                    if kind == "l" and world.symlink_escapes(path, ref):
+                        raise UnsafeSnapshot(path, f"symlink points outside the worktree ({ref!r}) and the snapshot "
+                                                   "is not this store's own capture")
         from .effects import record_fork  # fork entries first: a branch never exists without its policy
 
         record_fork(self, oid, names, effects_policy, spec if spec and f"refs/heads/{spec}" in self.refs.list_refs("refs/heads/") else None)
@@ -656,8 +691,10 @@ class Repo:
             first: Path | None = None
             for item in out:
                 d = _mkdir(base_dir / item["branch"])
-                if first is None:
-                    world.materialize(self.objects, d, entries, [], True, None, self._advance)
+                if first is None:  # links pointing outside: the same rule as restore (links_allowed)
+                    tree = (self.get(oid).layers.get("world") or {}).get("tree")
+                    world.materialize(self.objects, d, entries, [], bool(tree) and self.links_allowed(tree), None,
+                                      self._advance)
                     first = d
                 else:
                     _clone_tree(first, d, entries)
@@ -823,6 +860,10 @@ class Repo:
         if not done:
             raise AgentSnapError(f"no installed adapter could restore into {type(obj).__name__}")
         return snap
+
+
+#: file in the store directory listing the world trees with outside links this store captured itself
+OWN_TREES = "own-trees"
 
 
 def _refuse_dead(repo: Repo, snap: Snapshot) -> None:

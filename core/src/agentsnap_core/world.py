@@ -62,6 +62,8 @@ KEY_SUFFIXES = (".pem", ".key")
 _PRIVATE_KEY = b"PRIVATE KEY-----"
 #: a key file larger than this is read only this far (private keys are a few KiB)
 MAX_KEY_SCAN = 16 * 1024 * 1024
+#: a chunk of zeros at least this long is restored as a hole, not written (sparse files keep their holes)
+SPARSE_MIN = 4096
 #: prefix of the temp files :func:`materialize` writes; an interrupted restore's leftovers are never captured
 TEMP_PREFIX = ".agentsnap-tmp-"
 
@@ -135,7 +137,7 @@ class Ignore:
         self.left_out: list[str] = []
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
-        if rel in self.always:
+        if rel in self.always or rel.endswith("/.agentsnap"):  # a nested store or worktree link: never captured
             return True
         if not is_dir and TEMP_PREFIX in rel and rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
             return True
@@ -181,7 +183,7 @@ class StatCache:
         try:
             doc = unpack(path.read_bytes(), "stat cache")
             if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
-                return cls(doc["e"], dirty=False)
+                return cls({name_in(k): v for k, v in doc["e"].items()}, dirty=False)
         except (OSError, AgentSnapError):
             pass
         return cls()
@@ -191,7 +193,7 @@ class StatCache:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(pack_plain({"v": 1, "e": self.entries}))
+        tmp.write_bytes(pack_plain({"v": 1, "e": {name_out(k): v for k, v in self.entries.items()}}))
         os.replace(tmp, path)
 
 
@@ -354,9 +356,31 @@ def capture(
     return entries, StatCache(new, dirty=not unchanged), stats
 
 
+def name_out(name: str) -> str | bytes:
+    """A path or link target as stored: a str when it is UTF-8, else its raw bytes (git keeps any bytes too).
+
+    Names read from disk that are not UTF-8 arrive as str with surrogate escapes, which msgpack cannot encode.
+    """
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name)
+
+
+def name_in(name: Any) -> Any:
+    """Inverse of :func:`name_out`: raw bytes come back as the str the os module uses for them."""
+    return os.fsdecode(name) if isinstance(name, bytes) else name
+
+
+def _stored(e: Entry) -> list[Any]:
+    path, kind, mode, size, ref = e
+    return [name_out(path), kind, mode, size, name_out(ref) if kind == "l" else ref]
+
+
 def put_tree(store: ObjectStore, entries: list[Entry]) -> str:
     # keys in sorted order and entries already sorted by path: the plain encoding is canonical
-    return content.put_bytes(store, pack_plain({"entries": entries, "v": TREE_FORMAT}))
+    return content.put_bytes(store, pack_plain({"entries": [_stored(e) for e in entries], "v": TREE_FORMAT}))
 
 
 def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
@@ -376,7 +400,7 @@ def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
         if not (isinstance(e, list) and len(e) == 5):
             raise UnsafeSnapshot(repr(e)[:80], "malformed tree entry")
         path, kind, mode, size, ref = e
-        entries.append((path, kind, mode, size, ref))
+        entries.append((name_in(path), kind, mode, size, name_in(ref) if kind == "l" else ref))
     validate_entries(entries)
     return entries
 
@@ -396,8 +420,8 @@ def validate_entries(entries: list[Entry]) -> None:
             raise UnsafeSnapshot(path, "path escapes the root or is not normalised")
         if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
             raise UnsafeSnapshot(path[:80], f"a path component is longer than {NAME_MAX} bytes")
-        if parts[0] == ".agentsnap":
-            raise UnsafeSnapshot(path, "path inside the store directory")
+        if ".agentsnap" in parts:  # like git's .git: a nested store (or worktree link) would redirect commands
+            raise UnsafeSnapshot(path, "'.agentsnap' (a store directory or worktree link) as a path component")
         if kind not in ("f", "l", "d"):
             raise UnsafeSnapshot(path, f"unknown entry kind {kind!r} (devices, FIFOs and hard links are refused)")
         if not isinstance(mode, int) or not 0 <= mode <= 0o777:
@@ -548,11 +572,18 @@ def materialize(
             try:
                 with os.fdopen(fd, "wb") as fh:
                     n = 0
+                    holes = False
                     for piece in content.iter_chunks(store, ref):  # stop at the declared size (no disk bombs)
                         n += len(piece)
                         if n > size:
                             break
-                        fh.write(piece)
+                        if len(piece) >= SPARSE_MIN and piece == bytes(len(piece)):
+                            fh.seek(len(piece), os.SEEK_CUR)  # a run of zeros stays a hole (sparse files)
+                            holes = True
+                        else:
+                            fh.write(piece)
+                    if holes and n <= size:
+                        fh.truncate(n)
                 if n != size:
                     raise ObjectCorrupt(ref, f"{size} bytes", f"{n}{'+' if n > size else ''} bytes",
                                         "file size differs from tree")
