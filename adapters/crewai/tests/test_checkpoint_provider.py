@@ -14,7 +14,7 @@ from agentsnap_crewai import (
     inject_live_objects,
     resume_crew,
 )
-from agentsnap_crewai.checkpoint import checkpoint_data
+from agentsnap_crewai.checkpoint import checkpoint_data, checkpoint_runtime
 from crewai import Agent, Crew, Task
 from crewai.events.event_bus import crewai_event_bus
 from crewai.state.checkpoint_config import CheckpointConfig
@@ -52,7 +52,7 @@ def test_checkpoints_are_snapshots_with_lineage(checkpointed: tuple[Repo, list[s
     assert repo.get(first).parents == []
     assert repo.get(second).parents == [first]
     assert repo.get(second).manifest["meta"] == {"crewai_branch": "main", "trigger": "task_completed", "crewai_parent": first}
-    data = repo.read_layer(second, "state")["runtime"]
+    data = checkpoint_runtime(repo, second)
     assert [t["output"]["raw"] if t["output"] else None for t in data["entities"][0]["tasks"]] == ["Poseidonia", "about 12000 souls"]
     assert data["parent_id"] == first  # CrewAI's own lineage field names the agentsnap snapshot
     assert repo.verify()["ok"]
@@ -84,7 +84,7 @@ def test_crew_fork_writes_to_its_own_branch(checkpointed: tuple[Repo, list[str]]
     assert fork_head.parents == [first]
     assert fork_head.manifest["meta"]["crewai_branch"] == "try-b"
     assert repo.resolve("crewai/main") == second  # the original branch is untouched
-    assert repo.read_layer(second, "state")["runtime"]["entities"][0]["tasks"][1]["output"]["raw"] == "about 12000 souls"
+    assert checkpoint_runtime(repo, second)["entities"][0]["tasks"][1]["output"]["raw"] == "about 12000 souls"
 
 
 def test_restore_refuses_without_the_live_llm(checkpointed: tuple[Repo, list[str]]) -> None:
@@ -101,6 +101,8 @@ def test_restore_refuses_without_the_live_llm(checkpointed: tuple[Repo, list[str
 def test_prune_drops_materialised_files_but_keeps_history(checkpointed: tuple[Repo, list[str]]) -> None:
     repo, (first, second) = checkpointed
     provider = AgentsnapCheckpointProvider()
+    assert not (repo.store_dir / "crewai" / "checkpoints").exists()  # no JSON written per checkpoint
+    checkpoint_path(repo, first), checkpoint_path(repo, second)  # what restore_from needs, written on demand
     assert provider.prune(str(repo.root), 1, branch="main") == 1
     assert not (repo.store_dir / "crewai" / "checkpoints" / f"{first}.json").exists()
     assert [s.id for s in repo.log("crewai/main")] == [second, first]

@@ -28,6 +28,7 @@ from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.repo import check_ref_name
 from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
 from crewai.memory.types import MemoryRecord, ScopeInfo
+from pydantic_core import SchemaSerializer, core_schema
 
 #: what the state layer of a memory snapshot says it is
 MEMORY_KIND = "crewai.memory"
@@ -114,6 +115,12 @@ class AgentsnapStorage:
     storage string with :func:`agentsnap_crewai.register_memory_storage`.
     """
 
+    #: how CrewAI checkpoints (pydantic, ``mode="json"``) write a Memory holding this storage: its storage string,
+    #: which ``Memory(storage="agentsnap:<path>#<branch>")`` turns back into a storage after register_memory_storage()
+    __pydantic_serializer__ = SchemaSerializer(
+        core_schema.any_schema(serialization=core_schema.plain_serializer_function_ser_schema(lambda s: s.spec))
+    )
+
     def __init__(self, repo: Repo | str | os.PathLike[str], branch: str = DEFAULT_BRANCH, vector_dim: int | None = None) -> None:
         self._own_repo = not isinstance(repo, Repo)
         self.repo = repo if isinstance(repo, Repo) else _open_or_init(Path(repo))
@@ -132,6 +139,11 @@ class AgentsnapStorage:
     @property
     def ref(self) -> str:
         return f"refs/heads/{self.branch}"
+
+    @property
+    def spec(self) -> str:
+        """The storage string for ``Memory(storage=...)`` (see :func:`agentsnap_crewai.register_memory_storage`)."""
+        return f"agentsnap:{self.repo.root}#{self.branch}"
 
     @property
     def head(self) -> str | None:
