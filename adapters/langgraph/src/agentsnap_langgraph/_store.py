@@ -40,11 +40,17 @@ def encode_name(value: str) -> str:
     return "@" + value.encode().hex()
 
 
+def stable_ns(checkpoint_ns: str) -> str:
+    """A namespace without its task ids (``"sub:<task id>|inner:<task id>"`` -> ``"sub|inner"``): the same for
+    every call of a subgraph node (as LangGraph's ``ReplayState`` names it), so refs do not grow per call."""
+    return "|".join(part.split(":", 1)[0] for part in checkpoint_ns.split("|"))
+
+
 def thread_ref(thread_id: str, checkpoint_ns: str = "") -> str:
-    """The ref naming the newest snapshot of a thread (namespace)."""
+    """The ref naming the newest snapshot of a thread, or of one subgraph node's calls in it."""
     if not checkpoint_ns:
         return ROOT_REF_PREFIX + encode_name(thread_id)
-    return f"{NS_REF_PREFIX}{encode_name(thread_id)}/{encode_name(checkpoint_ns)}"
+    return f"{NS_REF_PREFIX}{encode_name(thread_id)}/{encode_name(stable_ns(checkpoint_ns))}"
 
 
 def author_name() -> str:
@@ -89,6 +95,8 @@ class Shared:
         self.pending_objects: list[tuple[bytes, bytes]] = []
         #: (thread, ns) -> (checkpoint id, snapshot, channel map) of the newest put
         self.last: dict[tuple[str, str], tuple[str, str, ChannelMap]] = {}
+        #: subgraph node ref -> (checkpoint id, snapshot) of the newest put of any of its calls
+        self.node_tips: dict[str, tuple[str, str]] = {}
         #: (thread, ns) -> extra parent snapshot for the next put (merge_thread)
         self.extra_parents: dict[tuple[str, str], str] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()

@@ -65,15 +65,22 @@ class ThreadVerbs:
         with self._s.lock:
             for key in [k for k in self._s.last if k[0] == thread_id]:
                 del self._s.last[key]
+            prefix = thread_ref(thread_id, "x").rsplit("/", 1)[0] + "/"
+            for name in [n for n in self._s.node_tips if n.startswith(prefix)]:
+                del self._s.node_tips[name]
         self._reset_refs(thread_id, namespaces)
 
     def _reset_refs(self, thread_id: str, namespaces: Sequence[str]) -> None:
         """Point each namespace ref of a thread at its newest remaining snapshot (or delete it)."""
         for _attempt in range(20):
             updates = []
+            targets: dict[str, tuple[str, str] | None] = {}  # several subgraph calls share their node's ref
             for ns in namespaces:
                 name = thread_ref(thread_id, ns)
                 latest = self.index.latest_snapshot(thread_id, ns)
+                if name not in targets or (latest and (targets[name] is None or latest[0] > targets[name][0])):  # type: ignore[index]
+                    targets[name] = latest
+            for name, latest in targets.items():
                 current = self.repo.refs.get_ref(name)
                 target = latest[1] if latest else None
                 if current != target:

@@ -422,6 +422,10 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         parent_snap = self._parent_snapshot(thread_id, ns, parent_id)
         if parent_snap:
             parents.append(parent_snap)
+        elif ns:  # a new subgraph call: it follows the node's previous call (one ref, one chain)
+            previous = self._node_tip(thread_ref(thread_id, ns))
+            if previous:
+                parents.append(previous)
         with self._s.lock:
             extra = self._s.extra_parents.pop((thread_id, ns), None)
         if extra and extra not in parents:
@@ -456,6 +460,10 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 self._s.pending_objects.append(snap.pending)
             self._s.last[(thread_id, ns)] = (checkpoint["id"], snap.id, channels)
             self._queue(thread_ref(thread_id, ns), snap.id, checkpoint["id"], parents)
+            if ns:
+                tip = self._s.node_tips.get(thread_ref(thread_id, ns))
+                if tip is None or tip[0] < checkpoint["id"]:
+                    self._s.node_tips[thread_ref(thread_id, ns)] = (checkpoint["id"], snap.id)
             self._s.pending_rows.append(snap.row)
             self._s.pending_seqs.append(seq)
         if self.flush_interval == 0:
@@ -481,6 +489,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 if found is not None:
                     out[ch] = (vkey, found[0], found[1])
         return out
+
+    def _node_tip(self, ref: str) -> str | None:
+        """The newest snapshot this process put, or the store holds, for a subgraph node's ref."""
+        with self._s.lock:
+            tip = self._s.node_tips.get(ref)
+        return tip[1] if tip else self.repo.refs.get_ref(ref)
 
     def _parent_snapshot(self, thread_id: str, ns: str, parent_id: str | None) -> str | None:
         if not parent_id:
