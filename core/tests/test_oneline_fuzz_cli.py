@@ -32,6 +32,7 @@ def _verbs(cmd: click.Command, path: tuple[str, ...] = ()) -> list[tuple[tuple[s
     return [] if path in SKIP else [(path, cmd)]
 
 
+main.list_commands(click.Context(main))  # loads the verbs the CLI imports only when they run
 VERBS = _verbs(main)
 #: values a user (or an agent) might pass: refs good and bad, numbers at the edges, odd text; only names
 #: inside the test's directory (nothing absolute, no '..'), no URL with a host
@@ -67,6 +68,8 @@ FOUND: list[str] = []
 
 
 def test_random_argv_never_gives_a_traceback(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = {" ".join(path) for path, _ in VERBS}
+    assert {"push", "merge", "remote add", "effects verify", "prune"} <= drawn, drawn  # lazily loaded verbs included
     monkeypatch.chdir(store)
     monkeypatch.setenv("HOME", str(store.parent / "home"))
     runner = CliRunner()
