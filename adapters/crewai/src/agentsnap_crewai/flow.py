@@ -36,8 +36,12 @@ _HYDRATED_FROM: contextvars.ContextVar[tuple[int, str] | None] = contextvars.Con
 
 
 def _json_default(obj: Any) -> Any:
+    """What CrewAI 1.15's ``SQLiteFlowPersistence`` does with values JSON cannot hold (its ``_json_default``)."""
     if isinstance(obj, BaseModel):
-        return obj.model_dump(mode="json")
+        try:
+            return obj.model_dump(mode="json")
+        except Exception:  # a field JSON mode cannot serialise: python mode, then this function again
+            return obj.model_dump(mode="python")
     if isinstance(obj, (set, tuple)):
         return list(obj)
     if hasattr(obj, "isoformat"):
@@ -47,7 +51,10 @@ def _json_default(obj: Any) -> Any:
 
 def _plain_state(state_data: dict[str, Any] | BaseModel) -> dict[str, Any]:
     if isinstance(state_data, BaseModel):
-        state_data = state_data.model_dump(mode="json")
+        try:
+            state_data = state_data.model_dump(mode="json")
+        except Exception:  # as SQLiteFlowPersistence._to_state_dict: python mode, then JSON with _json_default
+            state_data = state_data.model_dump(mode="python")
     if not isinstance(state_data, dict):
         raise InvalidInput(f"flow state must be a pydantic model or a dict, got {type(state_data).__name__}")
     result = json.loads(json.dumps(state_data, default=_json_default))
