@@ -119,6 +119,35 @@ for _name, _matrix in ADAPTERS.items():
     _adapter_session(_name, _matrix)
 
 
+#: CrewAI's OWN tests (from the pinned sdist) run with the agentsnap backends swapped in (adapters/crewai/README.md)
+CREWAI_OWN_TESTS = ["memory/test_unified_memory.py", "memory/test_storage_factory.py", "test_flow_persistence.py",
+                    "test_flow_persistence_factory.py", "test_async_human_feedback.py"]
+
+
+@nox.session(python=PYTHON)
+def crewai_own(session: nox.Session) -> None:
+    """CrewAI 1.15.30's own memory, flow-persistence and human-feedback tests with agentsnap's backends swapped in."""
+    import tarfile
+
+    _install_core(session)
+    session.install("-e", f"{ROOT / 'adapters' / 'crewai'}[test]", *ADAPTERS["crewai"]["crewai=1.15"], "pytest-asyncio>=0.24")
+    tmp = Path(session.create_tmp())
+    pin = ADAPTERS["crewai"]["crewai=1.15"][0]
+    sdist = tmp / f"{pin.replace('==', '-')}.tar.gz"
+    if not sdist.exists():
+        session.run("pip", "download", pin, "--no-binary", ":all:", "--no-deps", "-d", str(tmp), external=True)
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp, filter="data")
+    src = tmp / sdist.name.removesuffix(".tar.gz")
+    session.env["PYTHONPATH"] = str(ROOT / "adapters" / "crewai" / "tests")  # the crewai_swap plugin
+    session.env["CREWAI_STORAGE_DIR"] = str(tmp / "crewai-storage")
+    session.chdir(src)
+    _pytest(session, "-p", "crewai_swap", "-o", "asyncio_mode=auto", *[f"tests/{t}" for t in CREWAI_OWN_TESTS])
+
+
+nox.options.sessions.append("crewai_own")
+
+
 @nox.session(python=PYTHON)
 def cross(session: nox.Session) -> None:
     """Cross-package tests: entry-point discovery, one snapshot across several adapters."""
