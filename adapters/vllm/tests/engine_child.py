@@ -20,7 +20,7 @@ def engine(model: str, kv_config, prefix_caching: bool):
     from vllm import LLM
 
     return LLM(model=model, dtype="float32", block_size=32, max_model_len=512, enforce_eager=True, seed=0,
-               enable_prefix_caching=prefix_caching, kv_transfer_config=kv_config, gpu_memory_utilization=0.5)
+               enable_prefix_caching=prefix_caching, kv_transfer_config=kv_config, gpu_memory_utilization=0.15)  # CPU: share of host RAM for KV
 
 
 def run(llm, prompt: str, extra_args: dict | None = None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def build(out: Path, seed: int = 1234) -> Path:
+def build(out: Path, seed: int = 1234, max_positions: int = 1024) -> Path:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -19,7 +19,7 @@ def build(out: Path, seed: int = 1234) -> Path:
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(vocab), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=1024, initializer_range=0.5, bos_token_id=vocab["<s>"],
+        num_key_value_heads=2, max_position_embeddings=max_positions, initializer_range=0.5, bos_token_id=vocab["<s>"],
         eos_token_id=vocab["</s>"], torch_dtype="float32",
     )
     LlamaForCausalLM(config).save_pretrained(out)

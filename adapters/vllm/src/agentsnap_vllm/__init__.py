@@ -16,7 +16,9 @@ SNAPSHOT_PARAM = "agentsnap_snapshot"
 __all__ = ["kv_transfer_config", "saved_layer", "snapshot", "snapshot_params"]
 
 
-def kv_transfer_config(repo: str | Path, *, save: bool = True, load: str | None = None, **extra: Any) -> Any:
+def kv_transfer_config(
+    repo: str | Path, *, save: bool = True, load: str | None = None, on_load_error: str = "recompute", **extra: Any
+) -> Any:
     """A ``vllm.config.KVTransferConfig`` that plugs the agentsnap connector into an engine.
 
     Args:
@@ -24,6 +26,8 @@ def kv_transfer_config(repo: str | Path, *, save: bool = True, load: str | None 
         save: save the prompt KV of every prefilled request (picked up by :func:`snapshot`).
         load: a snapshot (id, branch or tag) whose pages every request may load; refused at engine start
             when its fingerprint does not match the engine.
+        on_load_error: vLLM's ``kv_load_failure_policy``: ``"recompute"`` (a page that cannot be read is
+            recomputed and the engine keeps serving) or ``"fail"`` (the request fails).
         extra: more connector options (``model_id``, ``weights`` to override the fingerprint's fields).
     """
     from vllm.config import KVTransferConfig
@@ -32,7 +36,8 @@ def kv_transfer_config(repo: str | Path, *, save: bool = True, load: str | None 
     if load:
         config["load"] = load
     return KVTransferConfig(
-        kv_connector=CONNECTOR, kv_connector_module_path=MODULE, kv_role="kv_both", kv_connector_extra_config=config
+        kv_connector=CONNECTOR, kv_connector_module_path=MODULE, kv_role="kv_both", kv_connector_extra_config=config,
+        kv_load_failure_policy=on_load_error,
     )
 
 

@@ -6,9 +6,10 @@ Configure it with ``kv_connector_module_path`` (see :func:`agentsnap_vllm.kv_tra
                      kv_role="kv_both", kv_connector_extra_config={"repo": "/path/to/repo", "save": True,
                                                                     "load": "<snapshot id, branch or tag>"})
 
-*Save*: on a request's prefill step the worker copies the KV of the prompt's full blocks out of the paged
-cache (``save_kv_layer``) and, after the forward pass (``wait_for_save``), streams it into the store as
-agentsnap pages (one page = one vLLM block, all layers). ``collective_rpc`` hands the saved records to the
+*Save*: on the step that completes a request's prefill (the last chunk of a chunked prefill included) the
+worker copies the KV of the prompt's full blocks out of the paged cache (``save_kv_layer``) and, after the
+forward pass (``wait_for_save``), streams it into the store as agentsnap pages (one page = one vLLM block,
+all layers). ``collective_rpc`` hands the saved records to the
 caller, who snapshots them (:func:`agentsnap_vllm.snapshot`).
 
 *Load*: a fresh engine is configured with a snapshot (``load``), or a request names one in
@@ -16,7 +17,14 @@ caller, who snapshots them (:func:`agentsnap_vllm.snapshot`).
 the prompt's chained page hashes against the snapshot; the matched tokens are reported as externally
 computed (``get_num_new_matched_tokens``), so vLLM allocates blocks and skips their prefill, and the worker
 writes the pages into those blocks before the forward pass (``start_load_kv``). A snapshot whose
-fingerprint (model, weights, dtype, engine version, KV layout, block size) differs is refused.
+fingerprint (model, weights, dtype, engine version, KV layout, block size, parallel layout) differs is refused.
+
+Pages are keyed like vLLM's own prefix cache: the chained page hash covers the fingerprint and the request's
+LoRA adapter (name + content digest), multimodal input hashes and ``cache_salt``, so a LoRA request never
+matches a base-model page. A request preempted and resumed reloads its pages (``scheduled_cached_reqs`` with
+``resumed_req_ids``); a page that cannot be read is reported through ``get_block_ids_with_load_errors`` and
+vLLM recomputes it (``kv_load_failure_policy="recompute"``, set by :func:`agentsnap_vllm.kv_transfer_config`).
+Tensor/pipeline/context parallel engines are refused: pages hold one rank's shard.
 
 The code uses only the connector API, so the CUDA build of vLLM (>= 0.32) runs the same connector; the
 fingerprint keeps CPU and CUDA pages apart (their layouts differ).
@@ -24,7 +32,9 @@ fingerprint keeps CPU and CUDA pages apart (their layouts differ).
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,25 +58,85 @@ if TYPE_CHECKING:
 
 FORMAT = "agentsnap-vllm"
 SNAPSHOT_PARAM = "agentsnap_snapshot"
-#: weight files larger than this (total) are identified by name, size and revision instead of content
-MAX_HASHED_WEIGHTS = 2 * 1024**3
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
+def _file_digest(path: Path) -> str:
+    """The checkpoint's own digest when it has one (a Hugging Face cache blob is named by its sha256), else the
+    content's blake3 (multithreaded)."""
+    target = path.resolve()
+    if target != path.absolute() and _SHA256.fullmatch(target.name) and target.parent.name == "blobs":
+        return "sha256:" + target.name
+    import blake3
+
+    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
+    h.update_mmap(target)
+    return "blake3:" + h.hexdigest()
+
+
+@functools.cache
 def weights_digest(model: str, revision: str | None = None) -> str:
-    """A digest of a local model directory's weight files (content), or the hub id + revision."""
+    """A digest of a model's weight files by content (or their checkpoint digests), never by name alone.
+
+    ``model`` is a local directory, or a hub id resolved in the local Hugging Face cache at ``revision``
+    (the snapshot's commit is part of the digest). A hub id that is not in the cache is refused.
+    """
     path = Path(model)
     if not path.is_dir():
-        return f"{model}@{revision or 'main'}"
-    files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = Path(snapshot_download(model, revision=revision, local_files_only=True))
+        except Exception as exc:
+            raise InvalidInput(
+                f"cannot fingerprint the weights of {model!r} (revision {revision or 'default'}): not a local directory "
+                f"and not in the local Hugging Face cache ({type(exc).__name__}); download it first or pass weights=..."
+            ) from exc
+    files = sorted(p for p in path.rglob("*") if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        raise InvalidInput(f"no weight files ({', '.join(WEIGHT_SUFFIXES)}) in {path}; pass weights=... to name them")
     h = hashlib.sha256()
-    hash_content = sum(p.stat().st_size for p in files) <= MAX_HASHED_WEIGHTS
     for p in files:
-        h.update(f"{p.name}:{p.stat().st_size}\n".encode())
-        if hash_content:
-            with open(p, "rb") as f:
-                for block in iter(lambda f=f: f.read(1 << 20), b""):
-                    h.update(block)
+        h.update(f"{p.relative_to(path).as_posix()}:{_file_digest(p)}\n".encode())
     return h.hexdigest()
+
+
+def parallel_layout(vllm_config: VllmConfig) -> str:
+    """The engine's parallel layout; refused (InvalidInput) unless every rank holds the whole KV (one rank)."""
+    pc = vllm_config.parallel_config
+    sizes = {
+        "tp": pc.tensor_parallel_size,
+        "pp": pc.pipeline_parallel_size,
+        "dcp": getattr(pc, "decode_context_parallel_size", 1),
+        "pcp": getattr(pc, "prefill_context_parallel_size", 1),
+    }
+    split = {k: v for k, v in sizes.items() if v != 1}
+    if split:
+        raise InvalidInput(
+            f"AgentsnapConnector cannot save or restore a sharded KV cache ({', '.join(f'{k}={v}' for k, v in split.items())}):"
+            " each rank holds only its shard of every page; run the engine with tensor/pipeline/context parallel size 1"
+        )
+    return ";".join(f"{k}={v}" for k, v in sizes.items())
+
+
+@functools.cache
+def _lora_digest(path: str) -> str:
+    return weights_digest(path) if Path(path).is_dir() else f"path:{path}"
+
+
+def request_keys(lora_request: Any = None, mm_features: Any = None, cache_salt: str | None = None) -> list[str]:
+    """Extra keys of a request's page hash chain, as vLLM's prefix cache keys its blocks: the LoRA adapter (name and
+    weights digest), the multimodal inputs' hashes and the cache salt. Empty for a plain text request."""
+    keys = []
+    if lora_request is not None:
+        path = getattr(lora_request, "lora_path", None) or getattr(lora_request, "path", None)
+        keys.append(f"lora:{lora_request.lora_name}:{_lora_digest(str(path)) if path else lora_request.lora_int_id}")
+    for f in mm_features or []:
+        keys.append(f"mm:{getattr(f, 'identifier', None) or getattr(f, 'mm_hash', None)}")
+    if cache_salt:
+        keys.append(f"salt:{cache_salt}")
+    return keys
 
 
 def engine_fingerprint(vllm_config: VllmConfig, kv_cache_config: KVCacheConfig | None) -> dict[str, str]:
@@ -90,6 +160,7 @@ def engine_fingerprint(vllm_config: VllmConfig, kv_cache_config: KVCacheConfig |
         tokenizer=str(mc.tokenizer or "none"),
         engine=f"vllm=={vllm.__version__}",
         layout=f"{current_platform.device_type}/block={cc.block_size}/" + ";".join(groups),
+        parallel=parallel_layout(vllm_config),
     )
 
 
@@ -99,6 +170,16 @@ class _Transfer:
     tokens: list[int]  # full blocks only
     block_ids: list[int]
     pages: list[dict[str, Any]] = field(default_factory=list)  # load: the snapshot pages to write
+    keys: list[str] = field(default_factory=list)  # save: the request's extra page-hash keys
+
+
+@dataclass
+class _Running:
+    """Scheduler-side view of a running request: its prompt and its block table (rebuilt on resume)."""
+
+    prompt: list[int]
+    block_ids: list[int]
+    saved: bool = False
 
 
 @dataclass
@@ -124,6 +205,8 @@ class AgentsnapConnector(KVConnectorBase_V1):
         self._indexes: dict[str, dict[str, list[dict[str, Any]]]] = {}  # snapshot id -> last page hash -> pages
         self._default = str(extra["load"]) if extra.get("load") else None
         self._need_load: dict[str, _Transfer] = {}
+        self._running: dict[str, _Running] = {}
+        self._keys: dict[str, list[str]] = {}  # request id -> extra page-hash keys (LoRA, multimodal, salt)
         self._saved_prefixes: set[str] = set()
         self.loaded_tokens: dict[str, int] = {}
         if self._default and role == KVConnectorRole.SCHEDULER:
@@ -132,6 +215,8 @@ class AgentsnapConnector(KVConnectorBase_V1):
         self._kv_caches: dict[str, torch.Tensor] = {}
         self._pending: dict[str, dict[str, torch.Tensor]] = {}
         self._saved: list[dict[str, Any]] = []
+        self._load_errors: set[int] = set()
+        self.load_failures: list[str] = []  # why pages could not be loaded (their blocks were recomputed)
 
     # ------------------------------------------------------------------ scheduler side
     def _index(self, spec: str) -> str:
@@ -152,6 +237,13 @@ class AgentsnapConnector(KVConnectorBase_V1):
             self._indexes[snap.id] = index
         return snap.id
 
+    def on_new_request(self, request: Request) -> None:
+        self._keys[request.request_id] = self._request_keys(request)
+
+    @staticmethod
+    def _request_keys(request: Request) -> list[str]:
+        return request_keys(request.lora_request, request.mm_features, getattr(request, "cache_salt", None))
+
     def _match(self, request: Request) -> list[dict[str, Any]]:
         params = getattr(request, "kv_transfer_params", None) or {}
         spec = params.get(SNAPSHOT_PARAM) or self._default
@@ -160,7 +252,10 @@ class AgentsnapConnector(KVConnectorBase_V1):
         index = self._indexes[self._index(str(spec))]
         tokens = list(request.prompt_token_ids or [])
         usable = (len(tokens) - 1) // self._block  # always leave the last prompt token to compute
-        hashes = kvcache.page_hashes(tokens[: usable * self._block], self._block, [kvcache.fingerprint_key(self._fp)])
+        keys = self._keys.get(request.request_id)
+        if keys is None:
+            keys = self._keys[request.request_id] = self._request_keys(request)
+        hashes = kvcache.page_hashes(tokens[: usable * self._block], self._block, [kvcache.fingerprint_key(self._fp), *keys])
         for n in range(len(hashes), 0, -1):
             pages = index.get(hashes[n - 1])
             if pages is not None:
@@ -182,26 +277,49 @@ class AgentsnapConnector(KVConnectorBase_V1):
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
         meta = AgentsnapConnectorMetadata()
+        scheduled = scheduler_output.num_scheduled_tokens
         for new in scheduler_output.scheduled_new_reqs:
-            tokens = list(new.prompt_token_ids or [])
-            block_ids = list(new.block_ids[0])
-            load = self._need_load.pop(new.req_id, None)
-            if load is not None:
-                load.block_ids = block_ids[: len(load.pages)]
-                meta.loads.append(load)
-                self.loaded_tokens[new.req_id] = len(load.tokens)
+            state = self._running[new.req_id] = _Running(list(new.prompt_token_ids or []), list(new.block_ids[0]))
+            self._plan(meta, new.req_id, state, new.num_computed_tokens + scheduled.get(new.req_id, 0))
+        cached = scheduler_output.scheduled_cached_reqs
+        for i, req_id in enumerate(cached.req_ids):
+            state = self._running.get(req_id)
+            if state is None:
                 continue
-            scheduled = scheduler_output.num_scheduled_tokens.get(new.req_id, 0)
-            full = len(tokens) // self._block * self._block
-            if not self._save or full == 0 or new.num_computed_tokens + scheduled < len(tokens):
-                continue  # nothing to save, or a chunked prefill (not saved)
-            key = kvcache.page_hashes(tokens[:full], self._block, [kvcache.fingerprint_key(self._fp)])[-1]
-            if key in self._saved_prefixes:
-                continue
-            self._saved_prefixes.add(key)
-            meta.saves.append(_Transfer(new.req_id, tokens[:full], block_ids[: full // self._block]))
+            new_ids = cached.new_block_ids[i]
+            if req_id in cached.resumed_req_ids:  # preempted and rescheduled: a fresh block table, KV to reload
+                state.block_ids = list(new_ids[0]) if new_ids else []
+            elif new_ids:
+                state.block_ids.extend(new_ids[0])
+            self._plan(meta, req_id, state, cached.num_computed_tokens[i] + scheduled.get(req_id, 0))
         self._need_load.clear()
         return meta
+
+    def _plan(self, meta: AgentsnapConnectorMetadata, req_id: str, state: _Running, computed_after: int) -> None:
+        """Add this step's load (pages matched at scheduling) and save (prefill complete after this step)."""
+        load = self._need_load.pop(req_id, None)
+        if load is not None:
+            load.block_ids = state.block_ids[: len(load.pages)]
+            meta.loads.append(load)
+            self.loaded_tokens[req_id] = len(load.tokens)
+        if not self._save or state.saved or computed_after < len(state.prompt):
+            return  # saving off, already saved, or a prefill chunk that does not finish the prompt yet
+        state.saved = True
+        full = len(state.prompt) // self._block * self._block
+        if full == 0:
+            return
+        keys = self._keys.get(req_id, [])
+        key = kvcache.page_hashes(state.prompt[:full], self._block, [kvcache.fingerprint_key(self._fp), *keys])[-1]
+        if key in self._saved_prefixes:
+            return
+        self._saved_prefixes.add(key)
+        meta.saves.append(_Transfer(req_id, state.prompt[:full], state.block_ids[: full // self._block], keys=keys))
+
+    def request_finished(self, request: Request, block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+        """Forget the request's scheduler state (its blocks are freed by vLLM right after)."""
+        for table in (self._running, self._keys, self._need_load, self.loaded_tokens):
+            table.pop(request.request_id, None)
+        return False, None
 
     # ------------------------------------------------------------------ worker side
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
@@ -232,20 +350,35 @@ class AgentsnapConnector(KVConnectorBase_V1):
         names = sorted(layers)
         for load in meta.loads:
             for page_no, page in enumerate(load.pages):
-                data = content.get_bytes(self._repo.objects, page["content"])
-                raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-                at = 0
-                for name in names:
-                    kv = layers[name]
-                    idx, off = self._slots(load.block_ids[page_no : page_no + 1], self._block, kv.device)
-                    target_shape = kv[idx, :, off].shape
-                    size = target_shape.numel() * kv.element_size()
-                    if at + size > len(raw):
-                        raise InvalidInput(f"KV page {page_no} is smaller than this engine's layout")
-                    kv[idx, :, off] = raw[at : at + size].view(kv.dtype).view(target_shape).to(kv.device)
-                    at += size
-                if at != len(raw):
-                    raise InvalidInput(f"KV page {page_no} is larger than this engine's layout")
+                try:
+                    self._load_page(layers, names, page, load.block_ids[page_no])
+                except (AgentSnapError, ValueError, RuntimeError) as exc:
+                    # vLLM recomputes the failed block and every later one of this request
+                    # (kv_load_failure_policy="recompute"); the engine keeps serving.
+                    self._load_errors.update(load.block_ids[page_no:])
+                    self.load_failures.append(f"request {load.req_id} page {page_no}: {type(exc).__name__}: {exc}")
+                    break
+
+    def _load_page(self, layers: dict[str, torch.Tensor], names: list[str], page: dict[str, Any], block_id: int) -> None:
+        data = content.get_bytes(self._repo.objects, page["content"])
+        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        at = 0
+        for name in names:
+            kv = layers[name]
+            idx, off = self._slots([block_id], self._block, kv.device)
+            target_shape = kv[idx, :, off].shape
+            size = target_shape.numel() * kv.element_size()
+            if at + size > len(raw):
+                raise InvalidInput(f"KV page at token {page.get('start')} is smaller than this engine's layout")
+            kv[idx, :, off] = raw[at : at + size].view(kv.dtype).view(target_shape).to(kv.device)
+            at += size
+        if at != len(raw):
+            raise InvalidInput(f"KV page at token {page.get('start')} is larger than this engine's layout")
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        """Blocks whose pages failed to load in this step (vLLM recomputes them)."""
+        out, self._load_errors = self._load_errors, set()
+        return out
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return
@@ -270,7 +403,7 @@ class AgentsnapConnector(KVConnectorBase_V1):
                 return b"".join(per_layer[n][start:end].view(torch.uint8).numpy().tobytes() for n in names)
 
             record = kvcache.write_cache(
-                self._repo.objects, self._fp, save.tokens, self._block, page_bytes,
+                self._repo.objects, self._fp, save.tokens, self._block, page_bytes, extra=save.keys,
                 meta={"layers": names, "token_shape": list(per_layer[names[0]].shape[1:]),
                       "dtype": str(per_layer[names[0]].dtype).removeprefix("torch.")},
             )
