@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("OTEL_SDK_DISABLED", "true")
 os.environ.setdefault("CREWAI_DISABLE_VERSION_CHECK", "true")
 os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
-os.environ.setdefault("CREWAI_STORAGE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "agentsnap-crewai-tests"))
+
+#: one scratch directory per pytest run for CrewAI's default storage and the conformance kit's stores, removed when
+#: the run ends (child processes of the tests inherit it through the environment and leave the removal to the parent)
+_OWN_TMP: str | None = None
+if "CREWAI_STORAGE_DIR" not in os.environ:
+    _OWN_TMP = tempfile.mkdtemp(prefix="agentsnap-crewai-tests-")
+    os.environ["CREWAI_STORAGE_DIR"] = _OWN_TMP
+
+
+def pytest_unconfigure(config: object) -> None:
+    if _OWN_TMP is not None:
+        shutil.rmtree(_OWN_TMP, ignore_errors=True)

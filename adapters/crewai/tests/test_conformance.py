@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,8 @@ T0 = datetime(2026, 1, 1)
 
 
 def _make_storage() -> AgentsnapStorage:
-    return AgentsnapStorage(tempfile.mkdtemp(prefix="agentsnap-crewai-"))
+    # inside the run's scratch directory (conftest.py), removed when the run ends
+    return AgentsnapStorage(tempfile.mkdtemp(prefix="agentsnap-crewai-", dir=os.environ.get("CREWAI_STORAGE_DIR")))
 
 
 def _step(storage: AgentsnapStorage, i: int) -> None:
