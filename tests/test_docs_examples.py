@@ -279,3 +279,38 @@ def test_ui_blocks(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Traceback" not in err, err
+
+
+def test_sketches_not_run_parse_and_name_only_what_agentsnap_core_has() -> None:
+    """The Python sketches in NOT_RUN_HERE are at least valid Python, and every agentsnap_core name they import
+    or use as `module.name` exists (a renamed function makes the page wrong even where the reader fills the gaps)."""
+    import ast
+    import importlib
+
+    for key in NOT_RUN_HERE:
+        text = block(*key)
+        tree = ast.parse(text, filename=f"docs/{key[0]} block {key[1]}")
+        modules = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agentsnap_core"):
+                mod = importlib.import_module(node.module)
+                for alias in node.names:
+                    if not hasattr(mod, alias.name):
+                        importlib.import_module(f"{node.module}.{alias.name}")  # a submodule, or ImportError
+                    modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        if key == ("SECURITY.md", 1):  # continues the previous block: `crypto` from there
+            modules["crypto"] = "agentsnap_core.crypto"
+        if key == ("MERGE.md", 2):  # continues the Python section: `merge` from there
+            modules["merge"] = "agentsnap_core.merge"
+        used = [(n.value.id, n.attr) for n in ast.walk(tree)
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules]
+        for name, attr in used:
+            target = modules[name]
+            try:
+                obj = importlib.import_module(target)
+            except ImportError:
+                obj = getattr(importlib.import_module(target.rpartition(".")[0]), target.rpartition(".")[2])
+            if isinstance(obj, type):
+                continue  # attributes of an instance (res.status...) are not checked here
+            assert hasattr(obj, attr), f"docs/{key[0]}: {target}.{attr} does not exist"
+        assert used or modules, key
