@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import os
 import random
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -126,6 +128,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.cache_limit = cache_bytes
         self._author = author_name()
         self._s = Shared()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pfsaver-async")
         self._recover()
         self._drop_pruned()
         self._flusher: threading.Thread | None = None
@@ -175,7 +178,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.index.setup()
 
     async def asetup(self) -> None:
-        await asyncio.to_thread(self.setup)
+        await self._run(self.setup)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> PFSaver:
@@ -188,7 +191,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        await asyncio.to_thread(self.close)
+        await self._run(self.close)
 
     def close(self) -> None:
         """Flush pending ref updates and release the store (idempotent)."""
@@ -197,6 +200,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.flush()
         self._s.closed = True
         self._s.wake.set()
+        self._executor.shutdown(wait=False)  # close() may run in that thread (async with)
         self.index.close()
         self.repo.close()
 
@@ -655,12 +659,17 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 return
 
     # ------------------------------------------------------------------ async
-    # Every async method runs its sync twin in a worker thread (asyncio.to_thread): a put may fsync
+    # Every async method runs its sync twin in the saver's worker thread: a put may fsync
     # (flush_interval=0), wait for the flush thread's locks, scan world_root or talk to a PostgreSQL
-    # store, none of which may stall the event loop. The sync methods are thread-safe (one lock per
-    # shared structure, the index serializes its connection).
+    # store, none of which may stall the event loop. One thread, first come first served (as
+    # aiosqlite's): calls finish in the order the loop made them, as LangGraph's own tests expect of
+    # concurrent tasks' writes. The sync methods are thread-safe (the flush thread runs beside it).
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(fn, *args, **kwargs))
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
+        return await self._run(self.get_tuple, config)
 
     async def alist(
         self,
@@ -673,7 +682,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         it = self.list(config, filter=filter, before=before, limit=limit)
         done = object()
         try:
-            while (item := await asyncio.to_thread(next, it, done)) is not done:
+            while (item := await self._run(next, it, done)) is not done:
                 yield item  # type: ignore[misc]
         finally:
             it.close()
@@ -685,27 +694,27 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+        return await self._run(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+        await self._run(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
+        await self._run(self.delete_thread, thread_id)
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
+        await self._run(self.delete_for_runs, run_ids)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+        await self._run(self.copy_thread, source_thread_id, target_thread_id)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+        await self._run(self.prune, thread_ids, strategy=strategy)
 
     async def aget_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]) -> Any:
-        return await asyncio.to_thread(self.get_delta_channel_history, config=config, channels=channels)
+        return await self._run(self.get_delta_channel_history, config=config, channels=channels)
 
     def get_next_version(self, current: str | int | None, channel: None = None) -> str:
         """``"<32-digit counter>.<random>"``: the format of LangGraph's InMemorySaver and SqliteSaver."""
