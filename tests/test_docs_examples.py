@@ -132,7 +132,12 @@ def test_fanout_cli_block(tmp_path: Path) -> None:
     out = sh(run[1], work)
     assert "best: fanout-" in out and "merged fanout-" in out, out
     assert re.search(r"^\s+1\s+\d+\s+ok\s", out, re.M), out  # the ranking table the page shows
-    assert (work / "answer.txt").exists()  # the winner was merged into the working tree
+    # the output the page shows: a line per fork, the header, the ranking, the winner merged (HEAD was the base)
+    assert len(re.findall(r"^fork \d+ ok score [0-4]$", out, re.M)) == 12, out
+    assert re.search(r"^fan-out [0-9a-f]{8} from [0-9a-f]{12} \(local, higher is better\)$", out, re.M), out
+    assert re.search(r"^best: fanout-[0-9a-f]{8}-\d+ \(score 4\)$", out, re.M), out
+    assert re.search(r"^merged fanout-[0-9a-f]{8}-\d+: fast-forward -> [0-9a-f]{12}$", out, re.M), out
+    assert (work / "answer.txt").read_text() == "4"  # the winner (score 4) was merged into the working tree
 
 
 def test_merge_cli_block(tmp_path: Path) -> None:
