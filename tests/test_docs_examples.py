@@ -11,6 +11,7 @@ without this file knowing it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -179,7 +180,7 @@ def test_merge_cli_block(tmp_path: Path) -> None:
     sh(editor, work, EDITOR=str(resolve))
     assert (work / "src" / "app.py").read_text() == "x = 2\nx3 = 3\n"
     sh(cont, work)
-    assert len(__import__("json").loads(sh("agentsnap show --json", work))["parents"]) == 2
+    assert len(json.loads(sh("agentsnap show --json", work))["parents"]) == 2
 
 
 def test_retention_cli_block(tmp_path: Path) -> None:
@@ -242,7 +243,12 @@ def test_stores_remote_block(tmp_path: Path, combined_url: str) -> None:
     for line in run:
         sh(line, work)
     assert (work / "copy" / "a.txt").read_text() == "one\n"
-    assert "pw@" not in sh("agentsnap remote list", work)
+    from urllib.parse import urlsplit
+
+    listed = sh("agentsnap remote list", work)  # "Passwords ... are replaced by *** in ... remote list"
+    assert "team" in listed and "***" in listed and urlsplit(combined_url).password not in listed, listed
+    again = json.loads(sh("agentsnap push team --json", work))  # "A second push of the same work copies 0 objects"
+    assert again["objects"] == 0 and again["up_to_date"] == ["refs/heads/main"], again
 
 
 def test_ui_blocks(tmp_path: Path) -> None:
@@ -252,7 +258,6 @@ def test_ui_blocks(tmp_path: Path) -> None:
     installed core; `nox -s dist` installs from wheels) and the plain `agentsnap ui`, which also opens a browser
     (the page in a real headless browser: core/tests/test_ui_browser.py)."""
     import http.client
-    import json
     import signal
 
     from agentsnap_core.testing.servers import free_port
