@@ -143,11 +143,11 @@ AGENT = textwrap.dedent(
 
 
 def test_stress_agent_writes_while_snapshots_and_restores_run(work: Path, tmp_path: Path) -> None:
-    """N rounds (200 with AGENTSNAP_LONG=1; 8 by default so CI stays fast) of snapshot + restore beside a writer.
+    """N rounds (200 with AGENTSNAP_LONG=1; 4 by default so CI stays fast) of snapshot + restore beside a writer.
 
     Every committed snapshot must restore byte-identically to what it recorded, and ``verify`` must agree.
     """
-    rounds = 200 if os.environ.get("AGENTSNAP_LONG") == "1" else 8
+    rounds = 200 if os.environ.get("AGENTSNAP_LONG") == "1" else 4
     (work / "big.bin").write_bytes(os.urandom(4 << 20))
     (work / "state.json").write_text("{}")
     stop = tmp_path / "stop"
