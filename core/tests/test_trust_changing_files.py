@@ -18,11 +18,8 @@ from pathlib import Path
 import pytest
 from agentsnap_core import Repo, content, objects, world
 from agentsnap_core.cli import main
-from agentsnap_core.encoding import pack, pack_plain
-from agentsnap_core.objects import Kind
-from agentsnap_core.store import RefUpdate
 from click.testing import CliRunner
-from trust_kit import cli, new_work
+from trust_kit import cli, commit_tree, new_work
 
 
 @pytest.fixture
@@ -58,21 +55,12 @@ def test_file_appended_between_scan_and_read_restores(work: Path, tmp_path: Path
 def test_verify_reports_a_tree_size_that_differs_from_the_stored_content(work: Path) -> None:
     """A snapshot written by an older agentsnap (size taken from stat, bytes read later) is caught by verify."""
     assert cli(work, "snapshot", "-m", "ok")[0] == 0
-    repo = Repo.open(work)
-    try:
-        snap = repo.get("HEAD")
-        entries = [list(e) for e in repo.world_entries(snap)]
-        for e in entries:
-            if e[0] == "notes.txt":
-                e[3] += 5  # what a stat taken before an append recorded
-        tree = content.put_bytes(repo.objects, pack_plain({"entries": entries, "v": world.TREE_FORMAT}))
-        manifest = repo.manifest(snap.id)
-        manifest["layers"]["world"]["tree"] = tree
-        manifest["parents"] = [snap.id]
-        bad = repo.objects.put(Kind.MANIFEST, pack(manifest))
-        repo.update_refs([RefUpdate("refs/heads/main", bad, snap.id)], "an old snapshot with stat sizes")
-    finally:
-        repo.close()
+    with Repo.open(work) as repo:
+        entries = [list(e) for e in repo.world_entries("HEAD")]
+    for e in entries:
+        if e[0] == "notes.txt":
+            e[3] += 5  # what a stat taken before an append recorded
+    commit_tree(work, entries, "an old snapshot with stat sizes")
     code, out, err = cli(work, "verify", "--json")
     assert code != 0
     problems = json.loads(out)["problems"]

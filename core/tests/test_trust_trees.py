@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, content, world
-from agentsnap_core.encoding import pack, pack_plain
+from agentsnap_core import Repo, content
+from agentsnap_core.encoding import pack
 from agentsnap_core.objects import Kind
 from agentsnap_core.store import RefUpdate
-from trust_kit import cli, new_work
+from trust_kit import cli, commit_tree, new_work
 
 
 @pytest.fixture
@@ -22,15 +22,8 @@ def work(tmp_path: Path) -> Path:
 def _commit_entries(root: Path, extra: list[list]) -> str:
     """A snapshot whose tree has ``extra`` entries added (what a crafted or foreign snapshot may hold)."""
     with Repo.open(root) as repo:
-        snap = repo.get("HEAD")
-        entries = sorted([list(e) for e in repo.world_entries(snap)] + extra)
-        tree = content.put_bytes(repo.objects, pack_plain({"entries": entries, "v": world.TREE_FORMAT}))
-        manifest = repo.manifest(snap.id)
-        manifest["layers"]["world"]["tree"] = tree
-        manifest["parents"] = [snap.id]
-        oid = repo.objects.put(Kind.MANIFEST, pack(manifest))
-        repo.update_refs([RefUpdate("refs/heads/main", oid, snap.id)], "crafted")
-        return oid
+        entries = [list(e) for e in repo.world_entries("HEAD")]
+    return commit_tree(root, entries + extra)
 
 
 def test_agentsnap_as_any_path_component_is_refused(work: Path, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def cli(root: Path, *args: str) -> tuple[int, str, str]:
@@ -25,3 +26,22 @@ def new_work(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
     code, _, err = cli(root, "init")
     assert code == 0, err
     return root
+
+
+def commit_tree(root: Path, entries: list[list[Any]], message: str = "crafted") -> str:
+    """Move main to a child of HEAD whose world tree is ``entries`` as given (what a crafted, foreign or old
+    snapshot may hold: no validation on the way in); return the new snapshot id."""
+    from agentsnap_core import Repo, content, world
+    from agentsnap_core.encoding import pack, pack_plain
+    from agentsnap_core.objects import Kind
+    from agentsnap_core.store import RefUpdate
+
+    with Repo.open(root) as repo:
+        snap = repo.get("HEAD")
+        tree = content.put_bytes(repo.objects, pack_plain({"entries": sorted(entries), "v": world.TREE_FORMAT}))
+        manifest = repo.manifest(snap.id)
+        manifest["layers"]["world"]["tree"] = tree
+        manifest["parents"] = [snap.id]
+        oid = repo.objects.put(Kind.MANIFEST, pack(manifest))
+        repo.update_refs([RefUpdate("refs/heads/main", oid, snap.id)], message)
+        return oid
