@@ -693,7 +693,7 @@ class Repo:
                 d = _mkdir(base_dir / item["branch"])
                 if first is None:  # links pointing outside: the same rule as restore (links_allowed)
                     tree = (self.get(oid).layers.get("world") or {}).get("tree")
-                    world.materialize(self.objects, d, entries, [], bool(tree) and self.links_allowed(tree), None,
+                    world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.links_allowed(tree), None,
                                       self._advance)
                     first = d
                 else:
