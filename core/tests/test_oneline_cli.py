@@ -265,6 +265,7 @@ def test_planted_symlink_on_an_ignored_path_stops_restore_without_writing_throug
     one_line(code, err, "cache")  # the link is named; the in-place restore rolls back (part A) or stops before it
     assert list(outside.iterdir()) == []
     assert (work / "a.txt").read_text() == "two\n"
+    assert (work / "cache").is_symlink() and (work / ".agentsnapignore").exists()  # the user's ignored link survives
 
 
 def test_every_verb_takes_json_as_the_docs_say() -> None:

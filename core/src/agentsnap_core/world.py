@@ -494,6 +494,13 @@ def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
     return ch
 
 
+_KIND_NAMES = {"f": "file", "d": "directory", "l": "symlink"}
+
+
+def _is_real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
 def materialize(
     store: ObjectStore,
     root: Path,
@@ -528,6 +535,15 @@ def materialize(
         c = cur.get(p)
         if kind == "f" and not (c is not None and c[1] == "f" and c[4] == ref):
             check_content(store, p, ref, size)
+    # 0b. nothing ignored stands where the target puts something (a planted link, an ignored file): every
+    # non-ignored path is in ``cur``, so anything else that exists there is the user's and must not be removed
+    for p in sorted(tgt):
+        full = os.path.join(root, p)
+        if p not in cur and os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
+            raise AgentSnapError(
+                f"{p!r} is in the way: it is ignored here, but the snapshot has a {_KIND_NAMES[tgt[p][1]]} there; "
+                "nothing was changed: move it and re-run"
+            )
     # 1. remove what the target does not have, or has with another kind (deepest first)
     for p in sorted(cur, key=lambda s: s.count("/"), reverse=True):
         old, t = cur[p], tgt.get(p)
@@ -552,7 +568,7 @@ def materialize(
         full = os.path.join(root, p)
         _check_parents(root, p)
         if kind == "d":
-            if c is None or c[1] != "d":
+            if (c is None or c[1] != "d") and not _is_real_dir(full):
                 os.mkdir(full, 0o700)
             if c is None or c[2] != mode:
                 os.chmod(full, mode | 0o700)
