@@ -79,6 +79,7 @@ def _gc_loop(root: str, stop_file: str, grace: float) -> dict[str, int]:
                 runs += 1
             except Exception:  # gc refuses while the store has problems; count it, never hide a loss
                 refused += 1
+            Path(stop_file + ".started").touch()  # the workload starts once gc is running, however slow the machine
             time.sleep(0.05)
     return {"runs": runs, "removed": removed, "refused": refused}
 
@@ -109,6 +110,10 @@ def test_gc_beside_the_shared_concurrency_workload_loses_nothing(tmp_path: Path)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(3) as pool:
         gc_job = pool.apply_async(_gc_loop, (str(root), str(stop), 0.5))
+        started = Path(str(stop) + ".started")
+        deadline = time.monotonic() + 600
+        while not started.exists() and not gc_job.ready() and time.monotonic() < deadline:
+            time.sleep(0.05)
         reusers = [pool.apply_async(_reuser, (str(root), values, 2 * OPS, w)) for w in range(2)]
         report = run_workload(root, None, WORKERS, OPS, seed=5)
         made = [m for job in reusers for m in job.get(timeout=600)]
