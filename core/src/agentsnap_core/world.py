@@ -540,10 +540,12 @@ def materialize(
     for p in sorted(tgt):
         full = os.path.join(root, p)
         if p not in cur and os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
-            raise AgentSnapError(
-                f"{p!r} is in the way: it is ignored here, but the snapshot has a {_KIND_NAMES[tgt[p][1]]} there; "
-                "nothing was changed: move it and re-run"
+            exc = AgentSnapError(
+                f"cannot restore {p!r}: something ignored here is in the way (the snapshot has a "
+                f"{_KIND_NAMES[tgt[p][1]]} there); nothing was changed: move it and re-run"
             )
+            exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)
+            raise exc
     # 1. remove what the target does not have, or has with another kind (deepest first)
     for p in sorted(cur, key=lambda s: s.count("/"), reverse=True):
         old, t = cur[p], tgt.get(p)
