@@ -47,6 +47,7 @@ class Settings(TypedDict):
     capture_git: bool
     capture_secrets: bool | None
     snapshot_timeout: int
+    busy_wait: int
     skip_bulky_ignored: bool
     bulky_files: int
 
@@ -65,6 +66,7 @@ DEFAULTS: Settings = {
     "capture_git": True,  # capture .git too, so a dropped stash or a deleted .git comes back
     "capture_secrets": None,  # capture .env and other credential files; default: yes for a local store, no with store_url
     "snapshot_timeout": 45,  # seconds; a destructive command whose snapshot is not done by then is asked about
+    "busy_wait": 10,  # seconds to wait for another agentsnap process snapshotting/restoring the same tree
     "skip_bulky_ignored": True,  # leave out folders .gitignore ignores that hold more than bulky_files files (node_modules/, target/)
     "bulky_files": 2000,
 }
@@ -109,6 +111,9 @@ def _validate(s: dict[str, Any]) -> None:
     t = s["snapshot_timeout"]
     if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= 600:
         raise InvalidInput(f"setting 'snapshot_timeout' must be a whole number of seconds from 1 to 600, not {t!r}")
+    w = s["busy_wait"]
+    if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= 600:
+        raise InvalidInput(f"setting 'busy_wait' must be a whole number of seconds from 0 to 600, not {w!r}")
     b = s["bulky_files"]
     if isinstance(b, bool) or not isinstance(b, int) or b < 1:
         raise InvalidInput(f"setting 'bulky_files' must be a positive whole number, not {b!r}")

@@ -17,10 +17,10 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from agentsnap_core import Repo, Snapshot
-from agentsnap_core.errors import AgentSnapError, RefConflict
+from agentsnap_core.errors import AgentSnapError, RefConflict, TreeBusy
 from agentsnap_core.store import RefUpdate
 
 from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
@@ -32,6 +32,7 @@ from .safety import deletes_store, unrestorable
 from .transcript import Transcript, read_transcript
 
 EVENTS = ("PreToolUse", "UserPromptSubmit", "Stop")
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -129,7 +130,29 @@ def _transcript(payload: dict[str, Any], settings: Settings) -> Transcript | Non
     return read_transcript(p)
 
 
-def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, extra_meta: dict[str, Any]) -> tuple[Snapshot, bool, dict[str, Any]]:
+def _when_not_busy(attempt: Callable[[], _T], wait: float, log: _Log | None) -> _T:
+    """``attempt()``, retried while another process holds the tree's lock, for at most ``wait`` seconds.
+
+    A manual ``agentsnap snapshot`` or a restore of the same tree takes the lock for as long as it runs;
+    after ``wait`` the last :class:`TreeBusy` is raised (the caller asks about a destructive command).
+    """
+    deadline = time.monotonic() + wait
+    delay = 0.05
+    while True:
+        try:
+            return attempt()
+        except TreeBusy as exc:
+            if time.monotonic() + delay > deadline:
+                raise TreeBusy(exc.root, f"{exc.holder}; still busy after {wait:g} s" if wait else exc.holder) from None
+            if log is not None and delay == 0.05:
+                log.write(action="tree-busy", holder=exc.holder, wait=wait)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
+def take_snapshot(
+    payload: dict[str, Any], settings: Settings, message: str, extra_meta: dict[str, Any], log: _Log | None = None
+) -> tuple[Snapshot, bool, dict[str, Any]]:
     cwd = str(payload.get("cwd") or os.getcwd())
     transcript = _transcript(payload, settings)
     session = str(payload.get("session_id") or "")
@@ -148,12 +171,16 @@ def take_snapshot(payload: dict[str, Any], settings: Settings, message: str, ext
         leave_out(repo, skipped)
         if skipped:
             meta["claude_code"]["not_captured"] = skipped
-        snap, created = snapshot_if_changed(
-            repo,
-            message,
-            trace=transcript.entries if transcript else None,
-            meta=meta,
-            agent=f"claude-code:{session[:8]}" if session else "claude-code",
+        snap, created = _when_not_busy(
+            lambda: snapshot_if_changed(
+                repo,
+                message,
+                trace=transcript.entries if transcript else None,
+                meta=meta,
+                agent=f"claude-code:{session[:8]}" if session else "claude-code",
+            ),
+            settings["busy_wait"],
+            log,
         )
         info = {"root": str(repo.root), "created": created, "call": meta["claude_code"].get("call"), "not_captured": skipped}
         if transcript and transcript.truncated_tail:
@@ -217,7 +244,7 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         meta["tool_use_id"] = payload["tool_use_id"]
     started = time.perf_counter()
     try:
-        snap, created, info = take_snapshot(payload, settings, label, meta)
+        snap, created, info = take_snapshot(payload, settings, label, meta, log)
     except Exception as exc:  # noqa: BLE001 - any failure (a timeout included) must turn into ask/notice, never a crash
         log.write(event="PreToolUse", action="snapshot-failed", tool=tool, error=repr(exc), trace=traceback.format_exc()[-2000:])
         if destructive:
@@ -255,7 +282,7 @@ def _turn(event: str, payload: dict[str, Any], settings: Settings, log: _Log) ->
         return HookResult()
     started = time.perf_counter()
     try:
-        snap, created, info = take_snapshot(payload, settings, f"turn ({event})", {})
+        snap, created, info = take_snapshot(payload, settings, f"turn ({event})", {}, log)
     except Exception as exc:  # noqa: BLE001
         log.write(event=event, action="snapshot-failed", error=repr(exc), trace=traceback.format_exc()[-2000:])
         return _notice(f"agentsnap: per-turn snapshot failed ({exc}); see {log.path}")
