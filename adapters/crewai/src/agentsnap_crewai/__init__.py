@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .checkpoint import AgentsnapCheckpointProvider, checkpoint_path
+from .checkpoint import (
+    AgentsnapCheckpointProvider,
+    CheckpointFailed,
+    NoCheckpoint,
+    checkpoint_failures,
+    checkpoint_path,
+)
 from .effects import guard_tool, guard_tools
 from .flow import AgentsnapFlowPersistence
 from .merge import MemoryMerge, merge_memory, merge_storages
@@ -15,8 +21,11 @@ __all__ = [
     "AgentsnapCheckpointProvider",
     "AgentsnapFlowPersistence",
     "AgentsnapStorage",
+    "CheckpointFailed",
     "MemoryMerge",
     "MissingLiveObjects",
+    "NoCheckpoint",
+    "checkpoint_failures",
     "checkpoint_path",
     "guard_tool",
     "guard_tools",

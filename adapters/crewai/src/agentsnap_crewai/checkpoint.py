@@ -18,13 +18,15 @@ import asyncio
 import json
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from agentsnap_core import Repo, content
-from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError, UnknownSnapshot
 from agentsnap_core.objects import is_oid
 from agentsnap_core.repo import check_ref_name
+from crewai.hooks.dispatch import HookAborted
 from crewai.state.provider.json_provider import JsonProvider
 from pydantic import Field, PrivateAttr, field_validator
 
@@ -41,9 +43,67 @@ def _materialised(repo: Repo, oid: str) -> Path:
     return repo.store_dir / "crewai" / "checkpoints" / f"{oid}.json"
 
 
+def _failure_log(repo: Repo) -> Path:
+    """Where the checkpoints CrewAI failed to write at this location are noted (one JSON line each)."""
+    return repo.store_dir / "crewai" / "failed.jsonl"
+
+
+def checkpoint_failures(repo: Repo) -> list[dict[str, Any]]:
+    """The checkpoints CrewAI failed to write at this repository, oldest first (``at``, ``branch``, ``trigger``, ``error``)."""
+    try:
+        lines = _failure_log(repo).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(dict(json.loads(line)))
+        except ValueError:
+            continue  # a line cut short by a crash
+    return out
+
+
+def _describe(failure: dict[str, Any]) -> str:
+    return f"{failure.get('trigger') or 'manual'} on branch {failure.get('branch')!r}: {failure.get('error')}"
+
+
+class NoCheckpoint(UnknownSnapshot):
+    """``spec`` names no checkpoint, and CrewAI failed to write checkpoints at this location: the message says why."""
+
+    def __init__(self, spec: str, failures: list[dict[str, Any]]) -> None:
+        super().__init__(spec)
+        self.failures = failures
+        last = failures[-1]
+        self.args = (f"{self.args[0]}; {len(failures)} CrewAI checkpoint(s) at this location failed, the last at "
+                     f"{last.get('at')}: {_describe(last)}",)
+
+
+class CheckpointFailed(HookAborted):
+    """CrewAI could not write checkpoint(s) of this run (CrewAI itself only logs that and goes on).
+
+    Raised at the end of the run (``kickoff()``), so the run is not mistaken for a resumable one; ``output`` holds
+    the run's result and ``failures`` what failed (``trigger``, ``branch``, ``error``).
+    """
+
+    def __init__(self, failures: list[dict[str, Any]], output: Any = None) -> None:
+        self.failures = failures
+        self.output = output
+        super().__init__(
+            f"agentsnap: {len(failures)} CrewAI checkpoint(s) of this run were not written, the first: {_describe(failures[0])}; "
+            "the run finished, its result is on this exception's .output",
+            source="agentsnap_crewai",
+        )
+
+
 def checkpoint_data(repo: Repo, spec: str) -> str:
     """The CrewAI checkpoint JSON held by snapshot ``spec`` (id, branch or tag)."""
-    snap = repo.get(spec)
+    try:
+        snap = repo.get(spec)
+    except UnknownSnapshot:
+        failures = checkpoint_failures(repo)
+        if failures:
+            raise NoCheckpoint(spec, failures) from None
+        raise
     payload = repo.read_layer(snap, "state")
     if not isinstance(payload, dict) or payload.get("kind") != CHECKPOINT_KIND:
         raise AgentSnapError(f"snapshot {snap.id[:12]} is not a CrewAI checkpoint")
@@ -79,6 +139,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
 
     branch_prefix: str = Field(default=DEFAULT_PREFIX, description="agentsnap branch = prefix + CrewAI branch")
     _repos: dict[str, Repo] = PrivateAttr(default_factory=dict)
+    _failures: list[dict[str, Any]] = PrivateAttr(default_factory=list)  # of the current run, raised at its end
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -101,6 +162,25 @@ class AgentsnapCheckpointProvider(JsonProvider):
         if repo is None:
             repo = self._repos[key] = _open_or_init(Path(location))
         return repo
+
+    def _record_failure(self, location: str, branch: str | None, trigger: str | None, error: str) -> None:
+        """Note a checkpoint CrewAI failed to write: for the end of this run, and in the store for a later resume."""
+        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "branch": branch or "main", "trigger": trigger,
+                 "error": " ".join(error.split())[:500]}
+        with _WRITE_LOCK:
+            self._failures.append(entry)
+            try:
+                log = _failure_log(self._repo(location))
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with log.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry) + "\n")
+            except (OSError, AgentSnapError):
+                pass  # the store itself is what failed; the run still hears of it at its end
+
+    def _take_failures(self) -> list[dict[str, Any]]:
+        with _WRITE_LOCK:
+            taken, self._failures = self._failures, []
+            return taken
 
     def close(self) -> None:
         """Close the repositories this provider opened."""
@@ -182,34 +262,72 @@ _GUARD: list[Any] = []
 
 
 def _install_kickoff_guard() -> None:
-    """Register (once per process) a CrewAI ``EXECUTION_START`` hook that refuses a crew CrewAI cannot checkpoint.
+    """Make a CrewAI checkpoint that cannot be written loud (CrewAI 1.15 only logs "Auto-checkpoint failed").
 
-    CrewAI 1.15 serialises the crew in an event-bus worker when a checkpoint is due, and only logs a failure
-    ("Auto-checkpoint failed"), so a run would go on with no checkpoint at all. The hook runs in ``kickoff()``'s own
-    thread before any task and aborts it (``HookAborted``) with what to change.
+    Registered once per process: an ``EXECUTION_START`` hook refuses, before any task runs, a crew whose runtime
+    state CrewAI cannot serialise; a ``CheckpointFailedEvent`` handler notes every other failure (in the provider
+    and in the store, for :func:`resume_crew`'s error); an ``EXECUTION_END`` hook raises :class:`CheckpointFailed`
+    from ``kickoff()`` when any checkpoint of the run failed.
     """
+    from crewai.events.event_bus import crewai_event_bus
+    from crewai.events.types.checkpoint_events import CheckpointFailedEvent
     from crewai.hooks.dispatch import InterceptionPoint, register
 
+    crewai_event_bus.register_handler(CheckpointFailedEvent, _on_checkpoint_failed)  # a set: idempotent
     with _WRITE_LOCK:
         if not _GUARD:
             _GUARD.append(_refuse_uncheckpointable)
             register(InterceptionPoint.EXECUTION_START, _refuse_uncheckpointable)
+            register(InterceptionPoint.EXECUTION_END, _raise_on_failed_checkpoints)
+
+
+def _provider_of(entity: Any) -> AgentsnapCheckpointProvider | None:
+    provider = getattr(getattr(entity, "checkpoint", None), "provider", None)
+    return provider if isinstance(provider, AgentsnapCheckpointProvider) else None
+
+
+def _on_checkpoint_failed(source: Any, event: Any) -> None:
+    provider = getattr(source, "provider", None)  # CrewAI emits the event with the CheckpointConfig as source
+    if isinstance(provider, AgentsnapCheckpointProvider):
+        provider._record_failure(str(event.location), event.branch, event.trigger, str(event.error))
 
 
 def _refuse_uncheckpointable(ctx: Any) -> None:
-    from crewai.hooks.dispatch import HookAborted
+    from crewai.events.event_bus import crewai_event_bus
 
     crew = getattr(ctx, "crew", None)
-    cfg = getattr(crew, "checkpoint", None)
-    if crew is None or not isinstance(getattr(cfg, "provider", None), AgentsnapCheckpointProvider):
+    provider = _provider_of(crew)
+    if crew is None or provider is None:
         return None
+    provider._take_failures()  # a new run
+    state = crewai_event_bus.runtime_state  # every entity of this run goes into each checkpoint, not only this crew
+    entities = [e for e in (state.root if state is not None else []) if e is not crew] + [crew]
     try:
-        crew.model_dump(mode="json")
+        for entity in entities:
+            entity.model_dump(mode="json")
     except Exception as exc:  # what CrewAI's checkpoint would raise, later and silently
+        cause = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+        provider._record_failure(crew.checkpoint.location, "main", "kickoff refused", cause)
+        provider._take_failures()
         raise HookAborted(
-            f"agentsnap: CrewAI cannot checkpoint this crew ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-            "give Memory a string storage (register_memory_storage(); storage='agentsnap:<path>') and a provider-config "
-            "embedder, and agents no function tools, or run without CheckpointConfig",
+            f"agentsnap: CrewAI cannot checkpoint this crew ({cause}); give Memory a string storage "
+            "(register_memory_storage(); storage='agentsnap:<path>') and a provider-config or pydantic embedder, and agents "
+            "no function tools, in this crew and in every crew or flow running with it, or run without CheckpointConfig",
             source="agentsnap_crewai",
         ) from None
+    return None
+
+
+def _raise_on_failed_checkpoints(ctx: Any) -> None:
+    from crewai.events.event_bus import crewai_event_bus
+
+    entity = getattr(ctx, "crew", None) or getattr(ctx, "flow", None)
+    provider = _provider_of(entity)
+    if provider is None or getattr(ctx, "status", "completed") != "completed":
+        return None  # a failed run raises its own error
+    crewai_event_bus.flush()  # the checkpoint workers still running...
+    crewai_event_bus.flush()  # ...and the CheckpointFailedEvent handlers they emitted
+    failures = provider._take_failures()
+    if failures:
+        raise CheckpointFailed(failures, output=getattr(ctx, "output", None))
     return None
