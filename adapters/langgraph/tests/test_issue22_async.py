@@ -92,3 +92,42 @@ async def test_async_durable_mode_runs_off_the_event_loop(store: Path) -> None:
         loop_thread = await _workload(saver, threads=3, turns=2)
     assert saver.threads["flush"] and loop_thread not in saver.threads["flush"]
     assert loop_thread not in saver.threads["put"]
+
+
+#: what PFSaver may run on the event loop itself: the async wrappers that hand work to its thread, and
+#: ``get_next_version`` (a counter and a random number, no I/O; LangGraph calls it synchronously)
+ON_LOOP_ALLOWED = {"_run", "aget_tuple", "alist", "aput", "aput_writes", "adelete_thread", "adelete_for_runs",
+                   "acopy_thread", "aprune", "aget_delta_channel_history", "asetup", "__aenter__", "__aexit__",
+                   "get_next_version"}
+
+
+async def test_no_store_code_runs_on_the_event_loop(store: Path) -> None:
+    """Every agentsnap function the loop thread executes during the workload, an early-ended ``alist``
+    (its cursor's cleanup) and the async verbs is one of the thin async wrappers: a profile hook on the loop
+    thread sees every Python call, so this holds whatever the machine's speed."""
+    import sys
+
+    ran: set[tuple[str, str]] = set()
+
+    def hook(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and "agentsnap" in frame.f_code.co_filename:
+            ran.add((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
+
+    async with PFSaver(store) as saver:
+        graph = chat(saver)
+        sys.setprofile(hook)
+        try:
+            await asyncio.gather(*(graph.ainvoke({"messages": [HumanMessage(content="m", id=f"h{t}")]}, cfg(f"t{t}"))
+                                   for t in range(4)))
+            await graph.ainvoke({"messages": [HumanMessage(content="again", id="h0b")]}, cfg("t0"))
+            assert [s async for s in graph.aget_state_history(cfg("t0"))]
+            async for _item in saver.alist(cfg("t0")):
+                break  # the generator is closed half-way: its cleanup must not run here either
+            await saver.aprune(["t1"], strategy="keep_latest")
+            await saver.adelete_thread("t2")
+            await saver.acopy_thread("t3", "t3-copy")
+            await saver.adelete_for_runs(["no-such-run"])
+        finally:
+            sys.setprofile(None)
+    on_loop = {name for _file, name in ran} - ON_LOOP_ALLOWED
+    assert not on_loop, f"store code ran on the event loop: {sorted(f for f in ran if f[1] in on_loop)}"

@@ -40,6 +40,7 @@ from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict
 from agentsnap_core.localstore import LocalStore
 from agentsnap_core.objects import Kind, digest
 from agentsnap_core.plugins import get_plugin_manager
+from agentsnap_core.redact import redact
 from agentsnap_core.repo import MANIFEST_FORMAT, STORE_DIR, Repo
 from agentsnap_core.store import RefUpdate, SnapshotRow
 from agentsnap_core.stores import STORE_URL_KEY, mask_url, store_url_of
@@ -420,7 +421,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             fresh[ch] = (vkey, typ, oid)
         channels = self._channel_map(thread_id, ns, parent_id, cp.get("channel_versions", {}), fresh)
         ckpt_t = self.serde.dumps_typed(cp)
-        md = get_checkpoint_metadata(config, metadata)
+        md = _redacted(get_checkpoint_metadata(config, metadata))
         meta_t = self.serde.dumps_typed(md)
         parents = []
         parent_snap = self._parent_snapshot(thread_id, ns, parent_id)
@@ -685,7 +686,10 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             while (item := await self._run(next, it, done)) is not done:
                 yield item  # type: ignore[misc]
         finally:
-            it.close()
+            if self._s.closed:
+                it.close()
+            else:
+                await self._run(it.close)  # a half-read list's cleanup (its index cursor) runs off the loop too
 
     async def aput(
         self,
@@ -725,6 +729,22 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         else:
             number = int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
+
+
+def _redacted(md: CheckpointMetadata) -> CheckpointMetadata:
+    """Checkpoint metadata with its secrets redacted (:func:`agentsnap_core.redact.redact`).
+
+    LangGraph copies every string of ``config["configurable"]`` into the metadata a saver stores (an
+    ``openai_api_key`` passed to the nodes, a database URL with its password), and a snapshot's content
+    outlives the thread. A key that holds a secret, or a value shaped like one, is stored redacted; every
+    other key keeps its value as given.
+    """
+    out: dict[str, Any] = dict(md)
+    for key, value in md.items():
+        found = redact({key: value})
+        if found.paths:
+            out[key] = found.value[key]
+    return out  # type: ignore[return-value]
 
 
 def _with_id(row: SnapshotRow, oid: str) -> SnapshotRow:
