@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +111,24 @@ def test_prune_drops_materialised_files_but_keeps_history(checkpointed: tuple[Re
     assert [s.id for s in repo.log("crewai/main")] == [second, first]
     assert Path(checkpoint_path(repo, first)).exists()  # rebuilt from the snapshot on demand
     assert provider.from_checkpoint(checkpoint_path(repo, first)) == checkpoint_data(repo, first)
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """A console script of this environment (``agentsnap`` or ``crewai``), as a user would run it."""
+    exe = Path(sys.executable).parent / args[0]
+    return subprocess.run([str(exe), *args[1:]], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_the_documented_listing_command_lists_every_checkpoint(checkpointed: tuple[Repo, list[str]]) -> None:
+    """README: ``crewai checkpoint list <location>`` has no extension point for other stores; ``agentsnap log`` lists them."""
+    repo, (first, second) = checkpointed
+    crewai_list = _cli("crewai", "checkpoint", "list", str(repo.root))
+    assert "No checkpoints found" in crewai_list.stdout  # CrewAI's CLI globs *.json / reads its SQLite table only
+    out = _cli("agentsnap", "-C", str(repo.root), "log", "crewai/main")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [second[:12], first[:12]]  # newest first, one line per checkpoint
+    assert all("crewai checkpoint (task_completed) on main" in line for line in lines)
+    shown = _cli("agentsnap", "-C", str(repo.root), "show", "crewai/main~1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["meta"]["trigger"] == "task_completed"
