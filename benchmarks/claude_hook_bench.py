@@ -1,7 +1,7 @@
 """Per-hook cost of the Claude Code plugin, as ratios to its peers measured in the same run.
 
-* harmless call (PreToolUse of `ls -la`): the plugin's hook command (hooks.json: `sh agentsnap-hook`, then
-  the stdlib-only entry point) vs the bare interpreter start `python3 -c pass`;
+* harmless call (PreToolUse of `ls -la src && git status`): the plugin's hook command (hooks.json: `sh agentsnap-hook`, then
+  `python -S plugin/hooks/agentsnap_quick.py`) vs the bare interpreter start `python3 -c pass`;
 * snapshotting call (PreToolUse of `rm -rf build` after one file changed): the same hook vs
   `git add -A && git commit` of the same change in a copy of the project.
 

@@ -15,9 +15,10 @@ import os
 import shlex
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, RefConflict, TreeBusy

@@ -1,0 +1,197 @@
+"""The hook's first step, run by ``agentsnap-hook`` as ``PYTHON -S agentsnap_quick.py EVENT`` (hook JSON on stdin).
+
+It answers the calls that are certainly harmless at the cost of a bare interpreter start: no ``site``
+(``-S``), and no module beyond what the interpreter has already loaded (no json, re, shlex, pathlib;
+the JSON is read with the C scanner the json package itself uses). Certainly harmless means: no
+agentsnap settings file applies, and the call is a read-only shell command from a short list
+(``ls``, ``cat``, ``grep``, ``git status`` ...) written without expansions or redirections, a
+Write/Edit of a file that does not exist yet, or a tool the hook does not watch.
+
+Anything else goes on, in the same process, to the helper's own entry point
+(``agentsnap_claude_code.gate``: the full matcher and the settings, still without agentsnap_core;
+the core only when a snapshot is due), after ``site`` has been set up as a normal start would.
+Only a conservative shortcut lives here: the helper's matcher stays the one judge of what is destructive.
+"""
+
+import os
+import sys
+
+EDIT_TOOLS = ("Write", "Edit", "NotebookEdit")
+CONFIG_NAME = "agentsnap.json"
+
+# characters a word may hold outside quotes (globs included: they only name files for read-only commands)
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%^~*?")
+# redirections that write nothing the project could lose
+_REDIRECTS = ("2>&1", "1>&2", ">&2", "2>/dev/null", ">/dev/null", "1>/dev/null", "&>/dev/null", "</dev/null")
+# read-only whatever their arguments (none writes a file or runs another command)
+_READ_ONLY = frozenset(
+    "cd pwd ls cat head tail wc echo printf grep egrep fgrep which type stat du df whoami uname printenv true false"
+    " cmp diff basename dirname realpath readlink id nl cut tr jq".split()
+)
+_GIT_READ_ONLY = frozenset("status log diff show rev-parse ls-files blame describe shortlog".split())
+_GIT_BRANCH_LIST = frozenset("-a -v -vv -r -l --all --list --remotes --verbose --show-current --no-color".split())
+_FIND_ACTIONS = ("-delete", "-exec", "-ok", "-fprint", "-fls")
+
+
+def _scan(command):
+    """The simple commands of ``command`` as word lists, or None when it is not plain enough to judge here."""
+    commands = [[]]
+    word = None
+    i, n = 0, len(command)
+    while i < n:
+        c = command[i]
+        if c == " ":
+            if word is not None:
+                commands[-1].append(word)
+                word = None
+            i += 1
+        elif c == "'" or c == '"':
+            end = command.find(c, i + 1)
+            if end < 0:
+                return None
+            text = command[i + 1 : end]
+            if "\n" in text or (c == '"' and ("$" in text or "`" in text or "\\" in text or "!" in text)):
+                return None
+            word = (word or "") + text
+            i = end + 1
+        elif c in ";|" or command.startswith("&&", i):
+            if word is not None:
+                commands[-1].append(word)
+                word = None
+            i += 2 if command.startswith(("&&", "||"), i) else 1
+            commands.append([])
+        else:
+            if word is None:
+                for r in _REDIRECTS:
+                    after = i + len(r)
+                    if command.startswith(r, i) and (after == n or command[after] in " ;|"):
+                        i = after
+                        break
+                else:
+                    r = None
+                if r is not None:
+                    continue
+            if c not in _SAFE:
+                return None
+            word = (word or "") + c
+            i += 1
+    if word is not None:
+        commands[-1].append(word)
+    return commands
+
+
+def _read_only(words):
+    name, args = words[0], words[1:]
+    if name in _READ_ONLY:
+        return True
+    if name == "rg":
+        return not any(a.startswith("--pre") for a in args)
+    if name == "sort":  # -o FILE writes
+        return not any(a.startswith("--o") or (a.startswith("-") and not a.startswith("--") and "o" in a) for a in args)
+    if name == "uniq":  # a second file operand is written
+        return all(a.startswith("-") for a in args)
+    if name == "tree":  # -o FILE writes
+        return not any(a.startswith("-o") for a in args)
+    if name == "find":
+        return not any(a.startswith(_FIND_ACTIONS) for a in args)
+    if name == "git":
+        while args[:1] == ["--no-pager"] or args[:1] == ["-C"]:
+            args = args[1:] if args[0] == "--no-pager" else args[2:]
+        if not args or any(a.startswith("--output") for a in args):
+            return False
+        if args[0] == "branch":
+            return all(a in _GIT_BRANCH_LIST for a in args[1:])
+        return args[0] in _GIT_READ_ONLY
+    return False
+
+
+def harmless_command(command):
+    """True only for a command line certainly without effect on files (the full matcher judges the rest)."""
+    commands = _scan(command)
+    if not commands:
+        return False
+    for words in commands:
+        if not words or "=" in words[0] or not _read_only(words):
+            return False
+    return True
+
+
+def _settings_apply(cwd):
+    """True when an agentsnap settings file could apply to a project holding ``cwd`` (the user's or any parent's)."""
+    config = os.path.expanduser(os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join("~", ".claude"))
+    if os.path.exists(os.path.join(config, CONFIG_NAME)):
+        return True
+    d = os.path.realpath(cwd)
+    while True:
+        if os.path.exists(os.path.join(d, ".claude", CONFIG_NAME)):
+            return True
+        parent = os.path.dirname(d)
+        if parent == d:
+            return False
+        d = parent
+
+
+class _Strict:
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    memo = {}
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError(name)
+
+
+def parse(text):
+    """The hook's JSON object, or None when it cannot be read here (the full entry point reports bad input)."""
+    try:
+        from _json import make_scanner
+    except ImportError:
+        return None
+    start = len(text) - len(text.lstrip())
+    try:
+        value, end = make_scanner(_Strict())(text, start)
+    except Exception:  # noqa: BLE001 - StopIteration or a decode error: not for the shortcut to judge
+        return None
+    return value if isinstance(value, dict) and not text[end:].strip() else None
+
+
+def harmless(payload):
+    """True when the hook certainly has nothing to do for this call."""
+    if payload.get("hook_event_name") != "PreToolUse":
+        return False
+    cwd = payload.get("cwd") or os.getcwd()
+    tool_input = payload.get("tool_input")
+    if not isinstance(cwd, str) or not isinstance(tool_input, dict) or _settings_apply(cwd):
+        return False
+    tool = payload.get("tool_name")
+    if tool == "Bash":
+        command = tool_input.get("command")
+        return isinstance(command, str) and harmless_command(command)
+    if tool in EDIT_TOOLS:
+        target = tool_input.get("file_path") or tool_input.get("notebook_path")
+        return isinstance(target, str) and not os.path.lexists(os.path.join(cwd, target))  # a new file: nothing to lose
+    return isinstance(tool, str)  # a tool the hook does not watch
+
+
+def main():
+    text = sys.stdin.read()
+    payload = parse(text)
+    if payload is not None:
+        payload.setdefault("hook_event_name", sys.argv[1] if len(sys.argv) > 1 else None)
+        if harmless(payload):
+            return 0
+    # the full entry point, with the module search path a normal start has (site-packages, .pth files)
+    del sys.path[0]  # this script's folder
+    import io
+    import site
+
+    site.main()
+    from agentsnap_claude_code.gate import main as gate
+
+    sys.stdin = io.StringIO(text)
+    return gate(sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

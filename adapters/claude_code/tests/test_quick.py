@@ -1,0 +1,122 @@
+"""The hook's first step, plugin/hooks/agentsnap_quick.py (issue 20, item 5: a harmless call costs a bare start).
+
+Through the plugin's real hook command (hooks.json, JSON on stdin): a harmless call is answered by the
+interpreter started without ``site`` and without importing json, re, pathlib or anything of agentsnap
+(the interpreter's own import log, ``PYTHONPROFILEIMPORTTIME``, is the witness); anything the shortcut
+cannot vouch for goes on to the helper's matcher and snapshots exactly as before. The shortcut never calls
+harmless what the matcher calls destructive.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from agentsnap_claude_code.install import plugin_root
+from agentsnap_claude_code.matcher import Matcher
+from conftest import helper_env, run_plugin_hook
+from test_matcher import TABLE
+
+spec = importlib.util.spec_from_file_location("agentsnap_quick", plugin_root() / "hooks" / "agentsnap_quick.py")
+assert spec and spec.loader
+quick = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(quick)
+
+HEAVY = ("site", "re", "json", "pathlib", "shlex", "typing", "agentsnap_claude_code", "agentsnap_core")
+
+
+def _imports(stderr: str) -> set[str]:
+    """Modules the hook's Python imported, from its import-time log."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:") and "|" in line} - {"imported package"}
+
+
+def _hook_imports(project: Path, transcript: Path, event: str, **extra: object) -> tuple[set[str], dict]:
+    proc, out = run_plugin_hook(project, transcript, event, env=helper_env(PYTHONPROFILEIMPORTTIME="1"), **extra)
+    return _imports(proc.stderr), out
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tool_name": "Bash", "tool_input": {"command": "ls -la src && git status"}},
+        {"tool_name": "Bash", "tool_input": {"command": "cd src && grep -rn 'print(' . | head -20 2>/dev/null"}},
+        {"tool_name": "Bash", "tool_input": {"command": "git --no-pager log --oneline -5; git diff --stat"}},
+        {"tool_name": "Write", "tool_input": {"file_path": "src/new.py", "content": "x = 1\n"}},
+        {"tool_name": "Read", "tool_input": {"file_path": "src/app.py"}},
+    ],
+    ids=["ls+git-status", "cd+grep|head", "git-log;git-diff", "write-new-file", "read"],
+)
+def test_a_harmless_call_is_answered_without_site_json_re_or_agentsnap(project: Path, transcript: Path, extra: dict) -> None:
+    imported, out = _hook_imports(project, transcript, "PreToolUse", **extra)
+    assert out == {}
+    assert imported and not {m.split(".")[0] for m in imported} & set(HEAVY), sorted(imported)
+    assert not (project / ".agentsnap").exists()
+
+
+def test_a_harmless_command_the_shortcut_does_not_know_goes_to_the_matcher_without_the_core(project: Path, transcript: Path) -> None:
+    imported, out = _hook_imports(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "python -m pytest -q"})
+    assert out == {} and "agentsnap_claude_code.matcher" in imported and "site" in imported
+    assert not any(m.startswith("agentsnap_core") for m in imported)
+
+
+def test_a_destructive_call_goes_through_the_full_hook_and_snapshots(project: Path, transcript: Path) -> None:
+    imported, out = _hook_imports(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "rm -rf src"}, tool_use_id="toolu_q1")
+    assert "agentsnap_core" in {m.split(".")[0] for m in imported}
+    assert "undo with: agentsnap-claude-code restore" in out["systemMessage"]
+
+
+def test_an_edit_of_an_existing_file_is_snapshotted(project: Path, transcript: Path) -> None:
+    _, out = _hook_imports(project, transcript, "PreToolUse", tool_name="Write", tool_input={"file_path": "src/app.py", "content": "x\n"})
+    assert out == {}
+    assert (project / ".agentsnap").exists()  # the link to the store: a snapshot was taken
+
+
+def test_a_settings_file_makes_the_shortcut_defer_to_the_helper(project: Path, transcript: Path) -> None:
+    """`extra_patterns` can make even `ls` destructive: with any settings file the shortcut judges nothing."""
+    (project / ".claude").mkdir()
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"extra_patterns": [r"^ls\b"]}))
+    (project / "src" / "deep").mkdir()
+    imported, out = _hook_imports(project / "src" / "deep", transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "ls -la"}, tool_use_id="toolu_q2")
+    assert "snapshot" in out["systemMessage"] and "agentsnap_core" in {m.split(".")[0] for m in imported}
+
+
+TRICKY = [
+    "ls $(rm -rf x)", "ls `rm x`", 'ls "$(rm x)"', "ls 'a'\"$(rm x)\"", "ls > existing.txt", "cat a >> b", "ls 2>existing.txt",
+    "ls\nrm x", "ls & rm x", "ls&&rm x", "echo hi; rm x", "ls && rm -rf x", "ls || rm x", "ls | xargs rm", "FOO=1 rm x", '"rm" -rf x',
+    "cd /; rm -rf *", "(rm x)", "{ rm x; }", "ls {a,b}", "cat <<EOF\nx\nEOF", "ls \\$(rm)", "ls;", "git branch -D x", "git branch -m a b",
+    "git diff --output=x", "git log --output x", "git -c core.pager=rm log", "git stash drop", "git checkout .", "git reset --hard",
+    "git clean -fdx", "git", "find . -delete", "find . -exec rm {} +", "find . -execdir rm {} ;", "find . -fprint out", "find . -ok rm {} ;",
+    "sort -o out in", "sort -uo out in", "sort --output=out in", "uniq a b", "tree -o out", "rg --pre rm x", "rg --pre=rm x", "bash -c 'ls'",
+    "sudo ls", "env ls", "xargs ls", "/bin/ls", "l* -la", "ls\t-la", "echo café > x", "python3 -c 'print(1)'", "sed -n 1p x", "awk 1 x",
+]
+
+
+@pytest.mark.parametrize("command", [c for c, rule in TABLE if rule] + TRICKY)
+def test_the_shortcut_never_vouches_for_a_destructive_or_unclear_command(command: str) -> None:
+    assert not quick.harmless_command(command)
+
+
+READ_ONLY = [
+    "ls -la", "ls -la src && git status", "cat README.md | head -50", "grep -rn 'rm -rf' docs/", 'grep -i "drop table" migrations/*.sql',
+    "echo 'rm -rf /'", 'echo "rm -rf"', "git log --oneline -5", "git status && git diff", "git --no-pager diff HEAD~1 --stat",
+    "git -C sub log -3", "git branch", "git branch -a", "git show HEAD:src/app.py", "find . -name '*.py' -type f", "wc -l src/*.py",
+    "cd src && ls", "pwd", "rg -n TODO src", "sort data.txt | uniq -c", "du -sh . 2>/dev/null", "tree -L 2", "jq .name package.json",
+    "which python3 2>&1", "diff a.txt b.txt", "stat -c %s README.md", "head -c 100 x; tail -n 5 y", "git rev-parse --show-toplevel",
+]
+
+
+@pytest.mark.parametrize("command", READ_ONLY)
+def test_what_the_shortcut_calls_harmless_the_matcher_does_too(command: str, tmp_path: Path) -> None:
+    (tmp_path / "existing.txt").write_text("keep me\n")
+    assert quick.harmless_command(command)
+    assert Matcher(cwd=str(tmp_path)).findings(command) == []
+
+
+def test_the_shortcut_reads_the_hook_json_or_leaves_it_to_the_helper() -> None:
+    assert quick.parse(' {"tool_name": "Bash", "tool_input": {"command": "ls \\u00e9"}, "n": 1.5}\n') == {
+        "tool_name": "Bash", "tool_input": {"command": "ls é"}, "n": 1.5
+    }
+    for bad in ("", "[]", "{", '{"a": NaN}', '{"a": 1} x', "not json"):
+        assert quick.parse(bad) is None
