@@ -210,3 +210,35 @@ def test_a_configured_shared_store_holds_the_snapshots(project: Path, transcript
     proc = subprocess.run(undo, capture_output=True, text=True, env=helper_env())
     assert proc.returncode == 0, proc.stderr
     assert (project / "src" / "untracked.txt").read_text() == "scratch notes, never committed\n"
+
+
+def _bang_line(command: str, arguments: str) -> str:
+    """The `!` line of a plugin command with $ARGUMENTS filled in, as Claude Code runs it before the prompt."""
+    from agentsnap_claude_code.install import plugin_root
+
+    body = (plugin_root() / "commands" / f"{command}.md").read_text()
+    [line] = [ln for ln in body.splitlines() if ln.startswith("!`")]
+    return line[2:-1].replace("$ARGUMENTS", arguments)
+
+
+def test_in_session_rewind_command_lists_points_then_rewinds_files_and_conversation(project: Path, transcript: Path, home: Path) -> None:
+    """/agentsnap:rewind's `!` line through a shell (the real CLI runs it in test_real_claude_code): no model step needed."""
+    empty = subprocess.run(_bang_line("rewind", ""), shell=True, capture_output=True, text=True, env=helper_env(), cwd=project)
+    assert empty.returncode == 0 and empty.stdout.startswith("nothing to rewind to: no agentsnap store")
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **RM_SRC)
+    snap = _undo_of(out["systemMessage"])[2]
+    before = tree(project)
+    subprocess.run("rm -rf src", shell=True, cwd=project, check=True)
+    listing = subprocess.run(_bang_line("rewind", ""), shell=True, capture_output=True, text=True, env=helper_env(), cwd=project)
+    assert listing.returncode == 0 and f"{snap}  before destructive tool call 2 (Bash: rm -rf src)" in listing.stdout
+    assert "Rewind with: /agentsnap:rewind <id> | --last-destructive" in listing.stdout and (not (project / "src").exists())
+    proc = subprocess.run(_bang_line("rewind", "--last-destructive"), shell=True, capture_output=True, text=True, env=helper_env(), cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert tree(project) == before
+    [fork] = [ln.split("/resume ")[1].split()[0] for ln in proc.stdout.splitlines() if ln.startswith("switch to the fork in Claude Code with: /resume ")]
+    forked = home / ".claude" / "projects" / transcript.parent.name / f"{fork}.jsonl"
+    assert "toolu_01Rm7bZ2" in transcript.read_text() and forked.is_file()
+    assert "toolu_01Rm7bZ2" not in forked.read_text()  # the call the point was taken before is not in the fork
+    [undo_line] = [ln for ln in proc.stdout.splitlines() if "undo with: " in ln]
+    undo = subprocess.run(_undo_of(undo_line), capture_output=True, text=True, env=helper_env())  # the printed undo of the rewind
+    assert undo.returncode == 0 and not (project / "src").exists()

@@ -138,6 +138,10 @@ def points_cmd(directory: str | None, session: str | None, as_json: bool) -> Non
     if as_json:
         _emit([p.as_dict() for p in pts])
         return
+    _echo_points(pts)
+
+
+def _echo_points(pts: list[Any]) -> None:
     for p in pts:
         click.echo(f"{p.snapshot.id[:12]}  {p.label}")
     if not pts:
@@ -178,11 +182,23 @@ def restore_cmd(
 @click.option("--session-id", default=None, help="Session id for the fork (default: a new UUID).")
 @click.option("--keep-dangling", is_flag=True, help="Keep a trailing tool call that has no result.")
 @click.option("--cwd", "resume_cwd", default=None, type=click.Path(file_okay=False), help="Resume in this directory (e.g. a fork worktree) instead of the session's own.")
+@click.option("--in-session", is_flag=True, help="As run by /agentsnap:rewind inside Claude Code: with no point, list the points; after the rewind, name the /resume command.")
 @click.option("--json", "as_json", is_flag=True)
 def rewind(
-    spec: str | None, last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, as_json: bool
+    spec: str | None, last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, in_session: bool, as_json: bool
 ) -> None:
     """Restore the files of SPEC (or a point) and fork its conversation for `claude --resume`."""
+    if in_session and spec is None and not last_destructive and before_call is None and before_prompt is None:
+        try:
+            with _project_repo(directory) as repo:
+                pts = points(repo, session)
+        except AgentSnapError as exc:
+            click.echo(f"nothing to rewind to: {exc}")
+            return
+        click.echo("Points this session can be rewound to (oldest first):")
+        _echo_points(pts)
+        click.echo("Rewind with: /agentsnap:rewind <id> | --last-destructive | --before-call N | --before-prompt N")
+        return
     with _project_repo(directory) as repo:
         snap = repo.get(_pick(repo, spec, last_destructive, before_call, before_prompt, session))
         entries = repo.read_layer(snap, "trace")
@@ -206,4 +222,6 @@ def rewind(
     click.echo(f"forked session {report.session_id} ({report.lines} lines) -> {report.path}")
     if report.dropped_dangling or report.dropped_invalid:
         click.echo(f"dropped {report.dropped_dangling} unanswered tool call line(s), {report.dropped_invalid} invalid line(s)")
+    if in_session:
+        click.echo(f"switch to the fork in Claude Code with: /resume {report.session_id}   (this conversation stays as it is)")
     click.echo(f"continue with: cd {cwd} && claude --resume {report.session_id}")
