@@ -86,28 +86,112 @@ def make_cache(size: int = 512) -> Any:
     return SGLangCache(tree, model="tiny-llama:from-config", weights="seed-1234", page_size=PAGE_SIZE)
 
 
+_CONFIG_DIRS: list[Any] = []
+
+
+@functools.cache
+def server_context(page_size: int) -> tuple[Any, Any]:
+    """``ServerArgs`` for a CPU run of :func:`model` with ``--page-size page_size``, and the runtime context the
+    scheduler process publishes from them (``sglang.srt.runtime_context``): everything else at SGLang's defaults."""
+    import tempfile
+
+    from sglang.srt import runtime_context
+    from sglang.srt.server_args import ServerArgs
+
+    config_dir = tempfile.TemporaryDirectory(prefix="sglang-tiny-llama-")
+    _CONFIG_DIRS.append(config_dir)  # lives as long as the process
+    config = model().config
+    config.architectures = ["LlamaForCausalLM"]
+    config.save_pretrained(config_dir.name)
+    args = ServerArgs(model_path=config_dir.name, device="cpu", page_size=page_size, skip_tokenizer_init=True)
+    return args, runtime_context.create_context(args, role="scheduler")
+
+
+def make_scheduler_cache(page_size: int = 1, *, tree_core: str | None = None, size: int = 512) -> Any:
+    """A fresh SGLangCache over the tree SGLang's scheduler builds for this model on CPU.
+
+    Pool and allocator as ``kv_cache_configurator`` builds them for an MHA model on one device
+    (``MHATokenToKVPool``; ``TokenToKVPoolAllocator`` for page size 1, else ``PagedTokenToKVPoolAllocator``),
+    ``CacheInitParams`` as ``kv_cache_builder.build_kv_cache`` fills them for one rank, and the tree from
+    ``registry.create_tree_cache`` - the scheduler's own factory, which picks the default tree class
+    (``UnifiedRadixCache`` with the FULL component). ``tree_core`` sets ``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND``
+    as a server would (unset: SGLang's default, "rust").
+    """
+    import os
+
+    from agentsnap_sglang import SGLangCache
+    from sglang.srt import runtime_context
+    from sglang.srt.mem_cache import registry
+    from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    args, context = server_context(page_size)
+    pool = MHATokenToKVPool(size=size, page_size=page_size, dtype=torch.float32, head_num=KV_HEADS,
+                            head_dim=HEAD_DIM, layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+    if page_size == 1:
+        allocator = TokenToKVPoolAllocator(size=size, dtype=torch.float32, device="cpu", kvcache=pool, need_sort=False)
+    else:
+        allocator = PagedTokenToKVPoolAllocator(size=size, page_size=page_size, dtype=torch.float32, device="cpu",
+                                                kvcache=pool, need_sort=False)
+    env = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
+    saved = os.environ.get(env)
+    if tree_core is not None:
+        os.environ[env] = tree_core
+    try:
+        with runtime_context.use_context(context):
+            memory = runtime_context.get_memory()
+            params = CacheInitParams(
+                disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=allocator, page_size=page_size,
+                eviction_policy=memory.radix_eviction_policy,
+                eviction_policy_config=memory.radix_eviction_policy_config,
+                enable_session_radix_cache=memory.enable_session_radix_cache,
+            )
+            tree = registry.create_tree_cache(registry.TreeCacheBuildContext(
+                server_args=args, params=params, is_hybrid_swa=False, is_hybrid_ssm=False,
+                enable_hierarchical_cache=False, disable_radix_cache=False, tp_worker=None, model_config=None,
+                tp_size=1, tp_rank=0, tp_group=None,
+            ))
+    finally:
+        if saved is None:
+            os.environ.pop(env, None)
+        else:
+            os.environ[env] = saved
+    return SGLangCache(tree, model="tiny-llama:from-config", weights="seed-1234", page_size=PAGE_SIZE)
+
+
 @torch.no_grad()
-def prefill_into(cache: Any, tokens: list[int]) -> torch.Tensor:
-    """Run the model over ``tokens``, write its KV into the pool (SGLang's write path) and the tree; return logits."""
+def prefill_into(cache: Any, tokens: list[int], *, extra_key: str | None = None, cache_salt: str | None = None,
+                 scale: float = 1.0) -> torch.Tensor:
+    """Run the model over ``tokens`` and do what SGLang's scheduler does when a request's prefill is cached:
+    write the KV of the page-aligned prefix into its pool slots (``set_kv_buffer``) and insert that prefix into
+    the tree (``InsertParams(prev_prefix_len=cached)``). The partial last page is not inserted (the scheduler
+    keeps it with the request and frees it when the request ends). ``scale`` multiplies the KV written, to stand
+    for another adapter's KV under another ``extra_key``. Returns the last position's logits."""
     from sglang.srt.mem_cache.base_prefix_cache import InsertParams
     from sglang.srt.mem_cache.radix_cache import RadixKey
 
     out = model()(input_ids=torch.tensor([tokens]), use_cache=True)
-    have, _node, prefix = cache.match(tokens)
-    new = cache.tree.token_to_kv_pool_allocator.alloc(len(tokens) - have)
-    for layer_id, layer in enumerate(out.past_key_values.layers):
-        k = layer.keys[0].transpose(0, 1)[have:]  # [tokens, heads, dim]
-        v = layer.values[0].transpose(0, 1)[have:]
-        cache.pool.set_kv_buffer(None, new, k.contiguous(), v.contiguous(), layer_id_override=layer_id)
-    cache.tree.insert(InsertParams(key=RadixKey(array("q", tokens)), value=torch.cat([prefix, new])))
+    page = cache.tree.page_size
+    n = len(tokens) // page * page
+    namespace = {k: v for k, v in (("extra_key", extra_key), ("cache_salt", cache_salt)) if v is not None}
+    have, _node, prefix = cache.match(tokens[:n], **namespace)
+    if n > have:
+        new = cache.tree.token_to_kv_pool_allocator.alloc(n - have)
+        for layer_id, layer in enumerate(out.past_key_values.layers):
+            k = layer.keys[0].transpose(0, 1)[have:n] * scale  # [tokens, heads, dim]
+            v = layer.values[0].transpose(0, 1)[have:n] * scale
+            cache.pool.set_kv_buffer(None, new, k.contiguous(), v.contiguous(), layer_id_override=layer_id)
+        key = RadixKey(array("q", tokens[:n]), extra_key, cache_salt=cache_salt)
+        cache.tree.insert(InsertParams(key=key, value=torch.cat([prefix, new]).to(torch.int64), prev_prefix_len=have))
     return out.logits[0, -1].clone()
 
 
-def dynamic_cache_from(cache: Any, tokens: list[int]) -> tuple[int, Any]:
+def dynamic_cache_from(cache: Any, tokens: list[int], **namespace: Any) -> tuple[int, Any]:
     """Read the cached prefix of ``tokens`` out of the pool into a transformers DynamicCache."""
     from transformers.cache_utils import DynamicCache
 
-    n, _node, idx = cache.match(tokens)
+    n, _node, idx = cache.match(tokens, **namespace)
     pool = cache.pool
     data = [(pool.k_buffer[i][idx].transpose(0, 1).unsqueeze(0).clone(),
              pool.v_buffer[i][idx].transpose(0, 1).unsqueeze(0).clone()) for i in range(LAYERS)]

@@ -110,7 +110,7 @@ def test_restore_keeps_an_already_cached_prefix_and_loads_only_the_rest(tmp_path
     from agentsnap_sglang import restore
 
     stats = restore(repo.objects, target, repo.read_layer(snap.id, "cache"))
-    assert stats == {"loaded_tokens": 5, "already_cached_tokens": len(sglang_cpu.PROMPT)}
+    assert stats == {"loaded_tokens": 5, "already_cached_tokens": len(sglang_cpu.PROMPT), "partial_page_tokens": 0}
     assert target.tree.token_to_kv_pool_allocator.available_size() == free_before - 5
     assert digests(target)[json.dumps(BRANCH_A)] == digests(src)[json.dumps(BRANCH_A)]
 

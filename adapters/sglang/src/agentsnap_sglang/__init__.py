@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["SGLangCache", "capture", "restore"]
+__all__ = ["Entry", "SGLangCache", "capture", "restore"]
 
 
 def __getattr__(name: str) -> Any:

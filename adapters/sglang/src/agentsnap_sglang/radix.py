@@ -1,7 +1,9 @@
-"""SGLang RadixCache + MHATokenToKVPool <-> agentsnap KV pages.
+"""SGLang's prefix tree + MHATokenToKVPool <-> agentsnap KV pages.
 
-Capture walks the radix tree: for each cached sequence ``match_prefix`` gives the tree node, the path to
-it gives the pool's device indices, and ``MHATokenToKVPool.get_cpu_copy`` reads those slots page by page.
+The tree is the scheduler's ``tree_cache``: ``UnifiedRadixCache`` (SGLang 0.5.23's default, on its Rust or
+Python tree core) or the older ``RadixCache``; any page size. Capture lists the tree's leaves (see
+:meth:`SGLangCache.entries`); for each, ``match_prefix`` gives the tree node, the path to it gives the pool's
+device indices, and ``MHATokenToKVPool.get_cpu_copy`` reads those slots page by page.
 Restore allocates slots from the target's allocator, writes the pages with ``load_cpu_copy`` and inserts
 the tokens into the target tree; a prefix the target already caches is kept, not overwritten.
 A page holds, per layer, the keys then the values of its token slots (``[tokens, heads, head_dim]``).
@@ -10,8 +12,8 @@ A page holds, per layer, the keys then the values of its token slots (``[tokens,
 from __future__ import annotations
 
 from array import array
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import torch
 from agentsnap_core import InvalidInput, kvcache
@@ -28,15 +30,91 @@ def _sglang() -> Any:
     return sglang, radix_cache, base_prefix_cache
 
 
+class Entry(NamedTuple):
+    """One cached prefix: its tokens and the namespace SGLang keys it under (LoRA ``extra_key``, ``cache_salt``)."""
+
+    tokens: tuple[int, ...]
+    extra_key: str | None = None
+    cache_salt: str | None = None
+
+    def hash_extra(self) -> list[str]:
+        """Extra keys of the page hash chain: a namespaced prefix never shares pages with another namespace."""
+        out = []
+        if self.extra_key is not None:
+            out.append(f"extra_key={self.extra_key}")
+        if self.cache_salt is not None:
+            out.append(f"cache_salt={self.cache_salt}")
+        return out
+
+
+def _sort_key(e: Entry) -> tuple[Any, ...]:
+    return (e.extra_key is not None, e.extra_key or "", e.cache_salt is not None, e.cache_salt or "", e.tokens)
+
+
+def _walk(root: Any, value: Callable[[Any], Any]) -> list[Entry]:
+    """Leaves of a tree of Python nodes (``children``, ``key``); ``value(node)`` is None once evicted from the device."""
+    out: list[Entry] = []
+    stack: list[tuple[Any, tuple[int, ...], Any]] = [(root, (), None)]
+    while stack:
+        node, prefix, key = stack.pop()
+        children = [c for c in node.children.values() if value(c) is not None]
+        if not children and prefix:
+            out.append(Entry(prefix, key.extra_key, key.cache_salt))
+        for child in children:
+            stack.append((child, prefix + tuple(int(t) for t in child.key.raw_token_ids()), child.key))
+    return sorted(out, key=_sort_key)
+
+
+# NodeIds past the root probed before giving up on a Rust tree (at about 0.5 us each, half a minute).
+MAX_NODE_PROBES = 1 << 26
+
+
+def _snapshot_entries(core: Any) -> list[Entry]:
+    """Leaves of a Rust tree core, which has no node objects: its NodeIds are never reused and count up from the
+    root, and ``snapshot_buffer_backup(node_id)`` gives a live node's key and parent (None for any other id, or a
+    node whose KV is not on the device). Ids are probed upward until the nodes found hold every token the tree
+    keeps on the device (``full_evictable_size + full_protected_size``)."""
+    core.backfill_missing_hash_values()  # snapshots need the page hashes (computed once, as when storage attaches)
+    total = core.full_evictable_size() + core.full_protected_size()
+    root = core.root_node_handle()
+    nodes: dict[int, Any] = {}
+    covered, node_id = 0, root
+    while covered < total:
+        node_id += 1
+        if node_id - root > MAX_NODE_PROBES:
+            raise InvalidInput(
+                f"found {covered} of the {total} tokens of the Rust radix tree in {MAX_NODE_PROBES} node ids; "
+                "pass the sequences to capture explicitly"
+            )
+        snap = core.snapshot_buffer_backup(node_id, False)
+        if snap is not None:
+            nodes[node_id] = snap
+            covered += len(snap.key)
+    parents = {s.parent_node_id for s in nodes.values() if not s.parent_is_root}
+    out = []
+    for leaf_id in sorted(set(nodes) - parents):
+        leaf, chain, snap = nodes[leaf_id], [], nodes[leaf_id]
+        while True:
+            chain.append(snap.key.raw_token_ids())
+            if snap.parent_is_root:
+                break
+            if snap.parent_node_id not in nodes:
+                raise InvalidInput(f"radix tree node {snap.node_id} has a parent without device KV; capture again")
+            snap = nodes[snap.parent_node_id]
+        tokens = tuple(int(t) for part in reversed(chain) for t in part)
+        out.append(Entry(tokens, leaf.key.extra_key, leaf.key.cache_salt))
+    return sorted(out, key=_sort_key)
+
+
 class SGLangCache:
-    """A live SGLang prefix cache (``RadixCache`` over an ``MHATokenToKVPool``) and the model it serves.
+    """A live SGLang prefix cache (the scheduler's tree over an ``MHATokenToKVPool``) and the model it serves.
 
     Args:
-        tree: the scheduler's ``RadixCache``.
+        tree: the scheduler's ``tree_cache`` (``UnifiedRadixCache`` or ``RadixCache``).
         model: the served model's id (``--model-path``).
         weights: a digest or revision of the weights (part of the fingerprint).
         tokenizer: the tokenizer id.
-        page_size: token slots per stored page.
+        page_size: token slots per stored agentsnap page (independent of the tree's own page size).
     """
 
     def __init__(self, tree: Any, *, model: str, weights: str, tokenizer: str = "none", page_size: int = DEFAULT_PAGE_SIZE):
@@ -63,23 +141,37 @@ class SGLangCache:
             layout=layout,
         )
 
-    def sequences(self) -> list[list[int]]:
-        """The token sequence of every leaf of the radix tree (each cached prefix ends in one)."""
-        out: list[list[int]] = []
-        stack: list[tuple[Any, list[int]]] = [(self.tree.root_node, [])]
-        while stack:
-            node, prefix = stack.pop()
-            children = [c for c in node.children.values() if c.value is not None]
-            if not children and prefix:
-                out.append(prefix)
-            for child in children:
-                stack.append((child, prefix + [int(t) for t in child.key.token_ids]))
-        return sorted(out)
+    def entries(self) -> list[Entry]:
+        """Every cached prefix that ends in a leaf of the tree: ``(tokens, extra_key, cache_salt)``.
 
-    def match(self, tokens: Sequence[int]) -> tuple[int, Any, torch.Tensor]:
+        Reads ``RadixCache`` and ``UnifiedRadixCache`` on the Python tree core by walking the nodes, and
+        ``UnifiedRadixCache`` on the Rust tree core (which exposes no nodes) through its node snapshots.
+        Only prefixes whose KV is in the device pool are listed (a prefix evicted to HiCache's host tier is not).
+        """
+        tree = self.tree
+        core = getattr(tree, "tree_core", None)
+        if core is None:  # RadixCache
+            return _walk(tree.root_node, lambda node: node.value)
+        if getattr(core, "is_eagle", False):
+            raise InvalidInput("the tree is keyed by token bigrams (EAGLE speculative decoding), which is not supported")
+        from sglang.srt.mem_cache.unified_cache.components import ComponentType
+
+        try:
+            root = core.root_node
+        except NotImplementedError:  # the Rust tree core
+            return _snapshot_entries(core)
+        full = ComponentType.FULL
+        return _walk(root, lambda node: node.component_data[full].value)
+
+    def sequences(self) -> list[list[int]]:
+        """The token sequence of every leaf of the radix tree (each cached prefix ends in one), any namespace."""
+        return sorted(list(e.tokens) for e in self.entries())
+
+    def match(self, tokens: Sequence[int], extra_key: str | None = None, cache_salt: str | None = None) -> tuple[int, Any, torch.Tensor]:
         """``(cached length, last node, device indices)`` of the longest cached prefix of ``tokens``."""
         _, radix_cache, base = _sglang()
-        res = self.tree.match_prefix(base.MatchPrefixParams(key=radix_cache.RadixKey(array("q", tokens))))
+        key = radix_cache.RadixKey(array("q", tokens), extra_key, cache_salt=cache_salt)
+        res = self.tree.match_prefix(base.MatchPrefixParams(key=key))
         indices = self.tree.path_device_indices(res.last_device_node)[: res.device_prefix_len]
         return res.device_prefix_len, res.last_device_node, indices
 
@@ -93,19 +185,33 @@ class SGLangCache:
         return b"".join(parts)
 
 
-def capture(store: ObjectStore, cache: SGLangCache, sequences: Sequence[Sequence[int]] | None = None) -> dict[str, Any]:
-    """Stream the KV of ``sequences`` (default: every sequence the tree caches) into the store."""
+def _as_entry(seq: Any) -> Entry:
+    if isinstance(seq, Entry):
+        return seq
+    if hasattr(seq, "token_ids"):  # a RadixKey
+        return Entry(tuple(int(t) for t in seq.raw_token_ids()), seq.extra_key, seq.cache_salt)
+    return Entry(tuple(int(t) for t in seq))
+
+
+def capture(store: ObjectStore, cache: SGLangCache, sequences: Sequence[Any] | None = None) -> dict[str, Any]:
+    """Stream the KV of ``sequences`` (default: every prefix the tree caches) into the store.
+
+    ``sequences`` items are token lists (no namespace), :class:`Entry` or SGLang ``RadixKey`` objects.
+    """
     fp = cache.fingerprint()
     records: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
-    for seq in cache.sequences() if sequences is None else [list(s) for s in sequences]:
-        n, node, indices = cache.match(seq)
+    for entry in cache.entries() if sequences is None else [_as_entry(s) for s in sequences]:
+        seq = list(entry.tokens)
+        n, node, indices = cache.match(seq, entry.extra_key, entry.cache_salt)
         if n == 0:
             continue
         lock = cache.tree.inc_lock_ref(node)  # no eviction while the slots are read
         try:
             record = kvcache.write_cache(
-                store, fp, seq[:n], cache.page_size, lambda s, e, idx=indices: cache.page(idx[s:e]), previous=previous
+                store, fp, seq[:n], cache.page_size, lambda s, e, idx=indices: cache.page(idx[s:e]),
+                extra=entry.hash_extra(), previous=previous,
+                meta={"extra_key": entry.extra_key, "cache_salt": entry.cache_salt},
             )
         finally:
             cache.tree.dec_lock_ref(node, lock.to_dec_params())
@@ -115,23 +221,42 @@ def capture(store: ObjectStore, cache: SGLangCache, sequences: Sequence[Sequence
     return {"format": FORMAT, "v": 1, "fingerprint": fp, "sequences": records, "refs": refs}
 
 
+def _entry_of(rec: Mapping[str, Any]) -> Entry:
+    meta = rec.get("meta") or {}
+    entry = Entry(tuple(rec["tokens"]), meta.get("extra_key"), meta.get("cache_salt"))
+    if list(rec.get("extra", [])) != entry.hash_extra():
+        raise InvalidInput("an SGLang cache record's namespace does not match its page hashes (tampered record)")
+    return entry
+
+
 def restore(store: ObjectStore, cache: SGLangCache, record: Mapping[str, Any]) -> dict[str, int]:
-    """Load a captured tree into ``cache`` (checks every fingerprint first); return token counts."""
+    """Load a captured tree into ``cache`` (checks every fingerprint first); return token counts.
+
+    Each prefix is cut to whole pages of the target tree (``tree.page_size``): the tokens of a partial last
+    page are not loaded (counted in ``partial_page_tokens``; the server recomputes them on the next request).
+    """
     if not isinstance(record, Mapping) or record.get("format") != FORMAT:
         raise InvalidInput("not an agentsnap SGLang cache record")
     fp = cache.fingerprint()
     for rec in record["sequences"]:
         kvcache.check_fingerprint(rec, fp)
+        _entry_of(rec)
     _, radix_cache, base = _sglang()
     pool, allocator = cache.pool, cache.tree.token_to_kv_pool_allocator
+    tree_page = int(cache.tree.page_size)
     item = torch.empty((), dtype=pool.dtype).element_size()
     shapes = [(pool.head_num, pool.head_dim), (pool.head_num, pool.v_head_dim)]
     per_token = pool.layer_num * sum(h * d for h, d in shapes) * item
-    loaded = kept = 0
+    loaded = kept = partial = 0
     for rec in record["sequences"]:
-        tokens = rec["tokens"]
-        have, _node, prefix_idx = cache.match(tokens)
-        need = len(tokens) - have
+        entry = _entry_of(rec)
+        tokens = list(entry.tokens)
+        n = len(tokens) // tree_page * tree_page
+        partial += len(tokens) - n
+        if n == 0:
+            continue
+        have, _node, prefix_idx = cache.match(tokens[:n], entry.extra_key, entry.cache_salt)
+        need = n - have
         if need == 0:
             kept += have
             continue
@@ -140,9 +265,9 @@ def restore(store: ObjectStore, cache: SGLangCache, record: Mapping[str, Any]) -
             raise InvalidInput(f"the SGLang pool has no room for {need} more tokens; evict or grow the pool first")
         try:
             for start, end, data in kvcache.iter_pages(store, rec, fp):
-                if end <= have:
+                lo, hi = max(start, have), min(end, n)
+                if lo >= hi:
                     continue
-                lo = max(start, have)
                 if len(data) != per_token * (end - start):
                     raise InvalidInput(f"page at token {start} has {len(data)} bytes, the pool layout needs {per_token * (end - start)}")
                 buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
@@ -151,16 +276,18 @@ def restore(store: ObjectStore, cache: SGLangCache, record: Mapping[str, Any]) -
                     kv = []
                     for heads, dim in shapes:
                         size = (end - start) * heads * dim * item
-                        t = buf[at : at + size].view(pool.dtype).view(end - start, heads, dim)[lo - start :]
+                        t = buf[at : at + size].view(pool.dtype).view(end - start, heads, dim)[lo - start : hi - start]
                         kv.append(t)
                         at += size
                     layers.append([kv])  # one chunk per layer
-                pool.load_cpu_copy(layers, new_idx[lo - have : end - have])
+                pool.load_cpu_copy(layers, new_idx[lo - have : hi - have])
         except BaseException:
             allocator.free(new_idx)
             raise
-        value = torch.cat([prefix_idx.to(new_idx.device), new_idx])
-        cache.tree.insert(base.InsertParams(key=radix_cache.RadixKey(array("q", tokens)), value=value))
+        key = radix_cache.RadixKey(array("q", tokens[:n]), entry.extra_key, cache_salt=entry.cache_salt)
+        value = torch.cat([prefix_idx.to(new_idx.device), new_idx]).to(torch.int64)
+        # prev_prefix_len: the first ``have`` slots are the tree's own; UnifiedRadixCache frees duplicates past it
+        cache.tree.insert(base.InsertParams(key=key, value=value, prev_prefix_len=have))
         loaded += need
         kept += have
-    return {"loaded_tokens": loaded, "already_cached_tokens": kept}
+    return {"loaded_tokens": loaded, "already_cached_tokens": kept, "partial_page_tokens": partial}
