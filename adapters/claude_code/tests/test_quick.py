@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
-from agentsnap_claude_code.install import plugin_root
+from agentsnap_claude_code.install import helper_command, plugin_root
 from agentsnap_claude_code.matcher import Matcher
-from conftest import helper_env, run_plugin_hook
+from conftest import helper_env, payload, run_plugin_hook
 from test_matcher import TABLE
 
 spec = importlib.util.spec_from_file_location("agentsnap_quick", plugin_root() / "hooks" / "agentsnap_quick.py")
@@ -120,3 +122,20 @@ def test_the_shortcut_reads_the_hook_json_or_leaves_it_to_the_helper() -> None:
     }
     for bad in ("", "[]", "{", '{"a": NaN}', '{"a": 1} x', "not json"):
         assert quick.parse(bad) is None
+
+
+def test_the_hook_command_that_install_writes_takes_the_same_shortcut(project: Path, transcript: Path) -> None:
+    """`agentsnap-claude-code install` names the helper's Python in AGENTSNAP_HOOK_HELPER (no console script on PATH)."""
+    env = {**helper_env(PYTHONPROFILEIMPORTTIME="1"), "PATH": "/usr/bin:/bin"}
+    assert not any(os.access(os.path.join(d, "agentsnap-claude-code-hook"), os.X_OK) for d in env["PATH"].split(":"))
+
+    def run(command: str, **extra: object) -> tuple[set[str], str]:
+        proc = subprocess.run(f"{helper_command()} PreToolUse", shell=True, input=payload(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command}, **extra),
+                              capture_output=True, text=True, env=env, cwd=project, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return _imports(proc.stderr), proc.stdout
+
+    imported, out = run("git status")
+    assert out == "" and imported and "site" not in imported
+    imported, out = run("rm -rf src", tool_use_id="toolu_q3")
+    assert "site" in imported and "undo with: agentsnap-claude-code restore" in json.loads(out)["systemMessage"]

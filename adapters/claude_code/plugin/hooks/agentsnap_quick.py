@@ -182,7 +182,8 @@ def main():
         if harmless(payload):
             return 0
     # the full entry point, with the module search path a normal start has (site-packages, .pth files)
-    del sys.path[0]  # this script's folder
+    if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]  # this script's folder (not there under -P / PYTHONSAFEPATH)
     import io
     import site
 
