@@ -1,6 +1,8 @@
 """Run LangGraph's own test suite against PFSaver: download the pinned sdist, extract its tests, run them.
 
-    python adapters/langgraph/own_tests/run.py WORKDIR [--store embedded|postgres|both] [pytest args...]
+    python adapters/langgraph/own_tests/run.py WORKDIR [--store embedded|postgres|both] [--pfsaver-only] [pytest args...]
+
+``--pfsaver-only`` runs only the tests parametrized by a checkpointer (those that exercise PFSaver).
 
 Needs the packages of the ``langgraph_own`` nox session (the sdist's ``test`` dependency group). Exit status:
 pytest's (the first non-zero one when both stores run).
@@ -20,11 +22,13 @@ LANGGRAPH = "1.2.22"
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: run.py WORKDIR [--store embedded|postgres|both] [pytest args...]", file=sys.stderr)
+        print("usage: run.py WORKDIR [--store embedded|postgres|both] [--pfsaver-only] [pytest args...]", file=sys.stderr)
         return 2
     work = Path(argv[0]).resolve()
     rest = argv[1:]
     stores = ["embedded", "postgres"]
+    only = "--pfsaver-only" in rest
+    rest = [a for a in rest if a != "--pfsaver-only"]
     if rest[:1] == ["--store"]:
         choice = rest[1] if len(rest) > 1 else ""
         if choice not in ("embedded", "postgres", "both"):
@@ -46,7 +50,8 @@ def main(argv: list[str]) -> int:
             members = [m for m in tar.getmembers() if m.name.startswith(f"langgraph-{LANGGRAPH}/")
                        and (m.name.split("/")[1] in ("tests", "pyproject.toml"))]
             tar.extractall(work, members=members, filter="data")
-    env = dict(os.environ, NO_DOCKER="true", PYTHONPATH=os.pathsep.join([str(HERE), str(src)]))
+    env = dict(os.environ, NO_DOCKER="true", PYTHONPATH=os.pathsep.join([str(HERE), str(src)]),
+               PFSAVER_ONLY="1" if only else "0")
     status = 0
     for store in stores:
         env["PFSAVER_STORE"] = store
