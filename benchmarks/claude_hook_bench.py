@@ -2,6 +2,7 @@
 
 * harmless call (PreToolUse of `ls -la src && git status`): the plugin's hook command (hooks.json: `sh agentsnap-hook`, then
   `python -S plugin/hooks/agentsnap_quick.py`) vs the bare interpreter start `python3 -c pass`;
+* a harmless call the shortcut does not vouch for (`make test`: the full stdlib matcher decides) vs the same;
 * snapshotting call (PreToolUse of `rm -rf build` after one file changed): the same hook vs
   `git add -A && git commit` of the same change in a copy of the project.
 
@@ -80,9 +81,13 @@ def main() -> None:
         shutil.copytree(root, peer, symlinks=True)
         _timed(hook, stdin=_payload(root, "rm -rf build", 0), env=env, cwd=root)  # the first snapshot (store creation, .pyc files)
         _timed(hook, stdin=_payload(root, "ls", 0), env=env, cwd=root)
-        rows: dict[str, list[tuple[float, float]]] = {"harmless hook": [], "python3 -c pass": [], "snapshotting hook": [], "git add -A && git commit": []}
+        rows: dict[str, list[tuple[float, float]]] = {
+            "harmless hook": [], "unlisted harmless hook": [], "python3 -c pass": [], "snapshotting hook": [], "git add -A && git commit": []
+        }
+        load_before = os.getloadavg()
         for i in range(1, args.runs + 1):
             rows["harmless hook"].append(_timed(hook, stdin=_payload(root, "ls -la src && git status", i), env=env, cwd=root))
+            rows["unlisted harmless hook"].append(_timed(hook, stdin=_payload(root, "make test", i), env=env, cwd=root))
             rows["python3 -c pass"].append(_timed([sys.executable, "-c", "pass"], env=env, cwd=root))
             for tree in (root, peer):
                 (tree / "src" / "pkg1" / "mod1.py").write_text(f"# changed {i}\n")
@@ -91,10 +96,11 @@ def main() -> None:
                 _timed(f"git add -A && git -c user.name=b -c user.email=b@example.com commit -qm 'change {i}'", env=env, cwd=peer)
             )
     med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in rows.items()}
-    print(f"{args.files} files, median of {args.runs} runs (wall ms / CPU ms)\n")
+    load_after = os.getloadavg()
+    print(f"{args.files} files, median of {args.runs} runs (wall ms / CPU ms); load average {load_before[0]:.2f} before, {load_after[0]:.2f} after\n")
     print("| call | plugin hook | peer | wall ratio | CPU ratio |")
     print("|---|---|---|---|---|")
-    for mine, peer_name in (("harmless hook", "python3 -c pass"), ("snapshotting hook", "git add -A && git commit")):
+    for mine, peer_name in (("harmless hook", "python3 -c pass"), ("unlisted harmless hook", "python3 -c pass"), ("snapshotting hook", "git add -A && git commit")):
         (w, c), (pw, pc) = med[mine], med[peer_name]
         print(f"| {mine} vs {peer_name} | {w:.0f} / {c:.0f} | {pw:.0f} / {pc:.0f} | {w / pw:.2f}x | {c / pc:.2f}x |")
 

@@ -58,7 +58,7 @@ def test_a_harmless_call_is_answered_without_site_json_re_or_agentsnap(project: 
 
 
 def test_a_harmless_command_the_shortcut_does_not_know_goes_to_the_matcher_without_the_core(project: Path, transcript: Path) -> None:
-    imported, out = _hook_imports(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "python -m pytest -q"})
+    imported, out = _hook_imports(project, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "make test"})
     assert out == {} and "agentsnap_claude_code.matcher" in imported and "site" in imported
     assert not any(m.startswith("agentsnap_core") for m in imported)
 
@@ -92,6 +92,8 @@ TRICKY = [
     "git clean -fdx", "git", "find . -delete", "find . -exec rm {} +", "find . -execdir rm {} ;", "find . -fprint out", "find . -ok rm {} ;",
     "sort -o out in", "sort -uo out in", "sort --output=out in", "uniq a b", "tree -o out", "rg --pre rm x", "rg --pre=rm x", "bash -c 'ls'",
     "sudo ls", "env ls", "xargs ls", "/bin/ls", "l* -la", "ls\t-la", "echo café > x", "python3 -c 'print(1)'", "sed -n 1p x", "awk 1 x",
+    "pytest --basetemp=build", "python -m pytest --basetemp build", "python -m pip install x", "python script.py", "cargo fmt", "cargo",
+    "go fmt ./...", "go build -o existing.txt", "go test -o existing.txt", "npm run format", "npm install", "make clean", "cp a b",
 ]
 
 
@@ -106,6 +108,8 @@ READ_ONLY = [
     "git -C sub log -3", "git branch", "git branch -a", "git show HEAD:src/app.py", "find . -name '*.py' -type f", "wc -l src/*.py",
     "cd src && ls", "pwd", "rg -n TODO src", "sort data.txt | uniq -c", "du -sh . 2>/dev/null", "tree -L 2", "jq .name package.json",
     "which python3 2>&1", "diff a.txt b.txt", "stat -c %s README.md", "head -c 100 x; tail -n 5 y", "git rev-parse --show-toplevel",
+    "python -m pytest -q", "python3 -m pytest tests/test_x.py -k name 2>&1 | tail -20", "pytest -x", "cargo test --release", "cargo check",
+    "go test ./...", "go vet ./...", "npm test", "mkdir -p build/out", "touch existing.txt",
 ]
 
 

@@ -4,8 +4,9 @@ It answers the calls that are certainly harmless at the cost of a bare interpret
 (``-S``), and no module beyond what the interpreter has already loaded (no json, re, shlex, pathlib;
 the JSON is read with the C scanner the json package itself uses). Certainly harmless means: no
 agentsnap settings file applies, and the call is a read-only shell command from a short list
-(``ls``, ``cat``, ``grep``, ``git status`` ...) written without expansions or redirections, a
-Write/Edit of a file that does not exist yet, or a tool the hook does not watch.
+(``ls``, ``cat``, ``grep``, ``git status`` ...) or a test run (``pytest``, ``cargo test``, ``go test``,
+``npm test``) written without expansions or redirections, a Write/Edit of a file that does not exist
+yet, or a tool the hook does not watch.
 
 Anything else goes on, in the same process, to the helper's own entry point
 (``agentsnap_claude_code.gate``: the full matcher and the settings, still without agentsnap_core;
@@ -29,6 +30,8 @@ _READ_ONLY = frozenset(
     " cmp diff basename dirname realpath readlink id nl cut tr jq".split()
 )
 _GIT_READ_ONLY = frozenset("status log diff show rev-parse ls-files blame describe shortlog".split())
+# test and check runs: they write build and test output only (the helper's matcher has no rule for them either)
+_RUNS = {"cargo": ("test", "check"), "go": ("test", "vet"), "npm": ("test",)}
 _GIT_BRANCH_LIST = frozenset("-a -v -vv -r -l --all --list --remotes --verbose --show-current --no-color".split())
 _FIND_ACTIONS = ("-delete", "-exec", "-ok", "-fprint", "-fls")
 
@@ -94,6 +97,14 @@ def _read_only(words):
         return not any(a.startswith("-o") for a in args)
     if name == "find":
         return not any(a.startswith(_FIND_ACTIONS) for a in args)
+    if name in ("mkdir", "touch"):  # create, never overwrite content
+        return True
+    if name in ("python", "python3") and args[:2] == ["-m", "pytest"]:
+        name, args = "pytest", args[2:]
+    if name == "pytest":  # --basetemp DIR empties DIR first
+        return not any(a.startswith("--basetemp") for a in args)
+    if name in _RUNS:
+        return bool(args) and args[0] in _RUNS[name] and not any(a.startswith(("-o", "--out")) for a in args)
     if name == "git":
         while args[:1] == ["--no-pager"] or args[:1] == ["-C"]:
             args = args[1:] if args[0] == "--no-pager" else args[2:]
