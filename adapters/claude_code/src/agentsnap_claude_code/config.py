@@ -6,12 +6,10 @@ Read from ``<claude config dir>/agentsnap.json`` (user) and then ``<project>/.cl
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 from .matcher import RULES, Matcher
-from .paths import claude_config_dir
+from .paths import claude_config_dir, config_dir
 
 CONFIG_NAME = "agentsnap.json"
 
@@ -27,7 +25,8 @@ TURN_EVENTS = ("Stop", "UserPromptSubmit", "both", "off")
 
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # no typing import at run time: the hook's entry point reads settings on every call
+if TYPE_CHECKING:  # no typing (or pathlib) import at run time: the hook's entry point reads settings on every call
+    from pathlib import Path
     from typing import Any, TypedDict
 else:
     TypedDict = object
@@ -72,10 +71,11 @@ DEFAULTS: Settings = {
 }
 
 
-def config_files(project_dir: str | os.PathLike[str] | None) -> list[Path]:
-    files = [claude_config_dir() / CONFIG_NAME]
+def config_files(project_dir: str | os.PathLike[str] | None) -> list[str]:
+    """The settings files that apply to ``project_dir`` (user first, project last; either may be missing)."""
+    files = [os.path.join(config_dir(), CONFIG_NAME)]
     if project_dir:
-        files.append(Path(project_dir) / ".claude" / CONFIG_NAME)
+        files.append(os.path.join(os.fspath(project_dir), ".claude", CONFIG_NAME))
     return files
 
 
@@ -83,10 +83,13 @@ def load_settings(project_dir: str | os.PathLike[str] | None = None) -> Settings
     """Merged settings; a bad file raises :class:`InvalidInput` naming the file and key."""
     merged: dict[str, Any] = dict(DEFAULTS)
     for path in config_files(project_dir):
-        if not path.is_file():
+        if not os.path.isfile(path):
             continue
+        import json
+
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            with open(path, encoding="utf-8") as f:
+                data = json.loads(f.read())
         except (OSError, ValueError) as exc:
             raise InvalidInput(f"{path}: not valid JSON ({exc})") from None
         if not isinstance(data, dict):
@@ -144,5 +147,7 @@ def make_matcher(settings: Settings, cwd: str | None) -> Matcher:
 
 
 def log_path(settings: Settings | None = None) -> Path:
+    from pathlib import Path
+
     configured = (settings or DEFAULTS)["log_file"]
     return Path(configured).expanduser() if configured else claude_config_dir() / "agentsnap" / "hooks.log"

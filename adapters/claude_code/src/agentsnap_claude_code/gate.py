@@ -13,13 +13,13 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 
 from .config import DEFAULTS, InvalidInput, Settings, load_settings, make_matcher
 from .matcher import _name, _split, _tokens, _unwrap
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 EDIT_TOOLS = ("Write", "Edit", "NotebookEdit")
@@ -27,16 +27,27 @@ EDIT_TOOLS = ("Write", "Edit", "NotebookEdit")
 
 def project_root_for(cwd: str) -> Path:
     """The project: ``$CLAUDE_PROJECT_DIR`` if it holds ``cwd``, else the git root, else ``cwd``."""
-    here = Path(cwd).resolve()
+    from pathlib import Path
+
+    return Path(project_root(cwd))
+
+
+def project_root(cwd: str) -> str:
+    """:func:`project_root_for` as a string, with os.path alone (the hook's entry point imports no pathlib)."""
+    here = os.path.realpath(cwd)
     env = os.environ.get("CLAUDE_PROJECT_DIR")
     if env:
-        proj = Path(env).resolve()
-        if here == proj or proj in here.parents:
+        proj = os.path.realpath(env)
+        if here == proj or here.startswith(proj.rstrip(os.sep) + os.sep):
             return proj
-    for d in [here, *here.parents]:
-        if (d / ".git").exists():
+    d = here
+    while True:
+        if os.path.exists(os.path.join(d, ".git")):
             return d
-    return here
+        parent = os.path.dirname(d)
+        if parent == d:
+            return here
+        d = parent
 
 
 def is_agentsnap_snapshot(command: str) -> bool:
@@ -72,7 +83,7 @@ def needs_helper(payload: dict[str, Any], settings: Settings) -> bool:
         return is_agentsnap_snapshot(command) or bool(make_matcher(settings, cwd).findings(command))
     if tool in EDIT_TOOLS and settings["snapshot_on_edit"]:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
-        return isinstance(target, str) and (Path(cwd) / target).is_file()  # a new file: nothing to lose
+        return isinstance(target, str) and os.path.isfile(os.path.join(cwd, target))  # a new file: nothing to lose
     return False
 
 
@@ -90,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         payload = json.loads(text) if text.strip() else {}
         if isinstance(payload, dict):
             payload.setdefault("hook_event_name", event)
-            settings = load_settings(project_root_for(str(payload.get("cwd") or os.getcwd())))
+            settings = load_settings(project_root(str(payload.get("cwd") or os.getcwd())))
             if not needs_helper(payload, settings):
                 return 0
     except (ValueError, InvalidInput, OSError):
