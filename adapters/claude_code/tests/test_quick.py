@@ -9,10 +9,10 @@ harmless what the matcher calls destructive.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
+import types
 from pathlib import Path
 
 import pytest
@@ -21,10 +21,10 @@ from agentsnap_claude_code.matcher import Matcher
 from conftest import helper_env, payload, run_plugin_hook
 from test_matcher import TABLE
 
-spec = importlib.util.spec_from_file_location("agentsnap_quick", plugin_root() / "hooks" / "agentsnap_quick.py")
-assert spec and spec.loader
-quick = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(quick)
+QUICK = plugin_root() / "hooks" / "agentsnap_quick.py"
+quick = types.ModuleType("agentsnap_quick")  # executed, not imported: no __pycache__ inside the plugin folder
+quick.__file__ = str(QUICK)
+exec(compile(QUICK.read_text(encoding="utf-8"), str(QUICK), "exec"), quick.__dict__)
 
 HEAVY = ("site", "re", "json", "pathlib", "shlex", "typing", "agentsnap_claude_code", "agentsnap_core")
 
