@@ -143,3 +143,17 @@ def test_the_hook_command_that_install_writes_takes_the_same_shortcut(project: P
     assert out == "" and imported and "site" not in imported
     imported, out = run("rm -rf src", tool_use_id="toolu_q3")
     assert "site" in imported and "undo with: agentsnap-claude-code restore" in json.loads(out)["systemMessage"]
+
+
+def test_a_broken_helper_behind_the_shortcut_still_makes_a_destructive_command_ask(project: Path, transcript: Path, tmp_path: Path) -> None:
+    """The helper's package fails to import (shadowed by a broken one on PYTHONPATH): harmless calls pass, rm asks."""
+    broken = tmp_path / "broken" / "agentsnap_claude_code"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('half-upgraded install')\n")
+    env = helper_env(PYTHONPATH=str(broken.parent))
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", env=env, tool_name="Bash", tool_input={"command": "git status"})
+    assert out == {}
+    proc, out = run_plugin_hook(project, transcript, "PreToolUse", env=env, tool_name="Bash", tool_input={"command": "rm -rf src"})
+    spec = out["hookSpecificOutput"]
+    assert spec["permissionDecision"] == "ask" and "exit status 1" in spec["permissionDecisionReason"]
+    assert "half-upgraded install" in proc.stderr
