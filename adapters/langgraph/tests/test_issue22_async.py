@@ -121,6 +121,8 @@ async def test_no_store_code_runs_on_the_event_loop(store: Path) -> None:
                                    for t in range(4)))
             await graph.ainvoke({"messages": [HumanMessage(content="again", id="h0b")]}, cfg("t0"))
             assert [s async for s in graph.aget_state_history(cfg("t0"))]
+            await graph.aupdate_state(cfg("t0"), {"messages": [HumanMessage(content="edit", id="h0c")]})
+            assert (await graph.aget_state(cfg("t0"))).values["messages"][-1].content == "edit"
             async for _item in saver.alist(cfg("t0")):
                 break  # the generator is closed half-way: its cleanup must not run here either
             await saver.aprune(["t1"], strategy="keep_latest")
