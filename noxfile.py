@@ -166,7 +166,7 @@ def demo(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def merge_reference(session: nox.Session) -> None:
-    """TIES/DARE of agentsnap_core.modelmerge checked against mergekit 0.1.5 (with torch 2.13 CPU)."""
+    """TIES/DARE of agentsnap_core.operations.modelmerge checked against mergekit 0.1.5 (with torch 2.13 CPU)."""
     _install_core(session)
     session.install(*FIND_LINKS, "torch==2.13.0", "mergekit==0.1.5")
     session.env["AGENTSNAP_MERGEKIT"] = "1"
@@ -194,10 +194,11 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on everything, mypy on core/src."""
-    session.install("ruff==0.14.*", "mypy==1.18.*", "msgpack-types", "-e", str(CORE))
+    """ruff on everything, mypy on core/src, and the core's layers contract (import-linter, core/pyproject.toml)."""
+    session.install("ruff==0.14.*", "mypy==1.18.*", "msgpack-types", "import-linter==2.16", "-e", str(CORE))
     session.run("ruff", "check", str(ROOT))
     session.run("mypy", str(CORE / "src"))
+    session.run("lint-imports", "--config", str(CORE / "pyproject.toml"), "--no-cache")
 
 
 @nox.session(python=PYTHON)

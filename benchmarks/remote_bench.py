@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from agentsnap_core import Repo
-from agentsnap_core.remote import clone, push
+from agentsnap_core.operations.remote import clone, push
 from agentsnap_core.testing.servers import PostgresServer, SeaweedServer
 
 BUCKET = "bench"

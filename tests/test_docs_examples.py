@@ -63,11 +63,11 @@ NOT_RUN_HERE = {
     ("EFFECTS.md", 0): ("from agentsnap_core import Repo", "a sketch: smtp and agent are the reader's", "core/tests/test_effects.py"),
     ("FANOUT.md", 1): ("from agentsnap_core import Repo", "a sketch: solve, grade and send_email are the reader's; "
                        "examples/fanout_email.py is its runnable form", "core/tests/test_fanout.py"),
-    ("MERGE.md", 1): ("from agentsnap_core import Repo, merge", "a sketch: resolved_state, ours_id, a, b are the reader's",
+    ("MERGE.md", 1): ("from agentsnap_core import Repo\nfrom agentsnap_core.operations import merge", "a sketch: resolved_state, ours_id, a, b are the reader's",
                       "core/tests/test_merge.py"),
-    ("MERGE.md", 2): ("from agentsnap_core.merge_layers import LLMSummarizer", "needs an LLM client (client.complete)",
+    ("MERGE.md", 2): ("from agentsnap_core.operations.merge_layers import LLMSummarizer", "needs an LLM client (client.complete)",
                       "core/tests/test_merge_layers.py"),
-    ("SECURITY.md", 0): ("from agentsnap_core import Repo, crypto", "changes the key setup of a store; run with a real key",
+    ("SECURITY.md", 0): ("from agentsnap_core import Repo\nfrom agentsnap_core.format import crypto", "changes the key setup of a store; run with a real key",
                          "core/tests/test_crypto.py"),
     ("SECURITY.md", 1): ("crypto.generate_signing_key(", "writes ~/.agentsnap-signing.pem; url and origin are the reader's",
                          "core/tests/test_crypto.py"),
@@ -309,9 +309,10 @@ def test_sketches_not_run_parse_and_name_only_what_agentsnap_core_has() -> None:
                         importlib.import_module(f"{node.module}.{alias.name}")  # a submodule, or ImportError
                     modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
         if key == ("SECURITY.md", 1):  # continues the previous block: `crypto` from there
-            modules["crypto"] = "agentsnap_core.crypto"
+            modules["crypto"] = "agentsnap_core.format.crypto"
+            modules["remote"] = "agentsnap_core.operations.remote"
         if key == ("MERGE.md", 2):  # continues the Python section: `merge` from there
-            modules["merge"] = "agentsnap_core.merge"
+            modules["merge"] = "agentsnap_core.operations.merge"
         used = [(n.value.id, n.attr) for n in ast.walk(tree)
                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules]
         for name, attr in used:

@@ -27,7 +27,7 @@ def test_installed_adapters_are_discovered() -> None:
         assert name in by_name, f"{name} not discovered: {sorted(by_name)}"
         assert by_name[name]["dist"].startswith(dist), by_name[name]
         assert "agentsnap_handles" in by_name[name]["hooks"]
-    assert "agentsnap_core.defaults" in by_name
+    assert "agentsnap_core.plugins.defaults" in by_name
 
 
 def test_allow_list_limits_discovery() -> None:
@@ -35,4 +35,4 @@ def test_allow_list_limits_discovery() -> None:
     names = {p["name"] for p in plugins_json({"AGENTSNAP_PLUGINS": "langgraph"})}
     assert "langgraph" in names and "claude_code" not in names
     names = {p["name"] for p in plugins_json({"AGENTSNAP_PLUGINS": "none"})}
-    assert names == {"agentsnap_core.defaults"}
+    assert names == {"agentsnap_core.plugins.defaults"}

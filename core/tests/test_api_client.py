@@ -12,7 +12,7 @@ import agentsnap_core
 import pytest
 from agentsnap_core.client import session_ref
 from agentsnap_core.errors import InvalidInput, UnknownSnapshot
-from agentsnap_core.retention import SnapshotGone
+from agentsnap_core.repository.retention import SnapshotGone
 from click.testing import CliRunner
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import agentsnap_core
 import pytest
-from agentsnap_core.migrations import clear_migrations, migrate, version_key
+from agentsnap_core.format.migrations import clear_migrations, migrate, version_key
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,9 @@ from typing import Any
 
 import agentsnap_core
 import pytest
-from agentsnap_core import retention
 from agentsnap_core.cli import main
-from agentsnap_core.retention import SnapshotGone
+from agentsnap_core.repository import retention
+from agentsnap_core.repository.retention import SnapshotGone
 from click.testing import CliRunner
 
 DAY = 86400.0

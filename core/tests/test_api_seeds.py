@@ -21,8 +21,8 @@ from types import ModuleType
 
 import agentsnap_core
 import pytest
-from agentsnap_core.migrations import clear_migrations
-from agentsnap_core.retention import SnapshotGone
+from agentsnap_core.format.migrations import clear_migrations
+from agentsnap_core.repository.retention import SnapshotGone
 from click.testing import CliRunner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "api"

@@ -15,9 +15,9 @@ from typing import Any
 import agentsnap_core
 import pydantic
 import pytest
-from agentsnap_core.encoding import pack, unpack
 from agentsnap_core.errors import UnsafeSnapshot
-from agentsnap_core.snapshottable import decode_value, dump_state, encode_value
+from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.snapshottable import decode_value, dump_state, encode_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

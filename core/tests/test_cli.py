@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, content, world
+from agentsnap_core import Repo
 from agentsnap_core.cli import main
-from agentsnap_core.encoding import pack
-from agentsnap_core.objects import Kind
-from agentsnap_core.store import RefUpdate
+from agentsnap_core.format import content
+from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.objects import Kind
+from agentsnap_core.layers import world
+from agentsnap_core.stores.base import RefUpdate
 from click.testing import CliRunner
 from conftest import tree_fingerprint
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 from agentsnap_core import cli
 
-HEAVY = ["agentsnap_core.fanout", "agentsnap_core.remote", "agentsnap_core.ui", "agentsnap_core.client",
-         "agentsnap_core.merge", "asyncio"]
+HEAVY = ["agentsnap_core.operations.fanout", "agentsnap_core.operations.remote", "agentsnap_core.ui", "agentsnap_core.client",
+         "agentsnap_core.operations.merge", "asyncio"]
 
 
 def imported_after(args: list[str], cwd: Path) -> set[str]:
@@ -39,7 +39,7 @@ def test_version_and_status_import_no_verb_module(tmp_path: Path) -> None:
 
 def test_a_lazy_verb_runs_and_help_lists_every_verb(tmp_path: Path) -> None:
     loaded = imported_after(["du"], tmp_path)  # no store: a one-line error, but the verb's module was loaded
-    assert "agentsnap_core.retention_cli" in loaded and "agentsnap_core.fanout_cli" not in loaded
+    assert "agentsnap_core.cli.retention" in loaded and "agentsnap_core.cli.fanout" not in loaded
     proc = subprocess.run([sys.executable, "-m", "agentsnap_core", "--help"], capture_output=True, text=True, check=True)
     for verb in cli.LAZY_VERBS:
         assert f"\n  {verb} " in proc.stdout, verb

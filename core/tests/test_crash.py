@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 from agentsnap_core import Repo
-from agentsnap_core.merge import merge
-from agentsnap_core.objects import Kind
-from agentsnap_core.remote import add_remote, push
+from agentsnap_core.format.objects import Kind
+from agentsnap_core.operations.merge import merge
+from agentsnap_core.operations.remote import add_remote, push
 from agentsnap_core.testing.crashkit import Recorder, Scenario, disable_barrier, run_points
 
 LONG = os.environ.get("AGENTSNAP_LONG") == "1"

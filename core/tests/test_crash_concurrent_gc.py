@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap_core import Repo, content, localstore
-from agentsnap_core.encoding import pack
+from agentsnap_core import Repo
+from agentsnap_core.format import content
+from agentsnap_core.format.encoding import pack
+from agentsnap_core.stores import local as localstore
 from agentsnap_core.testing.concurrency import check_workload, run_workload
 
 LONG = os.environ.get("AGENTSNAP_LONG") == "1"
@@ -60,6 +62,27 @@ def test_gc_deletes_between_writers_check_and_refresh(repo: Repo, monkeypatch: p
     assert content.put_value(repo.objects, {"garbage": 2}) == oid
     monkeypatch.setattr(localstore, "_freshen", real)
     assert content.get_value(repo.objects, oid) == {"garbage": 2}
+
+
+def test_object_written_after_gc_read_the_refs_is_kept_however_long_gc_takes(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot writes an object after gc walked the roots and commits its ref before gc sweeps; gc's walk and
+    sweep then take longer than the grace period (a loaded machine). The object's age counts from gc's start, so it is
+    kept (it was deleted: the committed snapshot lost its trace layer, and verify said "missing")."""
+    from agentsnap_core.repository import maintenance
+
+    real_reachable, real_time = maintenance.reachable, time.time
+    written: list[str] = []
+
+    def slow_walk(*args: Any, **kw: Any) -> set[str]:
+        live = real_reachable(*args, **kw)
+        written.append(content.put_value(repo.objects, {"written during gc": 1}))  # after the roots were read
+        monkeypatch.setattr(time, "time", lambda: real_time() + 10.0)  # the sweep runs 10 s later
+        return live
+
+    monkeypatch.setattr(maintenance, "reachable", slow_walk)
+    repo.gc(grace_seconds=0.5)
+    monkeypatch.setattr(time, "time", real_time)
+    assert repo.objects.has(written[0])
 
 
 def test_unused_old_object_is_still_collected(repo: Repo) -> None:

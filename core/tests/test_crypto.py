@@ -6,11 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, objects
+from agentsnap_core import Repo
 from agentsnap_core.errors import EncryptedObject, InvalidInput, ObjectCorrupt, UntrustedSnapshot
-from agentsnap_core.remote import add_remote, push
+from agentsnap_core.format import objects
+from agentsnap_core.operations import remote
+from agentsnap_core.operations.remote import add_remote, push
 
-crypto = pytest.importorskip("agentsnap_core.crypto")
+crypto = pytest.importorskip("agentsnap_core.format.crypto")
 SECRET_TEXT = b"the launch codes are 0000 " * 50
 
 
@@ -104,7 +106,7 @@ def test_push_carries_only_ciphertext_and_a_keyholder_clones(tmp_path: Path, mon
     repo.close()
     remote_bytes = _all_stored(tmp_path / "remote")
     assert remote_bytes and b"launch codes" not in remote_bytes and b"to share" not in remote_bytes
-    from agentsnap_core.remote import clone
+    from agentsnap_core.operations.remote import clone
 
     clone_repo, _ = clone(str(tmp_path / "remote"), tmp_path / "clone")  # the key is in this process's env
     assert (tmp_path / "clone" / "plan.txt").read_bytes() == SECRET_TEXT
@@ -162,12 +164,12 @@ def test_clone_can_require_signatures(tmp_path: Path) -> None:
     repo.snapshot("signed")
     add_remote(repo, "origin", str(tmp_path / "remote"))
     push(repo, "origin")
-    clone_repo, _ = crypto.clone_verified(str(tmp_path / "remote"), tmp_path / "ok", [public])
+    clone_repo, _ = remote.clone_verified(str(tmp_path / "remote"), tmp_path / "ok", [public])
     assert (tmp_path / "ok" / "a.txt").read_text() == "a"
     assert public in crypto.trusted_keys(clone_repo)
     clone_repo.close()
     with pytest.raises(UntrustedSnapshot, match="untrusted key"):
-        crypto.clone_verified(str(tmp_path / "remote"), tmp_path / "refused", ["cd" * 32])
+        remote.clone_verified(str(tmp_path / "remote"), tmp_path / "refused", ["cd" * 32])
     assert not (tmp_path / "refused").exists()  # nothing left behind
     repo.close()
 
@@ -178,10 +180,10 @@ def test_pull_can_require_signatures(tmp_path: Path) -> None:
     origin.snapshot("signed base")
     add_remote(origin, "origin", str(tmp_path / "remote"))
     push(origin, "origin")
-    mine, _ = crypto.clone_verified(str(tmp_path / "remote"), tmp_path / "mine", [public])
+    mine, _ = remote.clone_verified(str(tmp_path / "remote"), tmp_path / "mine", [public])
     intruder = Repo.init(tmp_path / "intruder")  # pushes an unsigned snapshot on top
     add_remote(intruder, "origin", str(tmp_path / "remote"))
-    from agentsnap_core.remote import pull
+    from agentsnap_core.operations.remote import pull
 
     pull(intruder, "origin")
     (intruder.root / "a.txt").write_text("evil")
@@ -189,7 +191,7 @@ def test_pull_can_require_signatures(tmp_path: Path) -> None:
     push(intruder, "origin")
     before = mine.get("main").id
     with pytest.raises(UntrustedSnapshot, match="no signature"):
-        crypto.pull_verified(mine, "origin")
+        remote.pull_verified(mine, "origin")
     assert mine.get("main").id == before and (tmp_path / "mine" / "a.txt").read_text() == "a"
     for r in (origin, mine, intruder):
         r.close()

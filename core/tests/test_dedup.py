@@ -6,8 +6,9 @@ import os
 import random
 from pathlib import Path
 
-from agentsnap_core import Repo, objects
-from agentsnap_core.objects import Kind
+from agentsnap_core import Repo
+from agentsnap_core.format import objects
+from agentsnap_core.format.objects import Kind
 from conftest import store_size
 
 MB = 1024 * 1024

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from agentsnap_core import Repo
 from agentsnap_core.cli import main as cli
-from agentsnap_core.effects import (
+from agentsnap_core.layers.effects import (
     EffectBlocked,
     EffectInDoubt,
     Effects,
     effect,
     wrap_tool,
 )
-from agentsnap_core.effects_ledger import Ledger
+from agentsnap_core.layers.effects_ledger import Ledger
 from agentsnap_core.testing.effects import EffectsCase, MailAgent, Outbox, check_effects, reference_case
 from click.testing import CliRunner
 
@@ -61,7 +61,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     from agentsnap_core import Repo
-    from agentsnap_core.effects import Effects, effect, EffectDivergence
+    from agentsnap_core.layers.effects import Effects, effect, EffectDivergence
     from agentsnap_core.testing.effects import MailAgent, Outbox
 
     root, snap, outbox_path, variant, policy = sys.argv[1:6]
@@ -186,7 +186,7 @@ def test_fork_12_before_send_sends_nothing_until_one_branch_is_applied_then_exac
 
     tools = tmp_path / "mailtools.py"
     tools.write_text(
-        "import os\nfrom agentsnap_core.effects import effect\nfrom agentsnap_core.testing.effects import Outbox\n"
+        "import os\nfrom agentsnap_core.layers.effects import effect\nfrom agentsnap_core.testing.effects import Outbox\n"
         "@effect(name='send_email')\ndef send_email(to, body):\n    return Outbox(os.environ['OUTBOX']).send(to, body)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -217,7 +217,7 @@ def test_crash_between_intent_and_result_is_in_doubt_until_resolved(repo: Repo, 
         """
         import os, sys
         from agentsnap_core import Repo
-        from agentsnap_core.effects import Effects, effect
+        from agentsnap_core.layers.effects import Effects, effect
         from agentsnap_core.testing.effects import Outbox
         repo = Repo.open(sys.argv[1]); fx = Effects(repo); box = Outbox(sys.argv[2])
         @effect(session=fx)
@@ -536,7 +536,7 @@ def _fork_and_run(repo: Repo, snap: Any, outbox: Outbox, n: int, policy: str = "
 
 def test_fork_12_then_merge_one_branch_with_the_merge_engine_sends_exactly_one(repo: Repo, tmp_path: Path) -> None:
     """``merge attempt-7`` (a fast-forward) runs its deferred email; merging a sibling after it runs nothing."""
-    from agentsnap_core.merge import merge
+    from agentsnap_core.operations.merge import merge
 
     outbox = Outbox(tmp_path / "outbox.jsonl")
     fx = Effects(repo)
@@ -563,7 +563,7 @@ def test_fork_12_then_merge_one_branch_with_the_merge_engine_sends_exactly_one(r
 
 
 def test_merge_flags_an_irreversible_effect_that_ran_on_both_branches(repo: Repo, tmp_path: Path) -> None:
-    from agentsnap_core.merge import merge
+    from agentsnap_core.operations.merge import merge
 
     outbox = Outbox(tmp_path / "outbox.jsonl")
     fx = Effects(repo)
@@ -607,7 +607,7 @@ def test_a_call_running_in_another_process_is_reported_in_flight_not_rerun(repo:
         """
         import sys, time, pathlib
         from agentsnap_core import Repo
-        from agentsnap_core.effects import Effects, effect
+        from agentsnap_core.layers.effects import Effects, effect
         from agentsnap_core.testing.effects import Outbox
         repo = Repo.open(sys.argv[1]); fx = Effects(repo); box = Outbox(sys.argv[2])
         started, release = pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
@@ -652,7 +652,7 @@ APPLY_CHILD = textwrap.dedent(
     """
     import json, sys, time, pathlib
     from agentsnap_core import Repo
-    from agentsnap_core.effects import apply_deferred, Effects, effect, EffectInDoubt
+    from agentsnap_core.layers.effects import apply_deferred, Effects, effect, EffectInDoubt
     from agentsnap_core.testing.effects import Outbox
     root, outbox, go, mode, branch = sys.argv[1:6]
     repo = Repo.open(root); box = Outbox(outbox)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from agentsnap_core import Repo
 from agentsnap_core.cli import main as cli
-from agentsnap_core.effects import Effects, effect
-from agentsnap_core.effects_ledger import LEDGER_FILE, EffectKeyMissing, key_path, verify_ledger
+from agentsnap_core.layers.effects import Effects, effect
+from agentsnap_core.layers.effects_ledger import LEDGER_FILE, EffectKeyMissing, key_path, verify_ledger
 from agentsnap_core.testing.effects import Outbox
 from click.testing import CliRunner
 from test_effects import effects_key_home  # noqa: F401  (autouse: a private key dir per test)

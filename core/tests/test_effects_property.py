@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from agentsnap_core import Repo
-from agentsnap_core.effects import EffectDivergence, EffectInDoubt, Effects, apply_deferred, effect, resolve
-from agentsnap_core.effects_ledger import Ledger
+from agentsnap_core.layers.effects import EffectDivergence, EffectInDoubt, Effects, apply_deferred, effect, resolve
+from agentsnap_core.layers.effects_ledger import Ledger
 from agentsnap_core.testing.effects import Outbox
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

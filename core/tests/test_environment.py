@@ -1,7 +1,8 @@
 from __future__ import annotations
 
-from agentsnap_core import Repo, content
-from agentsnap_core.environment import REDACTED, redact_env
+from agentsnap_core import Repo
+from agentsnap_core.format import content
+from agentsnap_core.layers.environment import REDACTED, redact_env
 
 
 def test_secret_names_and_values_are_redacted() -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 from agentsnap_core import Repo
-from agentsnap_core.effects import Effects, effect
-from agentsnap_core.effects_ledger import Ledger
-from agentsnap_core.fanout import ForkContext, fanout, merge_winner, run_id
+from agentsnap_core.layers.effects import Effects, effect
+from agentsnap_core.layers.effects_ledger import Ledger
+from agentsnap_core.operations.fanout import ForkContext, fanout, merge_winner, run_id
 from agentsnap_core.testing.effects import Outbox
 from conftest import store_size
 
@@ -274,7 +274,7 @@ def test_email_in_every_fork_zero_during_fanout_exactly_one_after_merging_the_wi
 
 
 TOOLS = '''import os
-from agentsnap_core.effects import effect
+from agentsnap_core.layers.effects import effect
 from agentsnap_core.testing.effects import Outbox
 
 @effect(simulate=lambda to, body: {"status": "deferred"})
@@ -283,7 +283,7 @@ def send_email(to, body):
 '''
 AGENT = '''import os, sys
 from agentsnap_core import Repo
-from agentsnap_core.effects import Effects
+from agentsnap_core.layers.effects import Effects
 from fanout_tools import send_email
 i = int(os.environ["AGENTSNAP_FORK_INDEX"])
 with Repo.open() as repo, Effects(repo) as fx, fx.step(1):

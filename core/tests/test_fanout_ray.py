@@ -189,8 +189,8 @@ def test_ray_callable_agent_emails_deferred_in_every_fork_exactly_one_after_merg
     PostgreSQL): 0 emails while the forks run, exactly 1 when the winner is merged, the losers' never."""
     import ray
     import test_fanout
-    from agentsnap_core.effects_ledger import Ledger
-    from agentsnap_core.fanout import fanout, merge_winner
+    from agentsnap_core.layers.effects_ledger import Ledger
+    from agentsnap_core.operations.fanout import fanout, merge_winner
     from agentsnap_core.testing.effects import Outbox
 
     ray.cloudpickle.register_pickle_by_value(test_fanout)  # the agent and its tool travel to the workers by value
@@ -234,7 +234,7 @@ def test_ray_timed_out_forks_are_reported_the_rest_complete(
     longer than forks 1 and 3 need even on a busy 2-core machine, so no outcome depends on machine speed.
     """
     import ray
-    from agentsnap_core.fanout import fanout
+    from agentsnap_core.operations.fanout import fanout
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     for k, v in {**RAY_ENV, "AGENTSNAP_EFFECTS_KEY": KEY, "XDG_CONFIG_HOME": str(tmp_path / "config")}.items():

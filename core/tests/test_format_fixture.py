@@ -14,8 +14,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, objects
+from agentsnap_core import Repo
 from agentsnap_core.errors import UnsupportedFormat
+from agentsnap_core.format import objects
 from fixtures.make_store_v1 import tree  # the generator's own view of a tree: one definition
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store-v1"

@@ -17,10 +17,12 @@ from typing import Any
 import msgpack
 import pytest
 import zstandard
-from agentsnap_core import Repo, content, objects, world
-from agentsnap_core.encoding import pack, unpack
+from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.objects import HEADER, MAGIC, Kind
+from agentsnap_core.format import content, objects
+from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.objects import HEADER, MAGIC, Kind
+from agentsnap_core.layers import world
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -23,8 +23,9 @@ TARGET = textwrap.dedent(
     import atheris
 
     with atheris.instrument_imports(include=["agentsnap"]):
-        from agentsnap_core import objects, world
-        from agentsnap_core.encoding import unpack
+        from agentsnap_core.format import objects
+        from agentsnap_core.layers import world
+        from agentsnap_core.format.encoding import unpack
         from agentsnap_core.errors import AgentSnapError
 
     def one(data):

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 import zstandard
-from agentsnap_core import Repo, content, objects
-from agentsnap_core.encoding import DecodeError, pack
+from agentsnap_core import Repo
 from agentsnap_core.errors import (
     AgentSnapError,
     ObjectCorrupt,
@@ -29,9 +28,11 @@ from agentsnap_core.errors import (
     UnsafeSnapshot,
     UnsupportedFormat,
 )
-from agentsnap_core.localstore import LocalStore
-from agentsnap_core.objects import HEADER, MAGIC, Kind
-from agentsnap_core.store import RefUpdate
+from agentsnap_core.format import content, objects
+from agentsnap_core.format.encoding import DecodeError, pack
+from agentsnap_core.format.objects import HEADER, MAGIC, Kind
+from agentsnap_core.stores.base import RefUpdate
+from agentsnap_core.stores.local import LocalStore
 
 TALLY = {"rejected": 0, "restored": 0, "escapes": 0}
 Build = Callable[[Repo, Path, bool], Callable[[], Any]]

@@ -6,8 +6,9 @@ import os
 import random
 
 import pytest
-from agentsnap_core import InvalidInput, Repo, kvcache
-from agentsnap_core.kvcache import CacheMismatch
+from agentsnap_core import InvalidInput, Repo
+from agentsnap_core.layers import kvcache
+from agentsnap_core.layers.kvcache import CacheMismatch
 
 PAGE = 4
 FP = kvcache.fingerprint(

@@ -6,7 +6,8 @@ import os
 import struct
 
 import pytest
-from agentsnap_core import InvalidInput, Repo, modelweights
+from agentsnap_core import InvalidInput, Repo
+from agentsnap_core.layers import modelweights
 
 
 def tensors(seed: bytes = b"a") -> list[tuple[str, str, list[int], bytes]]:

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, content
-from agentsnap_core import merge as merge_mod
-from agentsnap_core.merge_world import has_markers
+from agentsnap_core import Repo
+from agentsnap_core.format import content
+from agentsnap_core.operations import merge as merge_mod
+from agentsnap_core.operations.merge_world import has_markers
 from conftest import tree_fingerprint
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from agentsnap_core import Repo, hookimpl, modelmerge
-from agentsnap_core import merge as merge_mod
-from agentsnap_core.merge import LayerMerge, register_layer_merger, unregister_layer_merger
-from agentsnap_core.merge_layers import LLMSummarizer, default_summary
+from agentsnap_core import Repo, hookimpl
+from agentsnap_core.operations import merge as merge_mod
+from agentsnap_core.operations import modelmerge
+from agentsnap_core.operations.merge import LayerMerge, register_layer_merger, unregister_layer_merger
+from agentsnap_core.operations.merge_layers import LLMSummarizer, default_summary
 from agentsnap_core.plugins import get_plugin_manager
 from safetensors.numpy import load as st_load
 from safetensors.numpy import save as st_save

@@ -1,4 +1,4 @@
-"""TIES and DARE (agentsnap_core.modelmerge) against hand-checked examples, the papers' definitions, and mergekit.
+"""TIES and DARE (agentsnap_core.operations.modelmerge) against hand-checked examples, the papers' definitions, and mergekit.
 
 The mergekit comparison runs in its own session, `nox -s merge_reference` (mergekit 0.1.5 beside
 torch 2.13 CPU); there AGENTSNAP_MERGEKIT=1 is set and a missing mergekit fails the test.
@@ -10,8 +10,8 @@ import os
 
 import numpy as np
 import pytest
-from agentsnap_core import modelmerge as mm
 from agentsnap_core.errors import InvalidInput
+from agentsnap_core.operations import modelmerge as mm
 from agentsnap_core.testing.servers import need_module
 
 

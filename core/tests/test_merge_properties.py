@@ -5,9 +5,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from agentsnap_core import Repo, content
-from agentsnap_core import merge as merge_mod
-from agentsnap_core.merge_world import has_markers, merge_text
+from agentsnap_core import Repo
+from agentsnap_core.format import content
+from agentsnap_core.operations import merge as merge_mod
+from agentsnap_core.operations.merge_world import has_markers, merge_text
 from conftest import tree_fingerprint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -15,10 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, content, objects
-from agentsnap_core.encoding import pack
-from agentsnap_core.objects import Kind
-from agentsnap_core.store import RefUpdate
+from agentsnap_core import Repo
+from agentsnap_core.format import content, objects
+from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.objects import Kind
+from agentsnap_core.stores.base import RefUpdate
 
 NOBODY = 65534
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap_core import Repo, hookimpl, hookspecs, plugins
+from agentsnap_core import Repo, hookimpl, plugins
+from agentsnap_core.plugins import hookspecs
 from agentsnap_core.testing import registered_plugin
 
 
@@ -127,7 +128,7 @@ def test_entry_point_discovery_and_allow_list(monkeypatch: pytest.MonkeyPatch) -
         plugins.reset_plugin_manager()
         monkeypatch.delenv("AGENTSNAP_PLUGINS", raising=False)
         names = {p["name"] for p in plugins.list_plugins()}
-        assert {"alpha", "beta", "agentsnap_core.defaults"} <= names
+        assert {"alpha", "beta", "agentsnap_core.plugins.defaults"} <= names
         plugins.get_plugin_manager()  # idempotent
         assert len([p for p in plugins.list_plugins() if p["name"] == "alpha"]) == 1
 
@@ -138,7 +139,7 @@ def test_entry_point_discovery_and_allow_list(monkeypatch: pytest.MonkeyPatch) -
 
         plugins.reset_plugin_manager()
         monkeypatch.setenv("AGENTSNAP_PLUGINS", "none")
-        assert {p["name"] for p in plugins.list_plugins()} == {"agentsnap_core.defaults"}
+        assert {p["name"] for p in plugins.list_plugins()} == {"agentsnap_core.plugins.defaults"}
     finally:
         plugins.reset_plugin_manager()
 
@@ -151,6 +152,16 @@ def test_plugins_doc_lists_every_hook() -> None:
     specs = {n for n, _ in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("agentsnap_")}
     listed = set(re.findall(r"^\| `(agentsnap_\w+)` \|", doc, re.M))
     assert listed == specs, f"missing from docs/PLUGINS.md: {specs - listed}; not hooks: {listed - specs}"
+
+
+def test_plugins_doc_lists_every_context_key() -> None:
+    """docs/PLUGINS.md's context table names every HookContext key, and no key HookContext does not have."""
+    import re
+
+    doc = (Path(__file__).parents[2] / "docs" / "PLUGINS.md").read_text()
+    keys = set(hookspecs.HookContext.__annotations__)
+    listed = set(re.findall(r"^\| `([a-z_]+)` \| `", doc, re.M)) - {n for n in dir(hookspecs) if n.startswith("agentsnap_")}
+    assert listed == keys, f"missing from docs/PLUGINS.md: {keys - listed}; not context keys: {listed - keys}"
 
 
 def test_a_plugin_with_a_misspelt_hook_is_refused_by_name() -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from agentsnap_core import Repo, world
+from agentsnap_core import Repo
+from agentsnap_core.layers import world
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def test_racily_clean_rewrite_is_captured(repo: Repo, coarse_filesystem: None) -
     assert a != b
     snap = repo.get("HEAD")
     entries = {e[0]: e for e in repo.world_entries(snap)}
-    from agentsnap_core import content
+    from agentsnap_core.format import content
 
     assert content.get_bytes(repo.objects, entries["notes.txt"][4]) == b"bbbb"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentsnap_core.redact import REDACTED, is_secret_key, redact, redact_text
+from agentsnap_core.layers.redact import REDACTED, is_secret_key, redact, redact_text
 
 PASS = "hunter2-Very-Secret"
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from agentsnap_core import Repo
-from agentsnap_core.remote import PushRejected, add_remote, clone, fetch, pull, push
+from agentsnap_core.operations.remote import PushRejected, add_remote, clone, fetch, pull, push
 from agentsnap_core.stores import open_store
 
 
@@ -89,7 +89,7 @@ def test_effects_ledger_travels_with_push_and_clone(
     tmp_path: Path, remote_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A tool call recorded before the push is replayed (not re-run) by the clone; its ledger verifies."""
-    from agentsnap_core.effects import Effects
+    from agentsnap_core.layers.effects import Effects
 
     monkeypatch.setenv("AGENTSNAP_EFFECTS_KEY", "remote-test-key-0123456789abcdef")
     src = make_agent(tmp_path / "a")
@@ -195,7 +195,7 @@ _KILLER = textwrap.dedent(
     """
     import os, signal, sys
     from agentsnap_core import Repo
-    from agentsnap_core.remote import push
+    from agentsnap_core.operations.remote import push
 
     repo = Repo.open(sys.argv[1])
     stop_after = int(sys.argv[3])

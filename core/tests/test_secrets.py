@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from agentsnap_core import Repo
-from agentsnap_core.world import is_secret_file
+from agentsnap_core.layers.world import is_secret_file
 
 SECRET_FILES = [
     ".env", ".env.local", "config/.env.production", "certs/server.pem", "keys/id_rsa", "keys/id_ed25519.pub",
@@ -87,7 +87,7 @@ def _dirty_snapshot(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_scan_reports_secrets_in_every_layer_without_printing_them(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentsnap_core.scan import scan_snapshot
+    from agentsnap_core.operations.scan import scan_snapshot
 
     oid = _dirty_snapshot(repo, monkeypatch)
     report = scan_snapshot(repo, oid)
@@ -107,7 +107,7 @@ def test_scan_reports_secrets_in_every_layer_without_printing_them(repo: Repo, m
 
 
 def test_scan_of_a_default_snapshot_is_clean(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
-    from agentsnap_core.scan import scan_snapshot
+    from agentsnap_core.operations.scan import scan_snapshot
 
     (repo.root / ".env").write_text(f"OPENAI_API_KEY={TOKEN}\n")  # excluded by default
     (repo.root / "app.py").write_text("API_URL = 'https://example.com'\npassword = input()\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from agentsnap_core import RefConflict, Repo, UnsupportedFormat
 from agentsnap_core.errors import TreeBusy
-from agentsnap_core.localstore import LocalStore
-from agentsnap_core.objects import Kind, encode
+from agentsnap_core.format.objects import Kind, encode
+from agentsnap_core.stores.local import LocalStore
 from agentsnap_core.testing.store_contract import StoreContract
 
 
@@ -30,7 +30,7 @@ def test_newer_store_format_is_refused_by_name(tmp_path: Path) -> None:
 
 
 def test_newer_object_format_is_refused_by_name(tmp_path: Path) -> None:
-    from agentsnap_core import objects
+    from agentsnap_core.format import objects
 
     oid, stored = encode(Kind.BLOB, b"x" * 100)
     future = stored[:3] + bytes([9]) + stored[4:]
@@ -40,7 +40,8 @@ def test_newer_object_format_is_refused_by_name(tmp_path: Path) -> None:
 
 def test_decompression_is_bounded(tmp_path: Path) -> None:
     import zstandard
-    from agentsnap_core import ObjectCorrupt, objects
+    from agentsnap_core import ObjectCorrupt
+    from agentsnap_core.format import objects
 
     bomb = zstandard.ZstdCompressor().compress(b"\0" * (8 * 1024 * 1024))
     header = objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, Kind.BLOB, 1, 100)  # lies about its size

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentsnap_core.objects import Kind
-from agentsnap_core.store import ObjectStore, RefStore, RefUpdate
+from agentsnap_core.format.objects import Kind
 from agentsnap_core.stores import mask_url, open_store
+from agentsnap_core.stores.base import ObjectStore, RefStore, RefUpdate
 from agentsnap_core.stores.postgres import SCHEMA_VERSION, PostgresDB
 from agentsnap_core.testing.store_contract import StoreContract
 
@@ -162,8 +162,8 @@ def test_effects_ledger_storage_is_append_only_with_one_winner(kind: str, tmp_pa
 
 @pytest.mark.parametrize("kind", ["postgres", "s3"])
 def test_batch_index_matches_single_rows(kind: str, request: pytest.FixtureRequest) -> None:
-    from agentsnap_core import objects
-    from agentsnap_core.store import SnapshotRow
+    from agentsnap_core.format import objects
+    from agentsnap_core.stores.base import SnapshotRow
 
     store = open_store(str(request.getfixturevalue(f"{kind}_url")), create=True)
     try:

@@ -16,8 +16,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, content, objects, world
+from agentsnap_core import Repo
 from agentsnap_core.cli import main
+from agentsnap_core.format import content, objects
+from agentsnap_core.layers import world
 from click.testing import CliRunner
 from trust_kit import cli, commit_tree, new_work
 
@@ -70,7 +72,7 @@ def test_verify_reports_a_tree_size_that_differs_from_the_stored_content(work: P
 TRUNCATE_DURING_READ = textwrap.dedent(
     """
     import os, sys
-    from agentsnap_core import objects
+    from agentsnap_core.format import objects
     from agentsnap_core.cli import main
 
     real_cut = objects.cut

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from agentsnap_core import Repo
-from agentsnap_core.effects import Effects
+from agentsnap_core.layers.effects import Effects
 from trust_kit import cli
 
 MAILTOOL = textwrap.dedent(
     """
     import json, os
-    from agentsnap_core.effects import effect
+    from agentsnap_core.layers.effects import effect
 
     @effect(name="send_email", simulate=lambda to, body: {"status": "deferred"})
     def send_email(to, body):
@@ -77,8 +77,8 @@ def test_lost_ledger_is_detected_when_the_tool_runs_again(mail, tmp_path: Path, 
     """A restored agent re-issuing a sent email must not send it again when the ledger lost its record."""
     import sqlite3
 
-    from agentsnap_core.effects import EffectInDoubt
-    from agentsnap_core.effects_ledger import LEDGER_FILE
+    from agentsnap_core.layers.effects import EffectInDoubt
+    from agentsnap_core.layers.effects_ledger import LEDGER_FILE
 
     work = tmp_path / "work"
     repo = Repo.init(work)

@@ -15,7 +15,7 @@ from trust_kit import cli, new_work
 SLOW_RESTORE = textwrap.dedent(
     """
     import os, sys, time
-    from agentsnap_core import world
+    from agentsnap_core.layers import world
     from agentsnap_core.cli import main
 
     real = world.materialize

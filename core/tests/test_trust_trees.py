@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentsnap_core import Repo, content
-from agentsnap_core.encoding import pack
-from agentsnap_core.objects import Kind
-from agentsnap_core.store import RefUpdate
+from agentsnap_core import Repo
+from agentsnap_core.format import content
+from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.objects import Kind
+from agentsnap_core.stores.base import RefUpdate
 from trust_kit import cli, commit_tree, new_work
 
 

@@ -7,8 +7,8 @@ import os
 import pytest
 from agentsnap_core import ObjectCorrupt, Repo
 from agentsnap_core.cli import main
-from agentsnap_core.objects import Kind
-from agentsnap_core.store import RefUpdate
+from agentsnap_core.format.objects import Kind
+from agentsnap_core.stores.base import RefUpdate
 from click.testing import CliRunner
 
 
@@ -70,7 +70,7 @@ def test_ref_to_missing_object_is_caught(repo: Repo) -> None:
 def test_refs_cannot_be_pointed_at_missing_objects(repo: Repo) -> None:
     _populated(repo)
     from agentsnap_core import AgentSnapError
-    from agentsnap_core.objects import digest
+    from agentsnap_core.format.objects import digest
 
     with pytest.raises(AgentSnapError, match="missing object"):
         repo.update_refs([RefUpdate("refs/heads/x", digest(Kind.MANIFEST, b"nope"), None)], "bad")

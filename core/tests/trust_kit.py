@@ -31,10 +31,12 @@ def new_work(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
 def commit_tree(root: Path, entries: list[list[Any]], message: str = "crafted") -> str:
     """Move main to a child of HEAD whose world tree is ``entries`` as given (what a crafted, foreign or old
     snapshot may hold: no validation on the way in); return the new snapshot id."""
-    from agentsnap_core import Repo, content, world
-    from agentsnap_core.encoding import pack, pack_plain
-    from agentsnap_core.objects import Kind
-    from agentsnap_core.store import RefUpdate
+    from agentsnap_core import Repo
+    from agentsnap_core.format import content
+    from agentsnap_core.format.encoding import pack, pack_plain
+    from agentsnap_core.format.objects import Kind
+    from agentsnap_core.layers import world
+    from agentsnap_core.stores.base import RefUpdate
 
     with Repo.open(root) as repo:
         snap = repo.get("HEAD")

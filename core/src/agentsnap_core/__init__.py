@@ -7,6 +7,7 @@ hook - does not pay for the Python API's asyncio client and every layer at start
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -21,12 +22,12 @@ _EXPORTS = {
          "StoreNotFound", "TargetNotEmpty", "UnknownSnapshot", "UnsafeSnapshot", "UnsupportedFormat"),
         "errors",
     ),
-    "hookimpl": "hookspecs",
-    **dict.fromkeys(("MigrationError", "register_migration"), "migrations"),
-    **dict.fromkeys(("Repo", "Snapshot"), "repo"),
-    "SnapshotGone": "retention",
+    "hookimpl": "plugins.hookspecs",
+    **dict.fromkeys(("MigrationError", "register_migration"), "format.migrations"),
+    **dict.fromkeys(("Repo", "Snapshot"), "repository.repo"),
+    "SnapshotGone": "repository.retention",
     **dict.fromkeys(("AutoSnapshot", "auto_snapshot", "checkpoint", "rollback"), "rollback"),
-    **dict.fromkeys(("Snapshottable", "SupportsStateDict", "UnsupportedValue", "register_type"), "snapshottable"),
+    **dict.fromkeys(("Snapshottable", "SupportsStateDict", "UnsupportedValue", "register_type"), "format.snapshottable"),
 }
 
 __all__ = [
@@ -37,6 +38,66 @@ __all__ = [
     "register_type", "rollback", "__version__",
 ]
 assert set(__all__) == {*_EXPORTS, "__version__"}
+
+
+#: modules that moved in the layered layout (0.1.x: one flat package) -> where they live now. The old names keep
+#: working for one release: importing one gives the very same module object (monkeypatching it still works).
+MOVED_MODULES = {
+    "encoding": "format.encoding",
+    "objects": "format.objects",
+    "content": "format.content",
+    "crypto": "format.crypto",
+    "snapshottable": "format.snapshottable",
+    "migrations": "format.migrations",
+    "store": "stores.base",
+    "localstore": "stores.local",
+    "hookspecs": "plugins.hookspecs",
+    "defaults": "plugins.defaults",
+    "world": "layers.world",
+    "effects": "layers.effects",
+    "effects_ledger": "layers.effects_ledger",
+    "kvcache": "layers.kvcache",
+    "modelweights": "layers.modelweights",
+    "environment": "layers.environment",
+    "redact": "layers.redact",
+    "repo": "repository.repo",
+    "maintenance": "repository.maintenance",
+    "diffing": "repository.diffing",
+    "retention": "repository.retention",
+    "merge": "operations.merge",
+    "merge_layers": "operations.merge_layers",
+    "merge_world": "operations.merge_world",
+    "modelmerge": "operations.modelmerge",
+    "remote": "operations.remote",
+    "fanout": "operations.fanout",
+    "scan": "operations.scan",
+    "merge_cli": "cli.merge",
+    "effects_cli": "cli.effects",
+    "fanout_cli": "cli.fanout",
+    "remote_cli": "cli.remote",
+    "retention_cli": "cli.retention",
+}
+
+
+class _MovedModules:
+    """A meta path finder and loader (importlib.abc's protocols; not subclassed: importing importlib.abc costs more
+    than the CLI's whole start-up). Resolves ``agentsnap_core.<old name>`` to the module at its new place (see :data:`MOVED_MODULES`)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        old = fullname[len(__name__) + 1 :] if fullname.startswith(__name__ + ".") else None
+        if old not in MOVED_MODULES:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        return importlib.import_module(f"{__name__}.{MOVED_MODULES[spec.name[len(__name__) + 1 :]]}")
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """The module was executed at its new place."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 def __getattr__(name: str) -> Any:
@@ -66,8 +127,8 @@ sys.modules[__name__].__class__ = _Package
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
-    from .client import AsyncClient, Client, SnapshotInfo
-    from .errors import (
+    from agentsnap_core.client import AsyncClient, Client, SnapshotInfo
+    from agentsnap_core.errors import (
         AgentSnapError,
         AmbiguousId,
         InvalidInput,
@@ -80,9 +141,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         UnsafeSnapshot,
         UnsupportedFormat,
     )
-    from .hookspecs import hookimpl
-    from .migrations import MigrationError, register_migration
-    from .repo import Repo, Snapshot
-    from .retention import SnapshotGone
-    from .rollback import AutoSnapshot, auto_snapshot, checkpoint, rollback
-    from .snapshottable import Snapshottable, SupportsStateDict, UnsupportedValue, register_type
+    from agentsnap_core.format.migrations import MigrationError, register_migration
+    from agentsnap_core.format.snapshottable import Snapshottable, SupportsStateDict, UnsupportedValue, register_type
+    from agentsnap_core.plugins.hookspecs import hookimpl
+    from agentsnap_core.repository.repo import Repo, Snapshot
+    from agentsnap_core.repository.retention import SnapshotGone
+    from agentsnap_core.rollback import AutoSnapshot, auto_snapshot, checkpoint, rollback

@@ -1,3 +1,3 @@
-from .cli import main
+from agentsnap_core.cli import main
 
 main()

@@ -6,7 +6,7 @@ Every call works on an ordinary agentsnap store, so the CLI sees the same snapsh
   its first parent is the session's previous snapshot: a session is a branch, its timeline a walk;
 * ``meta`` holds ``session``, ``expires_at`` (TTL), ``tags``, the agent's ``class`` and the caller's ``user``
   metadata; a handoff's parents are ``[source, previous tip of the target session]``;
-* ``expire`` / ``delete`` mark the snapshot dead (:mod:`agentsnap_core.retention`): it leaves every query, its
+* ``expire`` / ``delete`` mark the snapshot dead (:mod:`agentsnap_core.repository.retention`): it leaves every query, its
   layers are reclaimed by ``gc``, its manifest stays while history descends from it.
 """
 
@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from .encoding import pack
-from .errors import AgentSnapError, InvalidInput, RefConflict, StoreNotFound, UnknownSnapshot
-from .plugins import get_plugin_manager
-from .repo import Repo, Snapshot
-from .retention import SnapshotGone, bury, death_of, refuse_dead, tombstones
+from agentsnap_core import plugins
+from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict, StoreNotFound, UnknownSnapshot
+from agentsnap_core.format.encoding import pack
+from agentsnap_core.repository.repo import Repo, Snapshot
+from agentsnap_core.repository.retention import SnapshotGone, bury, death_of, refuse_dead, tombstones
 
 __all__ = ["AsyncClient", "Client", "SnapshotInfo", "session_ref"]
 
@@ -135,8 +135,7 @@ class Client:
     # ---------------------------------------------------------------- save / restore
     def capture(self, agent: Any) -> dict[str, Any]:
         """The agent's layers, through whichever adapter handles it (pure, no store writes)."""
-        pm = get_plugin_manager()
-        layers = pm.hook.agentsnap_capture(obj=agent, context={"repo": self.repo, "pm": pm})
+        layers = plugins.capture(agent, self.repo)
         if layers is None:
             raise AgentSnapError(
                 f"no installed adapter handles {type(agent).__name__} objects; give it state_dict()/load_state_dict() "
@@ -186,7 +185,7 @@ class Client:
             if not all(isinstance(t, str) and t for t in tags):
                 raise InvalidInput(f"tags must be non-empty strings, not {list(tags)!r}")
             meta["tags"] = list(tags)
-        from .snapshottable import _class_name, is_typed
+        from agentsnap_core.format.snapshottable import _class_name, is_typed
 
         if is_typed(agent):
             meta["class"] = _class_name(type(agent))
@@ -215,15 +214,13 @@ class Client:
 
     def _apply(self, snap: Snapshot, layers: dict[str, Any], into: Any) -> Any:
         if into is None:
-            from .snapshottable import _blank, _find_class
+            from agentsnap_core.format.snapshottable import _blank, _find_class
 
             cls_ref = (snap.manifest.get("meta") or {}).get("class")
             if not cls_ref:
                 raise AgentSnapError(f"snapshot {snap.id[:12]} does not name a Snapshottable class; pass into=<agent>")
             into = _blank(_find_class(cls_ref, f"snapshot {snap.id[:12]}"))
-        pm = get_plugin_manager()
-        ctx = {"repo": self.repo, "pm": pm, "snapshot": snap, "trust_pickle": self.trust_pickle}
-        if not pm.hook.agentsnap_restore(obj=into, layers=layers, context=ctx):
+        if not plugins.restore(into, layers, self.repo, snapshot=snap, trust_pickle=self.trust_pickle):
             raise AgentSnapError(f"no installed adapter could restore into {type(into).__name__}")
         return into
 
@@ -329,14 +326,14 @@ class Client:
 
     def gc(self, grace_seconds: float = 3600.0) -> dict[str, Any]:
         """Reclaim the layers of dead snapshots (and anything unreachable) older than ``grace_seconds``."""
-        from .maintenance import gc
+        from agentsnap_core.repository.maintenance import gc
 
         return gc(self.repo, grace_seconds, now=self.clock())
 
     def verify(self) -> dict[str, Any]:
         """``agentsnap verify`` as of the client's clock: dead snapshots are tombstones, their layers may be gone."""
-        from .effects_ledger import verify_ledger
-        from .maintenance import verify
+        from agentsnap_core.layers.effects_ledger import verify_ledger
+        from agentsnap_core.repository.maintenance import verify
 
         report = verify(self.repo, now=self.clock())
         ledger = verify_ledger(self.repo)

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import AgentSnapError, InvalidInput
-from .plugins import get_plugin_manager
-from .repo import Repo
+from agentsnap_core import plugins
+from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.repository.repo import Repo
 
 __all__ = ["AutoSnapshot", "auto_snapshot", "checkpoint", "rollback"]
 
@@ -29,8 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _capture(agent: Any, repo: Repo | None) -> dict[str, Any]:
-    pm = get_plugin_manager()
-    layers = pm.hook.agentsnap_capture(obj=agent, context={"repo": repo, "pm": pm})
+    layers = plugins.capture(agent, repo)
     if layers is None:
         raise AgentSnapError(
             f"rollback cannot capture {type(agent).__name__}: no installed adapter handles it "
@@ -40,9 +39,8 @@ def _capture(agent: Any, repo: Repo | None) -> dict[str, Any]:
 
 
 def _restore(agent: Any, layers: dict[str, Any], repo: Repo | None) -> None:
-    pm = get_plugin_manager()
-    ctx = {"repo": repo, "pm": pm, "trust_pickle": True}  # the copy was made by this process
-    if not pm.hook.agentsnap_restore(obj=agent, layers=copy.deepcopy(layers), context=ctx):
+    # trust_pickle: the copy was made by this process
+    if not plugins.restore(agent, copy.deepcopy(layers), repo, trust_pickle=True):
         raise AgentSnapError(f"rollback could not restore {type(agent).__name__}")
 
 
@@ -181,7 +179,7 @@ class auto_snapshot:  # noqa: N801 - a policy object used like a function
         if not self.policy.tick(self.agent):
             return None
         if self.client is None:
-            from .client import Client
+            from agentsnap_core.client import Client
 
             self.client = Client()
         self.last = self.client.save(self.agent, agent_id=self.agent_id, session_id=self.session_id,
@@ -227,7 +225,7 @@ def checkpoint(
 
         def the_client() -> Any:
             if state["client"] is None:
-                from .client import Client
+                from agentsnap_core.client import Client
 
                 state["client"] = Client()
             return state["client"]

@@ -11,8 +11,8 @@ URL                                                    store
 
 The S3 endpoint comes from the ``endpoint`` query parameter, else ``AWS_ENDPOINT_URL``;
 credentials from boto3's usual chain (``AWS_ACCESS_KEY_ID``...) or ``key``/``secret`` parameters.
-Every store has ``.objects`` (:class:`~agentsnap_core.store.ObjectStore`), ``.refs``
-(:class:`~agentsnap_core.store.RefStore`), ``.url`` (password masked) and ``close()``.
+Every store has ``.objects`` (:class:`~agentsnap_core.stores.base.ObjectStore`), ``.refs``
+(:class:`~agentsnap_core.stores.base.RefStore`), ``.url`` (password masked) and ``close()``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .. import objects as objmod
-from ..errors import AgentSnapError
-from ..localstore import LocalStore
+from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.format import objects as objmod
+from agentsnap_core.stores.local import LocalStore
 
 __all__ = [
     "BoundStore",
@@ -116,11 +116,11 @@ def open_store(url: str | os.PathLike[str], create: bool = False) -> Store:
         except AgentSnapError as exc:
             raise StoreUnavailable(text, str(exc)) from None
     if scheme in ("postgresql", "postgres"):
-        from .postgres import open_postgres
+        from agentsnap_core.stores.postgres import open_postgres
 
         return open_postgres(text, create=create)
     if scheme == "s3":
-        from .s3 import S3Store
+        from agentsnap_core.stores.s3 import S3Store
 
         return S3Store(text, create=create)
     raise InvalidStoreURL(text, f"unknown scheme {scheme!r}")
@@ -204,7 +204,7 @@ def ledger_of(store: Any) -> Any:
     own = getattr(store, "effects_ledger", None)
     if callable(own):
         return own()
-    from ..effects_ledger import LEDGER_FILE, SqliteLedgerStore
+    from agentsnap_core.stores.ledger import LEDGER_FILE, SqliteLedgerStore
 
     return SqliteLedgerStore(Path(store.root) / LEDGER_FILE)
 

@@ -18,9 +18,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ..errors import ObjectMissing, RefConflict, UnsupportedFormat
-from ..store import ANY, ReflogEntry, RefUpdate, SnapshotRow
-from . import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+from agentsnap_core.errors import ObjectMissing, RefConflict, UnsupportedFormat
+from agentsnap_core.stores import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow
 
 #: the pool logs every failed reconnect; with no logging configured Python prints each one to stderr, which
 #: buries the one line the CLI gives (the error that reaches the caller says it once). Configured logging still sees them.
@@ -135,7 +135,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class PostgresRefs:
-    """:class:`~agentsnap_core.store.RefStore` on PostgreSQL."""
+    """:class:`~agentsnap_core.stores.base.RefStore` on PostgreSQL."""
 
     def __init__(self, db: PostgresDB) -> None:
         self.db = db
@@ -262,7 +262,7 @@ class PostgresRefs:
 
 
 class PostgresObjects(EncodedObjects):
-    """:class:`~agentsnap_core.store.ObjectStore` in a ``bytea`` table (stored bytes, as on disk).
+    """:class:`~agentsnap_core.stores.base.ObjectStore` in a ``bytea`` table (stored bytes, as on disk).
 
     Every put commits on its own, so :meth:`barrier` has nothing to do.
     """
@@ -326,7 +326,7 @@ class PostgresObjects(EncodedObjects):
 
 
 class PostgresLedgerStore:
-    """The effects ledger (:class:`agentsnap_core.effects_ledger.LedgerStore`) in two tables."""
+    """The effects ledger (:class:`agentsnap_core.stores.ledger.LedgerStore`) in two tables."""
 
     def __init__(self, db: PostgresDB) -> None:
         self.db = db
@@ -378,7 +378,7 @@ class PostgresStore:
         self.objects: Any
         self.object_store: Any = None
         if "objects" in params:
-            from .s3 import S3Store
+            from agentsnap_core.stores.s3 import S3Store
 
             if not params["objects"].startswith("s3://"):
                 self.db.close()

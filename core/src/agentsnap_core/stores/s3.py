@@ -26,11 +26,11 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from .. import objects as objmod
-from ..errors import ObjectMissing, RefConflict, UnsupportedFormat
-from ..localstore import STORE_FORMAT
-from ..store import ANY, ReflogEntry, RefUpdate, SnapshotRow
-from . import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+from agentsnap_core.errors import ObjectMissing, RefConflict, UnsupportedFormat
+from agentsnap_core.format import objects as objmod
+from agentsnap_core.stores import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
+from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow
+from agentsnap_core.stores.local import STORE_FORMAT
 
 _PARALLEL = 16
 
@@ -150,7 +150,7 @@ class S3Store:
 
 
 class S3Objects(EncodedObjects):
-    """:class:`~agentsnap_core.store.ObjectStore` on S3: ``objects/ab/cdef...``."""
+    """:class:`~agentsnap_core.stores.base.ObjectStore` on S3: ``objects/ab/cdef...``."""
 
     def __init__(self, store: S3Store) -> None:
         self.s3 = store
@@ -230,7 +230,7 @@ class S3Objects(EncodedObjects):
 
 
 class S3Refs:
-    """:class:`~agentsnap_core.store.RefStore` as a log of conditional writes (see the module docstring)."""
+    """:class:`~agentsnap_core.stores.base.RefStore` as a log of conditional writes (see the module docstring)."""
 
     def __init__(self, store: S3Store) -> None:
         self.s3 = store
@@ -378,7 +378,7 @@ class S3Refs:
 
 
 class S3LedgerStore:
-    """The effects ledger (:class:`agentsnap_core.effects_ledger.LedgerStore`) as ``ledger/<idx>`` keys.
+    """The effects ledger (:class:`agentsnap_core.stores.ledger.LedgerStore`) as ``ledger/<idx>`` keys.
 
     Entry ``idx`` is written with ``If-None-Match: *`` and carries the seal written with it, so an
     append and its seal are one atomic write, and two appenders cannot both take one index.

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..plugins import get_plugin_manager
-from ..repo import Repo
+from agentsnap_core.plugins import get_plugin_manager
+from agentsnap_core.repository.repo import Repo
 
 __all__ = ["AdapterCase", "CheckResult", "Report", "check_adapter", "assert_conformance", "registered_plugin"]
 

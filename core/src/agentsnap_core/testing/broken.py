@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hookspecs import hookimpl
-from ..plugins import get_plugin_manager
-from . import AdapterCase
+from agentsnap_core.plugins import get_plugin_manager
+from agentsnap_core.plugins.hookspecs import HookContext, hookimpl
+from agentsnap_core.testing import AdapterCase
 
 
 class ForgetfulAgent:
@@ -26,11 +26,11 @@ class BrokenPlugin:
         return "broken" if isinstance(obj, ForgetfulAgent) else None
 
     @hookimpl
-    def agentsnap_capture_state(self, obj: Any, context: dict[str, Any]) -> Any:
+    def agentsnap_capture_state(self, obj: Any, context: HookContext) -> Any:
         return {"value": obj.value} if isinstance(obj, ForgetfulAgent) else None
 
     @hookimpl
-    def agentsnap_restore_state(self, obj: Any, state: Any, context: dict[str, Any]) -> bool | None:
+    def agentsnap_restore_state(self, obj: Any, state: Any, context: HookContext) -> bool | None:
         return True if isinstance(obj, ForgetfulAgent) else None  # the bug: claims success, restores nothing
 
 

@@ -17,8 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..errors import RefConflict
-from ..store import RefUpdate
+from agentsnap_core.errors import RefConflict
+from agentsnap_core.stores.base import RefUpdate
 
 SHARED = "refs/heads/shared"
 COUNTER = "refs/heads/counter"
@@ -26,7 +26,7 @@ SETUP = "concurrency: setup"
 
 
 def _open(root: str, store_url: str | None, worker: int) -> Any:
-    from ..repo import Repo
+    from agentsnap_core.repository.repo import Repo
 
     if store_url is None:
         return Repo.open(root)  # every worker on the same directory store

@@ -75,7 +75,7 @@ class Recorder:
     # ------------------------------------------------------------ patches
     def install(self) -> None:
         """Patch the calls in this (child) process; irreversible, so only ever call it in a child."""
-        from .. import localstore
+        from agentsnap_core.stores import local as localstore
 
         rec = self
         real = {n: getattr(os, n) for n in ("write", "fsync", "replace", "rename", "unlink", "remove")}
@@ -395,7 +395,7 @@ def run_points(
 
 def disable_barrier() -> None:
     """Control for the power-loss mode: a store that never makes objects durable before a ref names them."""
-    from ..localstore import LocalObjects
+    from agentsnap_core.stores.local import LocalObjects
 
     LocalObjects.barrier = lambda self: None  # type: ignore[method-assign]
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..effects import EffectDivergence, Effects, apply_deferred, effect, wrap_tool
-from ..repo import Repo
-from . import CheckResult, Report, _check
+from agentsnap_core.layers.effects import EffectDivergence, Effects, apply_deferred, effect, wrap_tool
+from agentsnap_core.repository.repo import Repo
+from agentsnap_core.testing import CheckResult, Report, _check
 
 __all__ = ["EffectsCase", "Outbox", "MailAgent", "check_effects", "assert_effects", "reference_case"]
 
@@ -60,7 +60,7 @@ class EffectsCase:
     Attributes:
         name: shown in reports.
         make: ``make(send, fx)`` returns a fresh agent whose email tool calls ``send(to, body)``; the adapter
-            wraps its framework tool object with :func:`agentsnap_core.effects.wrap_tool` (``session=fx``).
+            wraps its framework tool object with :func:`agentsnap_core.layers.effects.wrap_tool` (``session=fx``).
         step: ``step(agent, i, variant)`` runs step ``i`` of the loop (the kit sets the position with
             ``fx.step(i)``); at ``send_step`` the agent must call the tool with a body that contains
             ``variant`` (``""`` normally, ``"!"`` when the kit asks for a regenerated argument).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import AdapterCase
+from agentsnap_core.testing import AdapterCase
 
 
 class CounterAgent:

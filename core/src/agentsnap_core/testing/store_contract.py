@@ -1,8 +1,8 @@
 """Contract tests every store implementation runs (dulwich's ``ObjectStoreTests`` pattern).
 
 Subclass :class:`StoreContract` in a test module and provide a ``store`` fixture returning an
-object with ``.objects`` (:class:`~agentsnap_core.store.ObjectStore`) and ``.refs``
-(:class:`~agentsnap_core.store.RefStore`)::
+object with ``.objects`` (:class:`~agentsnap_core.stores.base.ObjectStore`) and ``.refs``
+(:class:`~agentsnap_core.stores.base.RefStore`)::
 
     class TestMyStore(StoreContract):
         @pytest.fixture
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from .. import objects
-from ..errors import ObjectCorrupt, ObjectMissing, RefConflict
-from ..objects import Kind
-from ..store import ANY, RefUpdate, SnapshotRow
+from agentsnap_core.errors import ObjectCorrupt, ObjectMissing, RefConflict
+from agentsnap_core.format import objects
+from agentsnap_core.format.objects import Kind
+from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 
 
 class StoreContract:

@@ -6,6 +6,6 @@ The server is the standard library's; the page is plain HTML/JS/CSS shipped in `
 
 from __future__ import annotations
 
-from .server import UIServer, make_server
+from agentsnap_core.ui.server import UIServer, make_server
 
 __all__ = ["UIServer", "make_server"]

@@ -1,6 +1,6 @@
 """The data behind ``agentsnap ui``: paged snapshot lists, one snapshot's layers and per-layer diffs.
 
-Every function takes an open :class:`~agentsnap_core.repo.Repo` and plain, already validated arguments, and
+Every function takes an open :class:`~agentsnap_core.repository.repo.Repo` and plain, already validated arguments, and
 returns JSON-ready data (shapes in docs/UI.md). Nothing here touches the file system outside the store's
 own API: snapshots are named by hex ids only, layers by the names their manifest lists.
 """
@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ..diffing import _env, _file_bytes, diff_mapping, diff_trace, diff_worlds, unified
-from ..errors import InvalidInput, UnknownSnapshot
-from ..repo import Repo, Snapshot, check_ref_name
+from agentsnap_core.errors import InvalidInput, UnknownSnapshot
+from agentsnap_core.repository.diffing import _env, _file_bytes, diff_mapping, diff_trace, diff_worlds, unified
+from agentsnap_core.repository.repo import Repo, Snapshot, check_ref_name
 
 API_VERSION = 1
 DEFAULT_PAGE = 100
@@ -266,7 +266,7 @@ def layer(repo: Repo, spec: str, name: str, *, offset: int = 0, limit: int | Non
 # ---------------------------------------------------------------------------------------------- effects
 def _ledger(repo: Repo) -> Any:
     try:
-        from ..effects_ledger import Ledger
+        from agentsnap_core.layers.effects_ledger import Ledger
     except ImportError:  # pragma: no cover - the effects module is part of core today
         return None
     led = Ledger.for_repo(repo)

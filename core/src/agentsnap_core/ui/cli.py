@@ -7,8 +7,8 @@ import webbrowser
 
 import click
 
-from ..cli import JSON_VERSION, emit, json_opt, open_repo, register
-from ..errors import AgentSnapError
+from agentsnap_core.cli import JSON_VERSION, emit, json_opt, open_repo, register
+from agentsnap_core.errors import AgentSnapError
 
 
 @click.command("ui")
@@ -19,7 +19,7 @@ from ..errors import AgentSnapError
 @click.pass_context
 def ui(ctx: click.Context, port: int, no_open: bool, verbose: bool, as_json: bool) -> None:
     """Browse snapshots, forks and diffs in a local web page (read-only; the URL carries a secret token)."""
-    from .server import make_server
+    from agentsnap_core.ui.server import make_server
 
     repo = open_repo(ctx)
     try:

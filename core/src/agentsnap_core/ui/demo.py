@@ -10,10 +10,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..effects import Effects
-from ..errors import AgentSnapError
-from ..merge import merge
-from ..repo import Repo
+from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.layers.effects import Effects
+from agentsnap_core.operations.merge import merge
+from agentsnap_core.repository.repo import Repo
 
 
 @dataclass

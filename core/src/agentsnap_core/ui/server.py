@@ -21,9 +21,16 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..errors import AgentSnapError, AmbiguousId, InvalidInput, InvalidRefName, ObjectMissing, UnknownSnapshot
-from ..repo import Repo
-from . import api
+from agentsnap_core.errors import (
+    AgentSnapError,
+    AmbiguousId,
+    InvalidInput,
+    InvalidRefName,
+    ObjectMissing,
+    UnknownSnapshot,
+)
+from agentsnap_core.repository.repo import Repo
+from agentsnap_core.ui import api
 
 HOST = "127.0.0.1"
 TOKEN_HEADER = "X-Agentsnap-Token"

@@ -1,0 +1,174 @@
+"""``agentsnap push / pull / fetch / clone / remote``: share snapshots through a remote store."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from agentsnap_core.cli import JSON_VERSION, emit, json_opt, open_repo, register, short
+from agentsnap_core.operations import remote as remote_mod
+from agentsnap_core.stores import mask_url
+
+jobs_opt = click.option(
+    "-j", "--jobs", default=remote_mod.DEFAULT_JOBS, show_default=True, type=click.IntRange(1, 64),
+    help="Parallel object transfers.",
+)  # fmt: skip
+
+
+@contextmanager
+def _bar(label: str, as_json: bool) -> Iterator[remote_mod.TransferProgress | None]:
+    """A progress bar (objects and bytes) on a TTY; nothing otherwise."""
+    if as_json or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), DownloadColumn(), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, known: int, nbytes: int) -> None:
+            bar.update(task, completed=done, total=max(known, done) or None)
+
+        yield update
+
+
+def _report(verb: str, result: remote_mod.TransferResult, as_json: bool, extra: dict[str, Any] | None = None) -> None:
+    if as_json:
+        emit({"v": JSON_VERSION, "verb": verb, **result.as_dict(), **(extra or {})})
+        return
+    click.echo(
+        f"{verb} {result.url}: {result.objects} object(s), {result.bytes} bytes, "
+        f"{result.snapshots} snapshot(s) transferred; {result.present} already there"
+    )
+    for ref, (old, new) in sorted(result.updated.items()):
+        click.echo(f"  {ref}: {short(old)} -> {short(new)}")
+    for ref in result.up_to_date:
+        click.echo(f"  {ref}: up to date")
+    for ref, why in sorted(result.rejected.items()):
+        click.echo(f"  {ref}: rejected - {why}", err=True)
+    if result.merge:
+        click.echo(f"  merge: {result.merge.get('status')} {short(result.merge.get('snapshot'))}")
+
+
+@click.command("push")
+@click.argument("remote", required=False)
+@click.argument("refs", nargs=-1)
+@click.option("--force-with-lease", is_flag=True, help="Overwrite the remote ref if it is still where we last saw it.")
+@jobs_opt
+@json_opt
+@click.pass_context
+def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], force_with_lease: bool, jobs: int,
+             as_json: bool) -> None:  # fmt: skip
+    """Send snapshots to REMOTE (name or URL; default origin) and move its branches (default: the current one)."""
+    repo = open_repo(ctx)
+    try:
+        with _bar("push", as_json) as progress:
+            result = remote_mod.push(repo, remote, list(refs) or None, force_with_lease=force_with_lease, jobs=jobs,
+                                     progress=progress)  # fmt: skip
+    except remote_mod.PushRejected as exc:
+        partial = getattr(exc, "result", None)
+        if partial is not None and as_json:
+            emit({"v": JSON_VERSION, "verb": "push", "error": str(exc), **partial.as_dict()})
+        raise
+    _report("push", result, as_json)
+
+
+@click.command("fetch")
+@click.argument("remote", required=False)
+@jobs_opt
+@json_opt
+@click.pass_context
+def fetch_cmd(ctx: click.Context, remote: str | None, jobs: int, as_json: bool) -> None:
+    """Copy REMOTE's snapshots in and update refs/remotes/REMOTE/*."""
+    repo = open_repo(ctx)
+    with _bar("fetch", as_json) as progress:
+        result = remote_mod.fetch(repo, remote, jobs=jobs, progress=progress)
+    _report("fetch", result, as_json)
+
+
+@click.command("pull")
+@click.argument("remote", required=False)
+@click.argument("branch", required=False)
+@jobs_opt
+@json_opt
+@click.pass_context
+def pull_cmd(ctx: click.Context, remote: str | None, branch: str | None, jobs: int, as_json: bool) -> None:
+    """Fetch, then fast-forward or merge the current branch with REMOTE's."""
+    repo = open_repo(ctx)
+    with _bar("pull", as_json) as progress:
+        result = remote_mod.pull(repo, remote, branch, jobs=jobs, progress=progress)
+    _report("pull", result, as_json)
+    if result.merge and result.merge.get("status") == "conflict":
+        if not as_json:
+            click.echo("merge stopped on conflicts: resolve them, then 'agentsnap merge --continue'", err=True)
+        ctx.exit(1)
+
+
+@click.command("clone")
+@click.argument("url")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("-b", "--branch", default=None, help="Branch to check out (default: main, else the first).")
+@click.option("--store", "store_url", default=None, help="Keep objects and refs in this store URL instead of .agentsnap/.")
+@jobs_opt
+@json_opt
+def clone_cmd(url: str, directory: str, branch: str | None, store_url: str | None, jobs: int, as_json: bool) -> None:
+    """Make DIRECTORY a copy of the repository at URL and check out its branch."""
+    with _bar("clone", as_json) as progress:
+        repo, result = remote_mod.clone(url, directory, branch=branch, store_url=store_url, jobs=jobs,
+                                        progress=progress)  # fmt: skip
+    try:
+        _report("clone", result, as_json, {"root": str(repo.root), "branch": repo.current_branch()})
+    finally:
+        repo.close()
+
+
+@click.group("remote")
+def remote_group() -> None:
+    """Named remotes (stored in this checkout)."""
+
+
+@remote_group.command("add")
+@click.argument("name")
+@click.argument("url")
+@json_opt
+@click.pass_context
+def remote_add(ctx: click.Context, name: str, url: str, as_json: bool) -> None:
+    """Remember URL as NAME."""
+    repo = open_repo(ctx)
+    stored = remote_mod.add_remote(repo, name, url)
+    if as_json:
+        emit({"v": JSON_VERSION, "remote": name, "url": mask_url(stored)})
+    else:
+        click.echo(f"remote {name}: {mask_url(stored)}")
+
+
+@remote_group.command("remove")
+@click.argument("name")
+@json_opt
+@click.pass_context
+def remote_remove(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Forget remote NAME and its remote-tracking refs."""
+    remote_mod.remove_remote(open_repo(ctx), name)
+    if as_json:
+        emit({"v": JSON_VERSION, "removed": name})
+
+
+@remote_group.command("list")
+@json_opt
+@click.pass_context
+def remote_list(ctx: click.Context, as_json: bool) -> None:
+    """List remotes (passwords masked)."""
+    named = {k: mask_url(v) for k, v in remote_mod.remotes(open_repo(ctx)).items()}
+    if as_json:
+        emit({"v": JSON_VERSION, "remotes": named})
+        return
+    for name, url in sorted(named.items()):
+        click.echo(f"{name}\t{url}")
+
+
+for _command in (push_cmd, fetch_cmd, pull_cmd, clone_cmd, remote_group):
+    register(_command)

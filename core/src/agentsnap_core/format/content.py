@@ -1,0 +1,148 @@
+"""Storing byte strings and files as (possibly chunked) content.
+
+A *content id* names either a single ``BLOB`` object (small content) or a ``CHUNKS`` object
+listing content-defined chunks. Forks and edits share every chunk that did not change.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+from agentsnap_core.errors import ObjectCorrupt
+from agentsnap_core.format import objects
+from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.objects import Kind
+
+if TYPE_CHECKING:
+    from agentsnap_core.stores.base import ObjectStore
+
+#: upper bound on the size of content read back into memory in one piece
+MAX_CONTENT_BYTES = 4 * 1024 * 1024 * 1024
+
+
+def put_bytes(store: ObjectStore | None, data: bytes | memoryview) -> str:
+    """Store ``data`` (chunked when large); with ``store=None`` only compute its content id."""
+    view = memoryview(data)
+    if len(view) <= objects.SMALL_FILE:
+        if store is None:
+            return objects.digest(Kind.BLOB, view)
+        return store.put(Kind.BLOB, view)
+    chunks = []
+    for piece in objects.cut(view):
+        oid = objects.digest(Kind.BLOB, piece) if store is None else store.put(Kind.BLOB, piece)
+        chunks.append((oid, len(piece)))
+    listing = objects.pack_chunk_list(chunks)
+    if store is None:
+        return objects.digest(Kind.CHUNKS, listing)
+    return store.put(Kind.CHUNKS, listing)
+
+
+#: block size of file reads; a chunk is emitted only once CDC_MAX bytes after its start are in memory
+READ_BLOCK = 8 * 1024 * 1024
+
+
+def _put_chunk(store: ObjectStore | None, piece: bytes | memoryview) -> str:
+    return objects.digest(Kind.BLOB, piece) if store is None else store.put(Kind.BLOB, piece)
+
+
+def put_file(store: ObjectStore | None, path: str | os.PathLike[str]) -> tuple[str, int]:
+    """Store a file's content; return ``(content id, size of the bytes stored)``.
+
+    The file is read with ordinary reads, never mapped: a file truncated while it is read yields
+    the shorter content (a mapped file would kill the process with SIGBUS), and a file appended to
+    yields the bytes actually read. The size returned is always the size of what was stored, so a
+    tree built from it restores. Chunk boundaries equal :func:`put_bytes`'s on the same bytes:
+    FastCDC decides a boundary from at most ``CDC_MAX`` bytes after the chunk's start, so a chunk
+    is cut only once that many bytes (or the end of the file) are in the buffer.
+    """
+    with open(path, "rb") as f:
+        buf = f.read(READ_BLOCK)
+        if len(buf) <= objects.SMALL_FILE:
+            more = f.read(READ_BLOCK)
+            if not more:
+                return put_bytes(store, buf), len(buf)
+            buf += more
+        chunks: list[tuple[str, int]] = []
+        total = 0
+        eof = False
+        while True:
+            if not eof and len(buf) < 2 * objects.CDC_MAX:
+                more = f.read(READ_BLOCK)
+                eof = not more
+                buf += more
+                continue
+            view = memoryview(buf)
+            start = 0
+            for piece in objects.cut(view):
+                end = start + len(piece)
+                if not eof and start + objects.CDC_MAX > len(view):
+                    break  # this chunk's boundary may depend on bytes not read yet
+                chunks.append((_put_chunk(store, piece), len(piece)))
+                start = end
+            rest = bytes(view[start:])
+            view.release()
+            total += start
+            if eof:
+                break
+            more = f.read(READ_BLOCK)
+            eof = not more
+            buf = rest + more
+    listing = objects.pack_chunk_list(chunks)
+    oid = objects.digest(Kind.CHUNKS, listing) if store is None else store.put(Kind.CHUNKS, listing)
+    return oid, total
+
+
+def iter_chunks(store: ObjectStore, oid: str) -> Iterator[bytes]:
+    """Yield the content's bytes piece by piece, each piece verified."""
+    kind, raw = store.get(oid)
+    if kind == Kind.BLOB:
+        yield raw
+    elif kind == Kind.CHUNKS:
+        for chunk_oid, length in objects.unpack_chunk_list(oid, raw):
+            ckind, craw = store.get(chunk_oid)
+            if ckind != Kind.BLOB or len(craw) != length:
+                raise ObjectCorrupt(chunk_oid, f"blob of {length} bytes", f"kind {ckind}, {len(craw)} bytes")
+            yield craw
+    else:
+        raise ObjectCorrupt(oid, "content", f"object kind {kind}")
+
+
+def chunk_ids(store: ObjectStore, oid: str) -> list[str]:
+    """The object ids a content id depends on (itself included)."""
+    kind, raw = store.get(oid)
+    if kind == Kind.CHUNKS:
+        return [oid] + [c for c, _ in objects.unpack_chunk_list(oid, raw)]
+    return [oid]
+
+
+def get_bytes(store: ObjectStore, oid: str, limit: int = MAX_CONTENT_BYTES) -> bytes:
+    kind, raw = store.get(oid)
+    if kind == Kind.CHUNKS:  # refuse an oversized chunk list before reading a byte of it
+        declared = sum(n for _, n in objects.unpack_chunk_list(oid, raw))
+        if declared > limit:
+            raise ObjectCorrupt(oid, f"at most {limit} bytes", f"{declared} bytes declared", "content too large")
+    out = bytearray()
+    for piece in iter_chunks(store, oid):
+        out += piece
+        if len(out) > limit:
+            raise ObjectCorrupt(oid, f"at most {limit} bytes", f"more than {limit}", "content too large")
+    return bytes(out)
+
+
+def write_to(store: ObjectStore, oid: str, fh: IO[bytes]) -> int:
+    n = 0
+    for piece in iter_chunks(store, oid):
+        fh.write(piece)
+        n += len(piece)
+    return n
+
+
+def put_value(store: ObjectStore, value: Any) -> str:
+    """Store a plain value (msgpack, canonical) as content; return its id."""
+    return put_bytes(store, pack(value))
+
+
+def get_value(store: ObjectStore, oid: str, what: str = "value") -> Any:
+    return unpack(get_bytes(store, oid, limit=256 * 1024 * 1024), what)

@@ -1,0 +1,73 @@
+"""Canonical msgpack encoding: the same value always gives the same bytes.
+
+Maps are written with their keys sorted; only plain data types are accepted (no pickle,
+no extension types on load), so decoding an untrusted object can never run code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from agentsnap_core.errors import AgentSnapError
+
+MAX_DECODE_BYTES = 64 * 1024 * 1024
+
+
+class DecodeError(AgentSnapError):
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"cannot decode {what}: {reason}")
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _canonical(value[k]) for k in sorted(value, key=_sort_key)}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def _sort_key(key: Any) -> tuple[int, Any]:
+    if isinstance(key, str):
+        return (0, key)
+    if isinstance(key, bytes):
+        return (1, key)
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return (2, key)
+    raise TypeError(f"map keys must be str, bytes or numbers, not {type(key).__name__}")
+
+
+def pack(value: Any) -> bytes:
+    """Encode ``value`` canonically (sorted map keys, tuples as lists)."""
+    try:
+        return msgpack.packb(_canonical(value), use_bin_type=True, strict_types=False)
+    except (TypeError, OverflowError, ValueError) as exc:  # e.g. an int outside msgpack's 64-bit range
+        raise AgentSnapError(f"value cannot be stored: {exc}") from None
+
+
+def pack_plain(value: Any) -> bytes:
+    """Encode ``value`` as is: the caller guarantees it is already canonical (sorted keys, lists)."""
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def unpack(data: bytes, what: str = "object") -> Any:
+    """Decode bytes written by :func:`pack`; any malformed input raises :class:`DecodeError`."""
+    if len(data) > MAX_DECODE_BYTES:
+        raise DecodeError(what, f"{len(data)} bytes is over the {MAX_DECODE_BYTES} byte limit")
+    try:
+        return msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=False,
+            use_list=True,
+            ext_hook=_refuse_ext,
+        )
+    except DecodeError:
+        raise
+    except Exception as exc:  # msgpack raises many types on garbage
+        raise DecodeError(what, f"{type(exc).__name__}: {exc}") from None
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    raise DecodeError("object", f"msgpack extension type {code} is not allowed")

@@ -1,0 +1,177 @@
+"""Objects: the unit of content addressing.
+
+An object is ``(kind, raw bytes)``. Its id is the BLAKE3 digest of ``kind byte + raw``
+(64 hex characters), so equal content is stored once and a blob can never pass for a
+manifest. On disk (and on the wire) an object is::
+
+    b"ASO" | format version (1 byte) | kind (1 byte) | codec (1 byte) | raw length (u64 LE) | payload
+
+``codec`` is 0 (stored), 1 (zstd) or 2 (encrypted, see :mod:`agentsnap_core.format.crypto`). Decoding is bounded:
+the declared raw length may not exceed :data:`MAX_OBJECT_BYTES` and decompression stops there, and every decode re-hashes
+the result and compares it with the id it was asked for.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from enum import IntEnum
+from typing import Any
+
+import blake3
+import pyfastcdc
+import zstandard
+
+from agentsnap_core.errors import EncryptedObject, ObjectCorrupt, UnsupportedFormat
+from agentsnap_core.format.encoding import pack, unpack
+
+OBJECT_FORMAT = 1
+MAGIC = b"ASO"
+HEADER = struct.Struct("<3sBBBQ")
+MAX_OBJECT_BYTES = 32 * 1024 * 1024
+#: content-defined chunking: files above SMALL_FILE bytes are cut into chunks of ~48 KiB (CDC_AVG)
+SMALL_FILE = 64 * 1024
+CDC_AVG, CDC_MIN, CDC_MAX = 48 * 1024, 16 * 1024, 256 * 1024
+ZSTD_LEVEL = 1
+#: codec 2: AES-256-GCM envelope written by :mod:`agentsnap_core.format.crypto` (the header stays in the clear)
+CODEC_ENCRYPTED = 2
+#: set by :mod:`agentsnap_core.format.crypto` when this process holds the encryption key: ``(oid, stored) -> (kind, raw)``
+encrypted_opener: Callable[[str, bytes], tuple[int, bytes]] | None = None
+
+
+class Kind(IntEnum):
+    BLOB = 1  #: raw bytes
+    CHUNKS = 2  #: msgpack list of [chunk oid, length]: a large blob cut into chunks
+    MANIFEST = 3  #: msgpack snapshot manifest
+
+
+def digest(kind: int, raw: bytes | memoryview) -> str:
+    h = blake3.blake3(bytes((kind,)))
+    h.update(raw)
+    return h.hexdigest()
+
+
+_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+_tls_compressors: dict[int, zstandard.ZstdCompressor] = {}
+
+
+def _compress(raw: bytes | memoryview) -> bytes:
+    import threading
+
+    ident = threading.get_ident()
+    comp = _tls_compressors.get(ident)
+    if comp is None:
+        comp = _tls_compressors[ident] = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    return comp.compress(raw)
+
+
+def encode(kind: int, raw: bytes | memoryview) -> tuple[str, bytes]:
+    """Return ``(oid, stored bytes)`` for an object."""
+    if len(raw) > MAX_OBJECT_BYTES:
+        raise ValueError(f"object of {len(raw)} bytes is over the {MAX_OBJECT_BYTES} byte limit")
+    oid = digest(kind, raw)
+    codec, payload = 0, raw
+    if len(raw) >= 64:
+        packed = _compress(raw)
+        if len(packed) < len(raw) * 0.95:
+            codec, payload = 1, packed
+    return oid, HEADER.pack(MAGIC, OBJECT_FORMAT, kind, codec, len(raw)) + bytes(payload)
+
+
+def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
+    """Parse and verify stored bytes; raise :class:`ObjectCorrupt` if they do not hash to ``oid``."""
+    if len(stored) < HEADER.size:
+        raise ObjectCorrupt(oid, oid, "?", "truncated header")
+    magic, version, kind, codec, length = HEADER.unpack_from(stored)
+    if magic != MAGIC:
+        raise ObjectCorrupt(oid, oid, "?", "not an agentsnap object")
+    if version != OBJECT_FORMAT:
+        raise UnsupportedFormat(f"object {oid[:12]}", version, OBJECT_FORMAT)
+    if length > MAX_OBJECT_BYTES:
+        raise ObjectCorrupt(oid, oid, "?", f"declared size {length} is over the limit")
+    payload = memoryview(stored)[HEADER.size :]
+    if codec == 0:
+        raw = bytes(payload)
+    elif codec == 1:
+        try:
+            raw = _decompress_bounded(payload, length)
+        except zstandard.ZstdError as exc:
+            raise ObjectCorrupt(oid, oid, "?", f"bad compressed data ({exc})") from None
+    elif codec == CODEC_ENCRYPTED:
+        if encrypted_opener is None:
+            raise EncryptedObject(oid)
+        return encrypted_opener(oid, stored)
+    else:
+        raise ObjectCorrupt(oid, oid, "?", f"unknown codec {codec}")
+    if len(raw) != length:
+        raise ObjectCorrupt(oid, oid, "?", f"length {len(raw)} != declared {length}")
+    got = digest(kind, raw)
+    if got != oid:
+        raise ObjectCorrupt(oid, oid, got)
+    return kind, raw
+
+
+def _decompress_bounded(payload: memoryview, length: int) -> bytes:
+    """Decompress at most ``length`` bytes (plus one, to see an overrun) whatever the frame header declares.
+
+    ``ZstdDecompressor.decompress`` allocates the frame's declared content size up front (a forged
+    frame declaring 1 TiB is a MemoryError); a streaming reader only ever holds what it produced.
+    """
+    declared = zstandard.frame_content_size(payload)
+    if declared > length:  # -1 means "not declared"
+        raise zstandard.ZstdError(f"frame declares {declared} bytes, the object header {length}")
+    with zstandard.ZstdDecompressor().stream_reader(payload, read_across_frames=True) as reader:
+        return reader.read(length + 1)
+
+
+def verify_stored(oid: str, stored: bytes) -> None:
+    """Check stored bytes before accepting them from a peer: fully for plain objects; for encrypted
+    ones (which only the key holder can open) the header and size bounds (see :mod:`agentsnap_core.format.crypto`)."""
+    if len(stored) >= HEADER.size and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED:
+        _, version, _kind, _codec, length = HEADER.unpack_from(stored)
+        if version != OBJECT_FORMAT:
+            raise UnsupportedFormat(f"object {oid[:12]}", version, OBJECT_FORMAT)
+        if length > MAX_OBJECT_BYTES or len(stored) > MAX_OBJECT_BYTES + HEADER.size + 1024 or not is_oid(oid):
+            raise ObjectCorrupt(oid, oid, "?", "encrypted object over the size limit")
+        return
+    decode(oid, stored)
+
+
+_chunker = pyfastcdc.FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
+
+
+def cut(data: bytes | memoryview) -> list[memoryview]:
+    """Cut ``data`` into content-defined chunks (FastCDC 2020)."""
+    view = memoryview(data)
+    if len(view) <= SMALL_FILE:
+        return [view]
+    return [view[c.offset : c.offset + c.length] for c in _chunker.cut_buf(view)]
+
+
+def pack_chunk_list(chunks: list[tuple[str, int]]) -> bytes:
+    return pack({"v": 1, "chunks": [[o, n] for o, n in chunks]})
+
+
+def unpack_chunk_list(oid: str, raw: bytes) -> list[tuple[str, int]]:
+    doc: Any = unpack(raw, f"chunk list {oid[:12]}")
+    if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("chunks"), list):
+        raise ObjectCorrupt(oid, oid, "?", "malformed chunk list")
+    out = []
+    for item in doc["chunks"]:
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or not is_oid(item[0])
+            or not isinstance(item[1], int)
+            or item[1] < 0
+        ):
+            raise ObjectCorrupt(oid, oid, "?", "malformed chunk list entry")
+        out.append((item[0], item[1]))
+    return out
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_oid(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX

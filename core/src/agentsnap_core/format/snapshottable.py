@@ -1,0 +1,413 @@
+"""Any Python agent as a snapshot: the :class:`Snapshottable` mixin and a typed msgpack value encoding.
+
+``state_dict()`` / ``load_state_dict()`` (PyTorch-style) capture the public attributes of an agent
+(``_private`` ones are left out, ``__snapshot_fields__`` lists them explicitly); nested snapshottable
+objects recurse. Values that plain msgpack cannot hold - tuples, sets, frozensets, datetimes, dates,
+times, timedeltas, ``Decimal``, ``UUID``, paths, enums, dataclasses, pydantic-style models (anything with
+``model_dump()`` / ``model_validate()``) - are written as small tagged maps (``{"$t": "tuple", "v": [...]}``)
+so they come back as the same type. Nothing is pickled unless a class opts in with
+``__snapshot_pickle__ = True``, and pickled values are only loaded with ``trust_pickle=True``.
+
+Classes named in a snapshot are never imported: they must already be imported (``sys.modules``) or
+registered with :func:`register_type`. A value of an unsupported type raises :class:`UnsupportedValue`
+naming the attribute path (``agent.memory['k'][2]``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import pickle
+import sys
+import uuid
+from decimal import Decimal
+from pathlib import PurePath, PurePosixPath, PureWindowsPath
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+
+from agentsnap_core.errors import AgentSnapError, UnsafeSnapshot
+from agentsnap_core.format.encoding import pack
+
+__all__ = [
+    "ENVELOPE",
+    "Snapshottable",
+    "SupportsStateDict",
+    "UnsupportedValue",
+    "decode_value",
+    "dump_state",
+    "encode_value",
+    "is_typed",
+    "load_state",
+    "register_type",
+]
+
+#: ``format`` of a state layer written by this module
+ENVELOPE = "agentsnap-typed"
+ENVELOPE_VERSION = 1
+TAG = "$t"
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+_TYPES: dict[str, type] = {}
+T = TypeVar("T")
+S = TypeVar("S", bound="Snapshottable")
+
+
+class UnsupportedValue(AgentSnapError):
+    """A value of a type the typed encoding cannot store; ``path`` names where it sits."""
+
+    def __init__(self, path: str, value: object) -> None:
+        self.path, self.type_name = path, f"{type(value).__module__}.{type(value).__qualname__}"
+        super().__init__(
+            f"cannot snapshot {path}: values of type {self.type_name} are not supported "
+            "(plain data, tuples, sets, bytes, datetimes, Decimal, UUID, paths, enums, dataclasses, "
+            "pydantic models and Snapshottable objects are); make the attribute private (_name), list "
+            "__snapshot_fields__, or give the class state_dict()/load_state_dict()"
+        )
+
+
+@runtime_checkable
+class SupportsStateDict(Protocol):
+    """What the core needs of an agent: PyTorch-style ``state_dict()`` / ``load_state_dict()``."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def register_type(cls: type[T], name: str | None = None) -> type[T]:
+    """Allow ``cls`` to be rebuilt from snapshots even before its module is imported (usable as a decorator)."""
+    _TYPES[name or _class_name(cls)] = cls
+    return cls
+
+
+class Snapshottable:
+    """Mixin giving any class ``state_dict()``, ``load_state_dict()`` and ``clone()``.
+
+    Class attributes that tune it:
+        __snapshot_fields__: attribute names to capture (default: every public instance attribute).
+        __snapshot_version__: schema version stored with the state (see :mod:`agentsnap_core.format.migrations`).
+        __snapshot_name__: name migrations are registered under (default: the class name).
+        __snapshot_pickle__: True lets values of otherwise unsupported types be pickled (opt-in; loading
+            them then needs ``trust_pickle=True``).
+    """
+
+    __snapshot_fields__: ClassVar[tuple[str, ...] | None] = None
+    __snapshot_version__: ClassVar[str] = "1.0"
+    __snapshot_name__: ClassVar[str | None] = None
+    __snapshot_pickle__: ClassVar[bool] = False
+
+    def state_dict(self) -> dict[str, Any]:
+        """The captured attributes, by name (live values; nested snapshottable objects stay objects)."""
+        fields = type(self).__snapshot_fields__
+        if fields is not None:
+            missing = [f for f in fields if not hasattr(self, f)]
+            if missing:
+                raise AgentSnapError(f"{type(self).__name__} has no attribute(s) {missing} listed in __snapshot_fields__")
+            return {f: getattr(self, f) for f in fields}
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the attributes from ``state``; nested snapshottable attributes load in place."""
+        if not isinstance(state, dict):
+            raise AgentSnapError(f"{type(self).__name__}.load_state_dict needs a dict, not {type(state).__name__}")
+        fields = type(self).__snapshot_fields__
+        for key, value in state.items():
+            if fields is not None and key not in fields:
+                raise AgentSnapError(f"{type(self).__name__}: {key!r} is not one of __snapshot_fields__ {list(fields)}")
+            current: Any = getattr(self, key, None)
+            if is_typed(current) and type(value) is type(current) and value is not current:
+                current.load_state_dict(value.state_dict())
+            else:
+                setattr(self, key, value)
+
+    def clone(self: S) -> S:
+        """A copy made through the state round-trip; private attributes (clients, locks) are shared, not copied."""
+        cls = type(self)
+        twin = cls.__new__(cls)
+        for key, value in vars(self).items():
+            if key.startswith("_"):
+                setattr(twin, key, value)
+        state = decode_value(encode_value(self.state_dict(), cls.__name__, allow_pickle=_pickles(self)), cls.__name__, trust_pickle=True)
+        twin.load_state_dict(state)
+        return twin
+
+
+def is_typed(obj: object) -> bool:
+    """True for objects whose state goes through the typed encoding (the mixin, or a ``__snapshot_version__``)."""
+    return isinstance(obj, Snapshottable) or (
+        isinstance(obj, SupportsStateDict) and not isinstance(obj, type) and getattr(type(obj), "__snapshot_version__", None) is not None
+    )
+
+
+def snapshot_name(obj_or_cls: object) -> str:
+    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
+    return str(getattr(cls, "__snapshot_name__", None) or cls.__name__)
+
+
+def snapshot_version(obj_or_cls: object) -> str:
+    cls = obj_or_cls if isinstance(obj_or_cls, type) else type(obj_or_cls)
+    return str(getattr(cls, "__snapshot_version__", None) or "1.0")
+
+
+def _pickles(obj: object) -> bool:
+    return bool(getattr(type(obj), "__snapshot_pickle__", False))
+
+
+def _class_name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _find_class(name: object, path: str) -> type:
+    if not isinstance(name, str) or ":" not in name:
+        raise AgentSnapError(f"cannot restore {path}: bad class reference {name!r}")
+    if name in _TYPES:
+        return _TYPES[name]
+    module_name, _, qual = name.partition(":")
+    obj: Any = sys.modules.get(module_name)
+    if obj is None:
+        raise AgentSnapError(
+            f"cannot restore {path}: class {qual} lives in module {module_name!r}, which is not imported; "
+            "import it first (agentsnap never imports modules a snapshot names) or use agentsnap_core.register_type"
+        )
+    for part in qual.split("."):
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type):
+        raise AgentSnapError(f"cannot restore {path}: {name} is not a class in the running program")
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------- encoding
+def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False) -> Any:
+    """``value`` as plain msgpack data (tagged maps for richer types); raises :class:`UnsupportedValue`."""
+    if value is None or isinstance(value, (bool, str, float)) and not isinstance(value, enum.Enum):
+        return value
+    if isinstance(value, enum.Enum):
+        return {TAG: "enum", "cls": _class_name(type(value)), "name": value.name}
+    if isinstance(value, int):
+        if _INT_MIN <= value <= _INT_MAX:
+            return int(value)
+        return {TAG: "int", "v": str(int(value))}
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, bytearray):
+        return {TAG: "bytearray", "v": bytes(value)}
+    if isinstance(value, list):
+        return [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
+    if isinstance(value, tuple):
+        items = [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
+        if hasattr(type(value), "_fields") and type(value) is not tuple:  # a namedtuple
+            return {TAG: "namedtuple", "cls": _class_name(type(value)), "v": items}
+        return {TAG: "tuple", "v": items}
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value) and TAG not in value:
+            return {k: encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle) for k, v in value.items()}
+        pairs = [
+            [encode_value(k, f"{path} key {k!r}", allow_pickle=allow_pickle), encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle)]
+            for k, v in value.items()
+        ]
+        return {TAG: "dict", "v": sorted(pairs, key=lambda p: pack(p[0]))}
+    if isinstance(value, (set, frozenset)):
+        items = sorted((encode_value(v, f"{path} item {v!r}", allow_pickle=allow_pickle) for v in value), key=pack)
+        return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "v": items}
+    if isinstance(value, dt.datetime):
+        return _with_zone({TAG: "datetime", "v": value.isoformat(), **({"fold": 1} if value.fold else {})}, value.tzinfo)
+    if isinstance(value, dt.date):
+        return {TAG: "date", "v": value.isoformat()}
+    if isinstance(value, dt.time):
+        return _with_zone({TAG: "time", "v": value.isoformat()}, value.tzinfo)
+    if isinstance(value, dt.timedelta):
+        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, Decimal):
+        return {TAG: "decimal", "v": str(value)}
+    if isinstance(value, uuid.UUID):
+        return {TAG: "uuid", "v": value.hex}
+    if isinstance(value, PurePath):
+        flavour = "windows" if isinstance(value, PureWindowsPath) else "posix"
+        kind = "purepath" if type(value) in (PurePosixPath, PureWindowsPath) else "path"
+        return {TAG: kind, "flavour": flavour, "v": str(value)}
+    if isinstance(value, complex):
+        return {TAG: "complex", "v": [value.real, value.imag]}
+    if is_typed(value):
+        state = value.state_dict()
+        return {
+            TAG: "obj",
+            "cls": _class_name(type(value)),
+            "name": snapshot_name(value),
+            "version": snapshot_version(value),
+            "v": _encode_attrs(state, path, allow_pickle or _pickles(value)),
+        }
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: encode_value(getattr(value, f.name), f"{path}.{f.name}", allow_pickle=allow_pickle) for f in dataclasses.fields(value)}
+        return {TAG: "dataclass", "cls": _class_name(type(value)), "v": fields}
+    if callable(getattr(value, "model_dump", None)) and callable(getattr(type(value), "model_validate", None)):
+        dumped = value.model_dump(mode="python")
+        return {TAG: "model", "cls": _class_name(type(value)), "v": encode_value(dumped, path, allow_pickle=allow_pickle)}
+    if allow_pickle:
+        try:
+            return {TAG: "pickle", "v": pickle.dumps(value, protocol=5)}
+        except Exception as exc:
+            raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
+    raise UnsupportedValue(path, value)
+
+
+def _encode_attrs(state: Any, path: str, allow_pickle: bool) -> Any:
+    """A state dict, its entries named as attributes in error paths (``Agent.memory[2]``)."""
+    if isinstance(state, dict) and all(isinstance(k, str) for k in state) and TAG not in state:
+        return {k: encode_value(v, f"{path}.{k}", allow_pickle=allow_pickle) for k, v in state.items()}
+    return encode_value(state, path, allow_pickle=allow_pickle)
+
+
+def _with_zone(doc: dict[str, Any], tz: dt.tzinfo | None) -> dict[str, Any]:
+    key = getattr(tz, "key", None)  # zoneinfo.ZoneInfo: keep the zone, not only today's offset
+    if isinstance(key, str):
+        doc["tz"] = key
+    return doc
+
+
+def decode_value(data: Any, path: str = "value", *, trust_pickle: bool = False) -> Any:
+    """The inverse of :func:`encode_value`; nested snapshottable objects get their migrations applied."""
+    if isinstance(data, list):
+        return [decode_value(v, f"{path}[{i}]", trust_pickle=trust_pickle) for i, v in enumerate(data)]
+    if not isinstance(data, dict):
+        return data
+    if TAG not in data:
+        return {k: decode_value(v, f"{path}[{k!r}]", trust_pickle=trust_pickle) for k, v in data.items()}
+    tag, v = data[TAG], data.get("v")
+    try:
+        return _decode_tagged(tag, v, data, path, trust_pickle)
+    except AgentSnapError:
+        raise
+    except Exception as exc:
+        raise AgentSnapError(f"cannot restore {path}: bad {tag!r} value ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pickle: bool) -> Any:
+    sub = lambda x, p=path: decode_value(x, p, trust_pickle=trust_pickle)  # noqa: E731
+    if tag == "tuple":
+        return tuple(sub(x, f"{path}[{i}]") for i, x in enumerate(v))
+    if tag == "namedtuple":
+        return _find_class(data.get("cls"), path)(*(sub(x, f"{path}[{i}]") for i, x in enumerate(v)))
+    if tag == "dict":
+        return {sub(k, f"{path} key"): sub(x, f"{path}[{k!r}]") for k, x in v}
+    if tag in ("set", "frozenset"):
+        items = [sub(x, f"{path} item") for x in v]
+        return set(items) if tag == "set" else frozenset(items)
+    if tag == "int":
+        return int(v)
+    if tag == "bytearray":
+        return bytearray(v)
+    if tag in ("datetime", "time"):
+        value = dt.datetime.fromisoformat(v) if tag == "datetime" else dt.time.fromisoformat(v)
+        if isinstance(data.get("tz"), str):
+            from zoneinfo import ZoneInfo
+
+            value = value.replace(tzinfo=ZoneInfo(data["tz"]), fold=1 if data.get("fold") else 0)
+        return value
+    if tag == "date":
+        return dt.date.fromisoformat(v)
+    if tag == "timedelta":
+        return dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+    if tag == "decimal":
+        return Decimal(v)
+    if tag == "uuid":
+        return uuid.UUID(hex=v)
+    if tag in ("path", "purepath"):
+        import os
+        from pathlib import Path
+
+        windows = data.get("flavour") == "windows"
+        if tag == "path" and windows == (os.name == "nt"):
+            return Path(v)  # a concrete path of this system's flavour
+        return (PureWindowsPath if windows else PurePosixPath)(v)
+    if tag == "complex":
+        return complex(v[0], v[1])
+    if tag == "enum":
+        cls = _find_class(data.get("cls"), path)
+        if not issubclass(cls, enum.Enum):
+            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not an Enum")
+        return cls[data["name"]]
+    if tag == "dataclass":
+        cls = _find_class(data.get("cls"), path)
+        if not dataclasses.is_dataclass(cls):
+            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not a dataclass")
+        values = {k: sub(x, f"{path}.{k}") for k, x in v.items()}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        obj = cls(**{k: x for k, x in values.items() if k in fields and fields[k].init})
+        for k, x in values.items():
+            if k in fields and not fields[k].init:
+                object.__setattr__(obj, k, x)
+        return obj
+    if tag == "model":
+        validate = getattr(_find_class(data.get("cls"), path), "model_validate", None)
+        if not callable(validate):
+            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no model_validate()")
+        return validate(sub(v))
+    if tag == "obj":
+        cls = _find_class(data.get("cls"), path)
+        if not (isinstance(cls, type) and callable(getattr(cls, "load_state_dict", None))):
+            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no load_state_dict()")
+        from agentsnap_core.format.migrations import migrate
+
+        state = migrate(str(data.get("name") or cls.__name__), str(data.get("version")), sub(v), snapshot_version(cls), path)
+        obj = _blank(cls)
+        obj.load_state_dict(state)
+        return obj
+    if tag == "pickle":
+        if not trust_pickle:
+            raise UnsafeSnapshot(
+                path, "it holds pickled data and loading pickle runs code; pass trust_pickle=True only for a store you wrote yourself"
+            )
+        return pickle.loads(v)  # noqa: S301 - opt-in, trusted store only
+    raise AgentSnapError(f"cannot restore {path}: unknown value tag {tag!r} (written by a newer agentsnap?)")
+
+
+def _blank(cls: Any) -> Any:
+    """An instance to load state into: ``cls()`` when it takes no arguments, else an uninitialised one."""
+    try:
+        return cls()
+    except TypeError:
+        return cls.__new__(cls)
+
+
+# ---------------------------------------------------------------------------------------------- layers
+def dump_state(obj: Any) -> dict[str, Any]:
+    """The state layer of a typed object: an envelope with its class name, schema version and encoded state."""
+    name = snapshot_name(obj)
+    return {
+        "format": ENVELOPE,
+        "v": ENVELOPE_VERSION,
+        "class": name,
+        "version": snapshot_version(obj),
+        "state": _encode_attrs(obj.state_dict(), name, _pickles(obj)),
+    }
+
+
+def load_state(obj: Any, layer: Any, *, trust_pickle: bool = False) -> None:
+    """Load a state layer written by :func:`dump_state` into ``obj``, migrating it to ``obj``'s version first."""
+    from agentsnap_core.format.migrations import migrate
+
+    if not (isinstance(layer, dict) and layer.get("format") == ENVELOPE):
+        if isinstance(layer, dict):  # a plain state_dict layer (written before the object was typed)
+            obj.load_state_dict(layer)
+            return
+        raise AgentSnapError(f"cannot restore {type(obj).__name__}: the state layer is not a state dict")
+    if layer.get("v") != ENVELOPE_VERSION:
+        from agentsnap_core.errors import UnsupportedFormat
+
+        raise UnsupportedFormat("typed state layer", layer.get("v"), ENVELOPE_VERSION)
+    name = str(layer.get("class"))
+    if name != snapshot_name(obj):
+        raise AgentSnapError(f"the snapshot holds a {name} agent; it cannot be loaded into a {snapshot_name(obj)}")
+    state = decode_value(layer.get("state"), name, trust_pickle=trust_pickle)
+    obj.load_state_dict(migrate(name, str(layer.get("version")), state, snapshot_version(obj), name))
+
+
+def typed_trace(obj: Any) -> list[dict[str, Any]]:
+    """A typed agent's ``messages`` for the trace layer when they are plain data (the state holds them anyway)."""
+    messages = getattr(obj, "messages", None)
+    if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
+        try:
+            pack(messages)
+        except AgentSnapError:
+            return []
+        return [dict(m) for m in messages]
+    return []

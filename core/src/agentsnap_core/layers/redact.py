@@ -1,0 +1,155 @@
+"""Secret redaction for stored configs and settings: by key name *and* by value shape.
+
+One function every adapter uses before a config reaches the store. A value is a secret when
+
+- its key looks like one (``api_key``, ``token``, ``password``, ``Authorization``, ``connection_string`` ...),
+- it is a secret object (anything with ``get_secret_value()``, e.g. pydantic's ``SecretStr``),
+- or its shape says so wherever it sits: a password inside a URL (``https://user:PASS@host``,
+  ``postgresql://u:p@h/db``), a secret query parameter (``?api_key=...``, ``&sig=...``), or a
+  well-known token (``sk-...``, ``ghp_...``, ``AKIA...``, a JWT, a PEM private key; see
+  :func:`agentsnap_core.layers.environment.is_secret_value`).
+
+By default only the secret part of a string is replaced (``https://user:<redacted>@host``), so the
+rest stays readable; ``whole=`` replaces the whole value with what it returns (an adapter's marker
+that its restore asks the caller to re-supply).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentsnap_core.layers.environment import is_secret_value
+
+__all__ = ["REDACTED", "Redacted", "is_secret_key", "redact", "redact_text", "secret_reason"]
+
+REDACTED = "<redacted>"
+
+_SECRET_KEY = re.compile(
+    r"^(?:.*[_-])?(?:api[_-]?key|apikey|secret|secret[_-]key|client[_-]secret|password|passwd|token|"
+    r"access[_-]token|refresh[_-]token|auth[_-]token|id[_-]token|bearer|authorization|private[_-]key|"
+    r"credentials?|connection[_-]string|cookie|session[_-]?key|signature|sig)$",
+    re.IGNORECASE,
+)
+#: query parameters that carry a credential even though their name is short or generic
+_SECRET_PARAMS = frozenset({"key", "code", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+                            "x-goog-signature", "x-goog-credential"})
+_URL_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s?#]*:)(?P<pw>[^@/\s?#]+)(?=@)")
+_QUERY_PARAM = re.compile(r"(?P<head>[?&;](?P<name>[A-Za-z0-9_.\-]+)=)(?P<value>[^&#;\s\"']+)")
+_BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z0-9_\-./+=]{16,}")
+
+
+def is_secret_key(key: str) -> bool:
+    """True for a field name that holds a secret (``api_key``, ``DB_PASSWORD``, ``Authorization`` ...)."""
+    return bool(key) and bool(_SECRET_KEY.match(key.replace(" ", "_")))
+
+
+def _secret_param(name: str) -> bool:
+    return is_secret_key(name) or name.lower() in _SECRET_PARAMS
+
+
+def redact_text(text: str, marker: str = REDACTED) -> tuple[str, list[str]]:
+    """``(text with the secret parts replaced by marker, why: one reason per kind found)``.
+
+    Finds passwords in URLs, secret query parameters, ``Bearer``/``Basic`` credentials and
+    well-known token shapes anywhere in the string.
+    """
+    reasons: list[str] = []
+    out = text
+    if is_secret_value(out) and not _URL_USERINFO.search(out):  # the whole value is a token / private key
+        return marker, ["token-shaped value"]
+
+    def pw(m: re.Match[str]) -> str:
+        reasons.append("password in URL")
+        return m.group("head") + marker
+
+    def param(m: re.Match[str]) -> str:
+        if not _secret_param(m.group("name")) or m.group("value") == marker:
+            return m.group(0)
+        reasons.append(f"secret query parameter {m.group('name')}")
+        return m.group("head") + marker
+
+    def bearer(m: re.Match[str]) -> str:
+        reasons.append("credential after " + m.group("head").strip())
+        return m.group("head") + marker
+
+    def word(m: re.Match[str]) -> str:
+        if not is_secret_value(m.group(0)):
+            return m.group(0)
+        reasons.append("token-shaped value")
+        return marker
+
+    out = _URL_USERINFO.sub(pw, out)
+    out = _QUERY_PARAM.sub(param, out)
+    out = _BEARER.sub(bearer, out)
+    out = _WORD.sub(word, out)
+    return out, list(dict.fromkeys(reasons))
+
+
+def secret_reason(key: str, value: Any) -> str | None:
+    """Why ``value`` under ``key`` is (or holds) a secret, or None."""
+    if hasattr(value, "get_secret_value"):
+        return "secret object"
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str) or not value:
+        return None
+    if is_secret_key(key):
+        return f"secret-looking key {key!r}"
+    _text, reasons = redact_text(value)
+    return reasons[0] if reasons else None
+
+
+@dataclass
+class Redacted:
+    """The result of :func:`redact`.
+
+    Attributes:
+        value: the redacted copy (dicts, lists and plain values; secret objects replaced).
+        paths: ``{dotted path: reason}`` of every value that was (partly) redacted, in walk order.
+    """
+
+    value: Any
+    paths: dict[str, str] = field(default_factory=dict)
+
+
+def redact(
+    value: Any,
+    *,
+    marker: str = REDACTED,
+    whole: Callable[[str, str], Any] | None = None,
+) -> Redacted:
+    """A copy of ``value`` (nested dicts / lists / tuples / pydantic-like models) with every secret redacted.
+
+    Args:
+        value: the config or settings to store.
+        marker: what replaces the secret part of a string.
+        whole: when given, ``whole(key, path)`` replaces the *whole* secret value instead (an adapter's
+            marker that its restore asks the caller to re-supply); ``key`` is the field's name.
+
+    Returns a :class:`Redacted` (``.value``, ``.paths``).
+    """
+    paths: dict[str, str] = {}
+
+    def walk(item: Any, path: str, key: str) -> Any:
+        if hasattr(item, "model_dump") and not hasattr(item, "get_secret_value"):
+            item = item.model_dump()
+        if isinstance(item, Mapping):
+            return {k: walk(v, f"{path}.{k}" if path else str(k), str(k)) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return [walk(v, f"{path}[{i}]", key) for i, v in enumerate(item)]
+        reason = secret_reason(key, item)
+        if reason is None:
+            return item
+        paths[path] = reason
+        if whole is not None:
+            return whole(key, path)
+        if hasattr(item, "get_secret_value") or is_secret_key(key):
+            return marker
+        text = item.decode("utf-8", "replace") if isinstance(item, bytes) else item
+        return redact_text(text, marker)[0]
+
+    return Redacted(walk(value, "", ""), paths)

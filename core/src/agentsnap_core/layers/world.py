@@ -1,0 +1,651 @@
+"""The ``world`` layer: a working directory captured as a flat, sorted tree.
+
+Entries are ``[path, kind, mode, size, ref]`` with kind ``f`` (file; ref = content id),
+``l`` (symlink; ref = link target, never followed) or ``d`` (directory). The tree is stored
+as canonical msgpack through :func:`agentsnap_core.format.content.put_bytes`, so a large tree is chunked
+and two snapshots of a big tree share all unchanged chunks.
+
+Capture is incremental: a stat cache (like git's index) maps each path to its
+``(size, mtime, ctime, inode, mode)`` and content id, so an unchanged file is not re-read.
+Git's "racily clean" problem - a file rewritten with the same size within one timestamp
+tick after it was cached - is handled by never trusting cache entries whose timestamps are
+within :data:`RACY_WINDOW_NS` (or two timestamp ticks, on coarse filesystems) of the capture
+that recorded them: such a file could be rewritten after we read it without its timestamps
+changing, so it is re-read next time (git does the same against its index file's mtime).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, UnsafeSnapshot
+from agentsnap_core.format import content
+from agentsnap_core.format.encoding import pack_plain, unpack
+from agentsnap_core.format.objects import is_oid
+from agentsnap_core.stores.base import ObjectStore
+
+TREE_FORMAT = 1
+IGNORE_FILE = ".agentsnapignore"
+DEFAULT_IGNORES = (".agentsnap", ".git/")
+#: cache entries whose timestamps fall this close to the capture are re-hashed next time
+RACY_WINDOW_NS = 100_000_000
+#: filesystem timestamp tick; tests raise it to simulate coarse filesystems
+TIMESTAMP_GRANULARITY_NS = 1
+MAX_PATH = 4096
+NAME_MAX = 255
+HASH_THREADS = min(4, (os.cpu_count() or 2) + 1)
+SCAN_THREADS = min(4, (os.cpu_count() or 2) + 1)
+
+Entry = tuple[str, str, int, int, str]  # path, kind, mode, size, ref
+
+
+#: credential files left out of world capture unless the user opts in (see :func:`is_secret_file`);
+#: ``*.pem`` and ``*.key`` are decided by content (:data:`KEY_SUFFIXES`), not listed here
+SECRET_PATTERNS = (
+    ".env", ".env.*", "!.env.example", "!.env.sample", "!.env.template", "!.env.dist",
+    "*.p12", "*.pfx", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    ".netrc", ".npmrc", ".pypirc", ".pgpass", ".git-credentials", "credentials.json", "**/.aws/credentials",
+)
+_SECRET_NAMES = frozenset({".env", ".netrc", ".npmrc", ".pypirc", ".pgpass", ".git-credentials", "credentials.json"})
+_ENV_TEMPLATES = frozenset({".env.example", ".env.sample", ".env.template", ".env.dist"})
+#: names that say too little: a PEM file may be a public CA bundle (certifi's cacert.pem) or a private key
+KEY_SUFFIXES = (".pem", ".key")
+_PRIVATE_KEY = b"PRIVATE KEY-----"
+#: a key file larger than this is read only this far (private keys are a few KiB)
+MAX_KEY_SCAN = 16 * 1024 * 1024
+#: a chunk of zeros at least this long is restored as a hole, not written (sparse files keep their holes)
+SPARSE_MIN = 4096
+#: prefix of the temp files :func:`materialize` writes; an interrupted restore's leftovers are never captured
+TEMP_PREFIX = ".agentsnap-tmp-"
+
+
+def holds_private_key(full: str | os.PathLike[str]) -> bool:
+    """True when the regular file ``full`` holds a PEM private key (``-----BEGIN ... PRIVATE KEY-----``)."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False  # a link, a vanished file: nothing to leave out (an unreadable one fails when captured)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        tail, seen = b"", 0
+        while seen < MAX_KEY_SCAN:
+            block = f.read(1024 * 1024)
+            if not block:
+                return False
+            if _PRIVATE_KEY in tail + block:
+                return True
+            tail, seen = block[-len(_PRIVATE_KEY):], seen + len(block)
+    return True  # too large to read through: keep it out, the switch includes it
+
+
+def is_secret_file(rel: str, data: bytes | None = None) -> bool:
+    """True for ``.env`` files, private keys and credential files (the default secret exclusions).
+
+    ``*.pem`` / ``*.key`` are secrets only when they hold a private key: pass the content as ``data``;
+    without it such a name counts as a secret (it may hold one).
+    """
+    name = rel.rsplit("/", 1)[-1]
+    if name in _SECRET_NAMES:
+        return True
+    if name.startswith(".env.") and name not in _ENV_TEMPLATES:
+        return True
+    if name.endswith(KEY_SUFFIXES):
+        return data is None or _PRIVATE_KEY in data
+    if name.endswith((".p12", ".pfx")) or name.startswith(("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519")):
+        return True
+    return rel == ".aws/credentials" or rel.endswith("/.aws/credentials")
+
+
+class Ignore:
+    """gitignore-style matching: built-in defaults plus the root's ``.agentsnapignore``.
+
+    Credential files (:data:`SECRET_PATTERNS`, and ``*.pem``/``*.key`` files holding a private key) are left
+    out unless ``include_secrets`` is set (``snapshot --include-secrets``, store config
+    ``world.include_secrets=true``) or a ``!pattern`` line in ``.agentsnapignore`` re-includes one by name.
+    Every file left out that way is listed in :attr:`left_out`, so that nothing is left out in silence.
+    """
+
+    def __init__(
+        self, root: Path, include_git: bool = False, extra: list[str] | None = None, include_secrets: bool = False
+    ) -> None:
+        lines = [p for p in DEFAULT_IGNORES if not (include_git and p == ".git/")]
+        user: list[str] = []
+        ignore_file = root / IGNORE_FILE
+        if ignore_file.is_file():
+            user += ignore_file.read_text(errors="replace").splitlines()
+        user += extra or []
+        self.root = root
+        self.spec = pathspec.GitIgnoreSpec.from_lines(lines + ([] if include_secrets else list(SECRET_PATTERNS)) + user)
+        #: the same rules without the secrets policy: tells "left out as a secret" from "ignored by the user"
+        self.user_spec = pathspec.GitIgnoreSpec.from_lines(lines + user)
+        self.always = {".agentsnap"}
+        # without an ignore file only the defaults apply: decide by name, no pattern matching
+        self.defaults_only = not extra and not ignore_file.is_file()
+        self.skip_git = not include_git
+        self.skip_secrets = not include_secrets
+        #: files the secrets policy left out of the last scan (named by snapshot and status)
+        self.left_out: list[str] = []
+
+    def ignored(self, rel: str, is_dir: bool) -> bool:
+        if rel in self.always or rel.endswith("/.agentsnap"):  # a nested store or worktree link: never captured
+            return True
+        if not is_dir and TEMP_PREFIX in rel and rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
+            return True
+        if self.defaults_only:
+            if is_dir:
+                return self.skip_git and (rel == ".git" or rel.endswith("/.git"))
+            return self._secret(rel, is_secret_file(rel))
+        if self.spec.match_file(rel + "/" if is_dir else rel):
+            if not is_dir and self.skip_secrets and not self.user_spec.match_file(rel):
+                self.left_out.append(rel)
+            return True
+        return not is_dir and self._secret(rel, rel.endswith(KEY_SUFFIXES))
+
+    def _secret(self, rel: str, by_name: bool) -> bool:
+        """Leave out ``rel`` when the policy says so (a key file by its content) and remember it."""
+        if not (self.skip_secrets and by_name):
+            return False
+        if rel.endswith(KEY_SUFFIXES) and not holds_private_key(self.root / rel):
+            return False
+        self.left_out.append(rel)
+        return True
+
+
+@dataclass
+class CaptureStats:
+    files: int = 0
+    dirs: int = 0
+    links: int = 0
+    bytes_total: int = 0
+    files_hashed: int = 0
+    bytes_hashed: int = 0
+
+
+@dataclass
+class StatCache:
+    """path -> [size, mtime_ns, ctime_ns, ino, mode, content id, racy]"""
+
+    entries: dict[str, list[Any]] = field(default_factory=dict)
+    dirty: bool = True
+
+    @classmethod
+    def load(cls, path: Path) -> StatCache:
+        try:
+            doc = unpack(path.read_bytes(), "stat cache")
+            if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
+                return cls({name_in(k): v for k, v in doc["e"].items()}, dirty=False)
+        except (OSError, AgentSnapError):
+            pass
+        return cls()
+
+    def save(self, path: Path) -> None:
+        if not self.dirty and path.exists():
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(pack_plain({"v": 1, "e": {name_out(k): v for k, v in self.entries.items()}}))
+        os.replace(tmp, path)
+
+
+def _tick(ns: int) -> int:
+    g = TIMESTAMP_GRANULARITY_NS
+    return ns if g <= 1 else ns - ns % g
+
+
+def _stat_key(st: os.stat_result) -> list[Any]:
+    return [st.st_size, _tick(st.st_mtime_ns), _tick(st.st_ctime_ns), st.st_ino, st.st_mode]
+
+
+def _scan_tree(rel_root: str, abs_root: str, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
+    """Every non-ignored entry below one directory (unordered; :func:`scan` sorts)."""
+    out: list[tuple[str, os.stat_result]] = []
+    stack = [(rel_root, abs_root)]
+    while stack:
+        rel_dir, abs_dir = stack.pop()
+        try:
+            it = os.scandir(abs_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        with it:
+            for item in it:
+                rel = f"{rel_dir}/{item.name}"
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if ignore.ignored(rel, is_dir):
+                    continue
+                out.append((rel, st))
+                if is_dir:
+                    stack.append((rel, item.path))
+    return out
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _path(item: tuple[str, os.stat_result]) -> str:
+    return item[0]
+
+
+def scan(root: Path, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
+    """``(relative path, lstat)`` of every non-ignored entry under ``root``, sorted by path.
+
+    The top-level directories are walked in parallel threads (``lstat`` releases the GIL,
+    and on large trees the walk is bound by system calls).
+    """
+    top = _scan_level(str(root), ignore)
+    dirs = [(rel, st) for rel, st in top if stat.S_ISDIR(st.st_mode)]
+    if SCAN_THREADS <= 1 or len(dirs) < 4:
+        subtrees = [_scan_tree(rel, os.path.join(root, rel), ignore) for rel, _ in dirs]
+    else:
+        with ThreadPoolExecutor(SCAN_THREADS) as pool:
+            subtrees = list(pool.map(lambda d: _scan_tree(d[0], os.path.join(root, d[0]), ignore), dirs))
+    out = list(top)
+    for sub in subtrees:
+        out.extend(sub)
+    out.sort(key=_path)
+    return out
+
+
+def _scan_level(abs_dir: str, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
+    with os.scandir(abs_dir) as it:
+        items = sorted(it, key=_name)
+    out = []
+    for item in items:
+        try:
+            st = item.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if not ignore.ignored(item.name, stat.S_ISDIR(st.st_mode)):
+            out.append((item.name, st))
+    return out
+
+
+def capture(
+    root: Path,
+    store: ObjectStore | None,
+    ignore: Ignore,
+    cache: StatCache | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[list[Entry], StatCache, CaptureStats]:
+    """Capture ``root``; with ``store=None`` only compute ids (used by status/diff)."""
+    start_ns = _tick(time.time_ns())
+    window = max(RACY_WINDOW_NS, 2 * TIMESTAMP_GRANULARITY_NS) if RACY_WINDOW_NS >= 0 else RACY_WINDOW_NS
+    old = cache.entries if cache else {}
+    new: dict[str, list[Any]] = {}
+    entries: list[Entry] = []
+    stats = CaptureStats()
+    todo: list[tuple[int, str, os.stat_result]] = []
+    for rel, st in scan(root, ignore):
+        mode = st.st_mode
+        if stat.S_ISREG(mode):
+            stats.files += 1
+            stats.bytes_total += st.st_size
+            key = _stat_key(st)
+            hit = old.get(rel)
+            if hit is not None and hit[:5] == key and not hit[6]:
+                entries.append((rel, "f", mode & 0o777, st.st_size, hit[5]))
+                new[rel] = hit
+            else:
+                todo.append((len(entries), rel, st))
+                entries.append((rel, "f", mode & 0o777, st.st_size, ""))
+        elif stat.S_ISLNK(mode):
+            stats.links += 1
+            entries.append((rel, "l", 0o777, 0, os.readlink(os.path.join(root, rel))))
+        elif stat.S_ISDIR(mode):
+            stats.dirs += 1
+            entries.append((rel, "d", mode & 0o777, 0, ""))
+        # sockets, FIFOs and devices are not captured
+
+    def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, int, os.stat_result, bool]]:
+        out = []
+        for idx, rel, st in batch:
+            full = os.path.join(root, rel)
+            try:  # the size recorded is the size of the bytes stored, whatever the file did meanwhile
+                oid, stored = content.put_file(store, full)
+            except FileNotFoundError:  # deleted since the scan: not part of this snapshot
+                out.append((idx, rel, "", 0, st, True))
+                continue
+            # re-stat: a file that changed while we read it is recorded as racy
+            try:
+                changed = _stat_key(os.lstat(full)) != _stat_key(st) or stored != st.st_size
+            except FileNotFoundError:
+                changed = True
+            out.append((idx, rel, oid, stored, st, changed))
+        return out
+
+    batches: list[list[tuple[int, str, os.stat_result]]] = []
+    size = 0
+    for item in todo:
+        if not batches or len(batches[-1]) >= 512 or size >= 16 * 1024 * 1024:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += item[2].st_size
+    threads = 1 if len(batches) < 2 else HASH_THREADS
+    with ThreadPoolExecutor(threads) as pool:
+        for result in pool.map(work, batches):
+            for idx, rel, oid, stored, st, changed in result:
+                if not oid:
+                    stats.files -= 1
+                    continue
+                path, kind, mode, _, _ = entries[idx]
+                entries[idx] = (path, kind, mode, stored, oid)
+                key = _stat_key(st)
+                racy = changed or key[1] >= start_ns - window or key[2] >= start_ns - window
+                new[rel] = key + [oid, racy]
+                stats.files_hashed += 1
+                stats.bytes_hashed += st.st_size
+                if progress:
+                    progress(st.st_size)
+    entries = [e for e in entries if e[1] != "f" or e[4]]  # files deleted while the snapshot ran
+    unchanged = stats.files_hashed == 0 and len(new) == len(old)
+    return entries, StatCache(new, dirty=not unchanged), stats
+
+
+def name_out(name: str) -> str | bytes:
+    """A path or link target as stored: a str when it is UTF-8, else its raw bytes (git keeps any bytes too).
+
+    Names read from disk that are not UTF-8 arrive as str with surrogate escapes, which msgpack cannot encode.
+    """
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name)
+
+
+def name_in(name: Any) -> Any:
+    """Inverse of :func:`name_out`: raw bytes come back as the str the os module uses for them."""
+    return os.fsdecode(name) if isinstance(name, bytes) else name
+
+
+def _stored(e: Entry) -> list[Any]:
+    path, kind, mode, size, ref = e
+    return [name_out(path), kind, mode, size, name_out(ref) if kind == "l" else ref]
+
+
+def put_tree(store: ObjectStore, entries: list[Entry]) -> str:
+    # keys in sorted order and entries already sorted by path: the plain encoding is canonical
+    return content.put_bytes(store, pack_plain({"entries": [_stored(e) for e in entries], "v": TREE_FORMAT}))
+
+
+def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
+    """Load and validate a tree; hostile entries raise :class:`UnsafeSnapshot` before anything is written."""
+    doc = content.get_value(store, oid, "world tree")
+    if not isinstance(doc, dict) or "v" not in doc:
+        raise ObjectCorrupt(oid, "world tree", "malformed document")
+    if doc["v"] != TREE_FORMAT:
+        from agentsnap_core.errors import UnsupportedFormat
+
+        raise UnsupportedFormat(f"world tree {oid[:12]}", doc["v"], TREE_FORMAT)
+    raw = doc.get("entries")
+    if not isinstance(raw, list):
+        raise ObjectCorrupt(oid, "world tree", "entries missing")
+    entries: list[Entry] = []
+    for e in raw:
+        if not (isinstance(e, list) and len(e) == 5):
+            raise UnsafeSnapshot(repr(e)[:80], "malformed tree entry")
+        path, kind, mode, size, ref = e
+        entries.append((name_in(path), kind, mode, size, name_in(ref) if kind == "l" else ref))
+    validate_entries(entries)
+    return entries
+
+
+def validate_entries(entries: list[Entry]) -> None:
+    """Refuse paths that escape the root, duplicates, and entries nested under files or links."""
+    seen: dict[str, str] = {}
+    for path, kind, mode, size, ref in entries:
+        if not isinstance(path, str) or not path:
+            raise UnsafeSnapshot(repr(path), "path is not a non-empty string")
+        if len(path) > MAX_PATH or "\x00" in path:
+            raise UnsafeSnapshot(path[:80], "path too long or contains NUL")
+        if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+            raise UnsafeSnapshot(path, "absolute path")
+        parts = path.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            raise UnsafeSnapshot(path, "path escapes the root or is not normalised")
+        if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
+            raise UnsafeSnapshot(path[:80], f"a path component is longer than {NAME_MAX} bytes")
+        if ".agentsnap" in parts:  # like git's .git: a nested store (or worktree link) would redirect commands
+            raise UnsafeSnapshot(path, "'.agentsnap' (a store directory or worktree link) as a path component")
+        if kind not in ("f", "l", "d"):
+            raise UnsafeSnapshot(path, f"unknown entry kind {kind!r} (devices, FIFOs and hard links are refused)")
+        if not isinstance(mode, int) or not 0 <= mode <= 0o777:
+            raise UnsafeSnapshot(path, f"bad mode {mode!r}")
+        if not isinstance(size, int) or size < 0:
+            raise UnsafeSnapshot(path, f"bad size {size!r}")
+        if kind == "f" and not is_oid(ref):
+            raise UnsafeSnapshot(path, "file entry without a valid content id")
+        if kind == "l" and (not isinstance(ref, str) or not ref or "\x00" in ref):
+            raise UnsafeSnapshot(path, "symlink without a valid target")
+        if path in seen:
+            raise UnsafeSnapshot(path, "duplicate path")
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            pk = seen.get(parent)
+            if pk is not None and pk != "d":
+                raise UnsafeSnapshot(path, f"nested under {'symlink' if pk == 'l' else 'file'} {parent!r}")
+        seen[path] = kind
+    # a later entry could be the parent of an earlier one when the list is unsorted
+    paths = sorted(seen)
+    for a, b in zip(paths, paths[1:], strict=False):
+        if b.startswith(a + "/") and seen[a] != "d":
+            raise UnsafeSnapshot(b, f"nested under non-directory {a!r}")
+
+
+def symlink_escapes(path: str, target: str) -> bool:
+    """True when a link at ``path`` (relative to a root) points outside that root."""
+    if target.startswith("/"):
+        return True
+    depth = len(path.split("/")) - 1
+    for part in target.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in ("", "."):
+            depth += 1
+    return False
+
+
+@dataclass
+class Changes:
+    added: list[str] = field(default_factory=list)
+    modified: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    mode_changed: list[str] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.added or self.modified or self.deleted or self.mode_changed)
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {"added": self.added, "modified": self.modified, "deleted": self.deleted, "mode": self.mode_changed}
+
+
+def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
+    """What changed from ``old`` to ``new`` (directories only when ``dirs``)."""
+    a = {e[0]: e for e in old if dirs or e[1] != "d"}
+    b = {e[0]: e for e in new if dirs or e[1] != "d"}
+    ch = Changes()
+    for p, e in b.items():
+        o = a.get(p)
+        if o is None:
+            ch.added.append(p)
+        elif o[1] != e[1] or o[4] != e[4]:
+            ch.modified.append(p)
+        elif o[2] != e[2]:
+            ch.mode_changed.append(p)
+    ch.deleted = [p for p in a if p not in b]
+    ch.added.sort(), ch.modified.sort(), ch.deleted.sort(), ch.mode_changed.sort()
+    return ch
+
+
+_KIND_NAMES = {"f": "file", "d": "directory", "l": "symlink"}
+
+
+def _is_real_dir(path: str) -> bool:
+    return os.path.isdir(path) and not os.path.islink(path)
+
+
+def materialize(
+    store: ObjectStore,
+    root: Path,
+    target: list[Entry],
+    current: list[Entry],
+    allow_external_symlinks: bool = False,
+    paths: list[str] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Changes:
+    """Make the directory ``root`` (whose non-ignored content is ``current``) equal ``target``.
+
+    Ignored paths are never touched. Every path is checked before anything is written.
+    With ``paths``, only entries at or below those paths are restored.
+    """
+    validate_entries(target)
+    if not allow_external_symlinks:
+        for path, kind, _, _, ref in target:
+            if kind == "l" and symlink_escapes(path, ref):
+                raise UnsafeSnapshot(
+                    path, f"symlink points outside the restore root ({ref!r}); pass allow_external_symlinks to permit"
+                )
+
+    def selected(p: str) -> bool:
+        return paths is None or any(p == s or p.startswith(s + "/") or s.startswith(p + "/") for s in paths)
+
+    tgt = {e[0]: e for e in target if selected(e[0])}
+    cur = {e[0]: e for e in current if selected(e[0])}
+    changes = compare(list(cur.values()), list(tgt.values()), dirs=True)
+    # 0. every object the restore needs is present, verifies and has the size the tree says: nothing touched yet
+    for p in sorted(tgt):
+        _path, kind, _mode, size, ref = tgt[p]
+        c = cur.get(p)
+        if kind == "f" and not (c is not None and c[1] == "f" and c[4] == ref):
+            check_content(store, p, ref, size)
+    # 0b. nothing ignored stands where the target puts something (a planted link, an ignored file): every
+    # non-ignored path is in ``cur``, so anything else that exists there is the user's and must not be removed
+    for p in sorted(tgt):
+        full = os.path.join(root, p)
+        if p not in cur and os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
+            exc = AgentSnapError(
+                f"cannot restore {p!r}: something ignored here is in the way (the snapshot has a "
+                f"{_KIND_NAMES[tgt[p][1]]} there); nothing was changed: move it and re-run"
+            )
+            exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)
+            raise exc
+    # 1. remove what the target does not have, or has with another kind (deepest first)
+    for p in sorted(cur, key=lambda s: s.count("/"), reverse=True):
+        old, t = cur[p], tgt.get(p)
+        if t is not None and t[1] == old[1]:
+            continue
+        full = os.path.join(root, p)
+        if old[1] == "d":
+            try:
+                os.rmdir(full)
+            except OSError:
+                if t is not None:
+                    raise AgentSnapError(f"cannot replace directory {p!r}: it holds ignored files") from None
+        else:
+            try:
+                os.unlink(full)
+            except FileNotFoundError:
+                pass
+    # 2. create directories, files and links in path order
+    for p in sorted(tgt):
+        path, kind, mode, size, ref = tgt[p]
+        c = cur.get(p)
+        full = os.path.join(root, p)
+        _check_parents(root, p)
+        if kind == "d":
+            if (c is None or c[1] != "d") and not _is_real_dir(full):
+                os.mkdir(full, 0o700)
+            if c is None or c[2] != mode:
+                os.chmod(full, mode | 0o700)
+        elif kind == "l":
+            if c is not None and c[1] == "l" and c[4] == ref:
+                continue
+            if os.path.lexists(full):
+                os.unlink(full)
+            os.symlink(ref, full)
+        else:
+            if c is not None and c[1] == "f" and c[4] == ref:
+                if c[2] != mode:
+                    os.chmod(full, mode)
+                continue
+            tmp = os.path.join(os.path.dirname(full), f".agentsnap-tmp-{os.getpid()}-{os.path.basename(full)}"[:255])
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    n = 0
+                    holes = False
+                    for piece in content.iter_chunks(store, ref):  # stop at the declared size (no disk bombs)
+                        n += len(piece)
+                        if n > size:
+                            break
+                        if len(piece) >= SPARSE_MIN and piece == bytes(len(piece)):
+                            fh.seek(len(piece), os.SEEK_CUR)  # a run of zeros stays a hole (sparse files)
+                            holes = True
+                        else:
+                            fh.write(piece)
+                    if holes and n <= size:
+                        fh.truncate(n)
+                if n != size:
+                    raise ObjectCorrupt(ref, f"{size} bytes", f"{n}{'+' if n > size else ''} bytes",
+                                        "file size differs from tree")
+                os.chmod(tmp, mode)
+                os.replace(tmp, full)
+            except BaseException:  # a corrupt object, a full disk: no temp file left behind
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+                raise
+            if progress:
+                progress(size)
+    # directory modes last (a read-only dir must be filled first)
+    for p in sorted(tgt, reverse=True):
+        if tgt[p][1] == "d":
+            os.chmod(os.path.join(root, p), tgt[p][2])
+    return changes
+
+
+def check_content(store: ObjectStore, path: str, ref: str, size: int) -> None:
+    """Read the content of tree entry ``path`` through (every chunk verified); raise naming ``path``."""
+    try:
+        n = 0
+        for piece in content.iter_chunks(store, ref):
+            n += len(piece)
+            if n > size:
+                break
+        if n != size:
+            raise ObjectCorrupt(ref, f"{size} bytes", f"{n}{'+' if n > size else ''} bytes", "file size differs from tree")
+    except AgentSnapError as exc:  # same class (callers can act on it), the message names the file
+        exc.args = (f"cannot restore {path!r}: {exc}; nothing was changed",)
+        exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)
+        raise
+
+
+def _check_parents(root: Path, rel: str) -> None:
+    parts = rel.split("/")[:-1]
+    cur = str(root)
+    for part in parts:
+        cur = os.path.join(cur, part)
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            raise UnsafeSnapshot(rel, f"parent {part!r} is not a directory entry of the tree") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise UnsafeSnapshot(rel, f"parent {cur!r} is not a real directory (a symlink would lead outside)")

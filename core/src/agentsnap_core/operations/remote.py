@@ -1,0 +1,642 @@
+"""push / fetch / pull / clone: move snapshots between a repository and a remote store.
+
+Only missing objects travel. The transfer walks the snapshot DAG from the tips, asking the
+destination in batches which manifests it lacks (a manifest the destination has is complete:
+manifests are always written after everything they name), collects the content those manifests
+name, asks in batches which of it is missing, and copies it with a bounded thread pool in an
+order that keeps every store complete at all times: chunks, then chunk lists, then manifests
+(parents first), then the index, and refs last - a reader never sees a ref to a missing object.
+An interrupted transfer leaves only unreferenced objects behind; re-running it copies the rest.
+
+Branch updates are compare-and-swap on the remote. A push that is not a fast-forward is refused
+unless ``force_with_lease`` is given (git's meaning: overwrite only if the remote still has what
+our remote-tracking ref says it had).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty
+from agentsnap_core.format import crypto, objects
+from agentsnap_core.format.encoding import unpack
+from agentsnap_core.format.objects import Kind, is_oid
+from agentsnap_core.layers import world
+from agentsnap_core.stores import InvalidStoreURL, Store, ledger_of, mask_url, open_store, store_url_of
+from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
+
+if TYPE_CHECKING:
+    from agentsnap_core.repository.repo import Repo
+
+REMOTES_KEY = "remotes"
+DEFAULT_REMOTE = "origin"
+DEFAULT_JOBS = 8
+_BATCH = 1000
+#: ``(objects done, objects known so far, bytes done)``
+TransferProgress = Callable[[int, int, int], None]
+
+
+class PushRejected(AgentSnapError):
+    """The remote refused some ref updates (not a fast-forward, or a stale lease)."""
+
+    def __init__(self, url: str, rejected: dict[str, str]) -> None:
+        self.url, self.rejected = mask_url(url), rejected
+        what = "; ".join(f"{name}: {why}" for name, why in sorted(rejected.items()))
+        super().__init__(
+            f"push to {self.url} rejected ({what}); run 'agentsnap pull' to merge the remote's work, "
+            "then push again (or overwrite with --force-with-lease)"
+        )
+
+
+class Diverged(AgentSnapError):
+    """Local and remote branches both have snapshots the other lacks."""
+
+    def __init__(self, branch: str, ours: str, theirs: str) -> None:
+        self.branch, self.ours, self.theirs = branch, ours, theirs
+        super().__init__(
+            f"branch {branch} and the remote have diverged ({ours[:12]} vs {theirs[:12]}); "
+            "merge them with 'agentsnap merge' and push again"
+        )
+
+
+@dataclass
+class TransferResult:
+    """What a transfer did."""
+
+    url: str = ""
+    objects: int = 0  #: objects copied
+    bytes: int = 0  #: stored bytes copied
+    snapshots: int = 0  #: manifests copied
+    present: int = 0  #: objects the destination already had (among those checked)
+    updated: dict[str, list[str | None]] = field(default_factory=dict)  #: ref -> [old, new]
+    up_to_date: list[str] = field(default_factory=list)
+    rejected: dict[str, str] = field(default_factory=dict)
+    merge: dict[str, Any] | None = None
+    ledger: int = 0  #: effects-ledger entries copied
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- remotes config
+
+
+def remotes(repo: Repo) -> dict[str, str]:
+    """Named remotes of this repository: ``{name: url}``."""
+    raw = _local_refs(repo).get_config(REMOTES_KEY)
+    return dict(json.loads(raw)) if raw else {}
+
+
+def _local_refs(repo: Repo) -> Any:
+    """The repository directory's own refs (remotes are per checkout, like git's config)."""
+    local = getattr(repo.store, "local", None)
+    return local.refs if local is not None else repo.refs
+
+
+def add_remote(repo: Repo, name: str, url: str) -> str:
+    from agentsnap_core.repository.repo import check_ref_name
+
+    check_ref_name(name)
+    if "/" in name:
+        raise InvalidInput(f"remote name {name!r} may not contain '/'")
+    url = store_url_of(url)
+    _check_url_syntax(url)
+    current = remotes(repo)
+    if name in current:
+        raise InvalidInput(f"remote {name!r} already exists ({mask_url(current[name])}); remove it first")
+    current[name] = url
+    _local_refs(repo).set_config(REMOTES_KEY, json.dumps(current, sort_keys=True))
+    return url
+
+
+def remove_remote(repo: Repo, name: str) -> None:
+    current = remotes(repo)
+    if name not in current:
+        raise InvalidInput(f"no remote named {name!r} (see 'agentsnap remote list')")
+    del current[name]
+    _local_refs(repo).set_config(REMOTES_KEY, json.dumps(current, sort_keys=True))
+    stale = [RefUpdate(r, None, ANY) for r in repo.refs.list_refs(f"refs/remotes/{name}/")]
+    if stale:
+        repo.refs.update_refs(stale, f"remote: remove {name}")
+
+
+def _check_url_syntax(url: str) -> None:
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in ("file", "postgresql", "postgres", "s3"):
+        raise InvalidStoreURL(url, f"unknown scheme {scheme!r}")
+
+
+def resolve_remote(repo: Repo, remote: str | None) -> tuple[str | None, str]:
+    """``(name or None, url)`` for a remote name or URL (default: ``origin``)."""
+    remote = remote or DEFAULT_REMOTE
+    named = remotes(repo)
+    if remote in named:
+        return remote, named[remote]
+    if "://" in remote or os.sep in remote or remote.startswith("."):
+        url = store_url_of(remote)
+        _check_url_syntax(url)
+        return None, url
+    raise InvalidInput(f"no remote named {remote!r}; add it with 'agentsnap remote add {remote} URL' or give a URL")
+
+
+# ---------------------------------------------------------------- the object transfer
+
+
+def _manifest(store: Any, oid: str) -> dict[str, Any]:
+    kind, raw = store.get(oid)
+    if kind != Kind.MANIFEST:
+        raise AgentSnapError(f"{oid[:12]} is not a snapshot")
+    doc = unpack(raw, f"manifest {oid[:12]}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("parents"), list) or not isinstance(doc.get("layers"), dict):
+        raise AgentSnapError(f"manifest {oid[:12]} is malformed")
+    return doc
+
+
+def _layer_content(src: Any, manifest: dict[str, Any]) -> list[str]:
+    """Top-level content ids a manifest names (layer payloads, world tree, every file)."""
+    out: list[str] = []
+    for name, rec in manifest["layers"].items():
+        if not isinstance(rec, dict):
+            continue
+        out += [rec[k] for k in ("tree", "env", "content") if is_oid(rec.get(k))]
+        out += [r for r in rec.get("refs", []) if is_oid(r)]
+        if name == "world" and is_oid(rec.get("tree")):
+            out += [ref for _p, kind, _m, _s, ref in world.load_tree(src, rec["tree"]) if kind == "f" and is_oid(ref)]
+    return out
+
+
+def _stored_kind(stored: bytes) -> int:
+    return stored[4] if len(stored) >= objects.HEADER.size else -1
+
+
+class _Copier:
+    def __init__(self, src: Any, dst: Any, jobs: int, progress: TransferProgress | None, result: TransferResult) -> None:
+        self.src, self.dst, self.jobs, self.progress, self.result = src, dst, max(1, jobs), progress, result
+        self.known = 0
+
+    def _tick(self, n_bytes: int) -> None:
+        self.result.objects += 1
+        self.result.bytes += n_bytes
+        if self.progress:
+            self.progress(self.result.objects, self.known, self.result.bytes)
+
+    def missing(self, oids: Iterable[str]) -> list[str]:
+        wanted = list(dict.fromkeys(oids))
+        out: list[str] = []
+        for i in range(0, len(wanted), _BATCH):
+            batch = wanted[i : i + _BATCH]
+            gone = self.dst.missing(batch)
+            self.result.present += len(batch) - len(gone)
+            out += [o for o in batch if o in gone]
+        return out
+
+    def copy_many(self, oids: list[str], hold_lists: bool) -> list[tuple[str, bytes]]:
+        """Copy objects in parallel; with ``hold_lists``, chunk lists are returned instead of written."""
+        held: list[tuple[str, bytes]] = []
+
+        def one(oid: str) -> tuple[int, tuple[str, bytes] | None]:
+            stored = self.src.get_stored(oid)
+            if hold_lists and _stored_kind(stored) == Kind.CHUNKS:
+                return 0, (oid, stored)
+            self.dst.put_stored(oid, stored)
+            return len(stored), None
+
+        if not oids:
+            return held
+        with ThreadPoolExecutor(self.jobs) as pool:
+            for i in range(0, len(oids), _BATCH):  # bounded: at most one batch in flight
+                for size, got in pool.map(one, oids[i : i + _BATCH]):
+                    if got is None:
+                        self._tick(size)
+                    else:
+                        held.append(got)
+        return held
+
+    def copy_stored(self, oid: str, stored: bytes) -> None:
+        self.dst.put_stored(oid, stored)
+        self._tick(len(stored))
+
+
+def transfer(
+    src: Store | Any,
+    dst: Store | Any,
+    tips: Iterable[str],
+    *,
+    jobs: int = DEFAULT_JOBS,
+    progress: TransferProgress | None = None,
+    result: TransferResult | None = None,
+) -> TransferResult:
+    """Copy every object reachable from ``tips`` that ``dst`` lacks; index the new snapshots in ``dst``.
+
+    ``src``/``dst`` are stores (``.objects`` and ``.refs``). Refs are not touched.
+    """
+    result = result or TransferResult()
+    c = _Copier(src.objects, dst.objects, jobs, progress, result)
+    # 1. manifests dst lacks, found generation by generation (batched existence checks)
+    needed: list[tuple[str, dict[str, Any]]] = []
+    seen: set[str] = set()
+    frontier = [t for t in dict.fromkeys(tips) if is_oid(t)]
+    seen.update(frontier)
+    while frontier:
+        nxt: list[str] = []
+        for oid in c.missing(frontier):
+            m = _manifest(src.objects, oid)
+            needed.append((oid, m))
+            for p in m["parents"]:
+                if is_oid(p) and p not in seen:
+                    seen.add(p)
+                    nxt.append(p)
+        frontier = nxt
+    # 2. the content they name, minus what dst has
+    top: list[str] = []
+    for _oid, m in needed:
+        top += _layer_content(src.objects, m)
+    top = c.missing(top)
+    c.known = len(top) + len(needed)
+    # 3. blobs now, chunk lists held back until their chunks are in
+    lists = c.copy_many(top, hold_lists=True)
+    chunk_ids: list[str] = []
+    for oid, stored in lists:
+        _kind, raw = objects.decode(oid, stored)
+        chunk_ids += [cid for cid, _n in objects.unpack_chunk_list(oid, raw)]
+    chunks = c.missing(chunk_ids)
+    c.known += len(chunks)
+    c.copy_many(chunks, hold_lists=False)
+    dst.objects.barrier()
+    for oid, stored in lists:
+        c.copy_stored(oid, stored)
+    dst.objects.barrier()
+    # 4. manifests, oldest first, each indexed once it is in
+    for oid, _m in reversed(needed):
+        c.copy_stored(oid, src.objects.get_stored(oid))
+        result.snapshots += 1
+    dst.objects.barrier()
+    rows = [
+        SnapshotRow(oid, tuple(p for p in m["parents"] if is_oid(p)), float(m.get("time", 0.0)),
+                    str(m.get("message", "")), str(m.get("agent", "")))
+        for oid, m in reversed(needed)
+    ]  # fmt: skip
+    batch = getattr(dst.refs, "index_snapshots", None)
+    if callable(batch):
+        batch(rows)
+    else:
+        for row in rows:
+            dst.refs.index_snapshot(row)
+    return result
+
+
+def sync_ledger(src: Any, dst: Any, result: TransferResult) -> None:
+    """Copy the effects-ledger entries ``dst`` lacks when its ledger is a prefix of ``src``'s.
+
+    The ledger follows real time and is append-only, so two ledgers that both grew cannot be
+    joined here: that is reported in ``result.notes`` and nothing is copied.
+    """
+    n_src = src.count()
+    if n_src == 0:
+        return
+    n_dst = dst.count()
+    if n_dst >= n_src:
+        return
+    rows = src.read(0)
+    if n_dst and dst.read(0) != rows[:n_dst]:
+        result.notes.append("effects ledgers have diverged; ledger entries were not copied")
+        return
+    seal = src.seal()
+    for i in range(n_dst, len(rows)):
+        if not dst.append(i, rows[i][0], rows[i][1], seal):
+            result.notes.append("the destination's effects ledger grew during the transfer; re-run to copy the rest")
+            return
+        result.ledger += 1
+
+
+def _repo_ledger(repo: Repo) -> Any:
+    from agentsnap_core.layers.effects_ledger import store_for
+
+    return store_for(repo)
+
+
+def is_ancestor(store: Any, ancestor: str, descendant: str) -> bool:
+    """True when ``ancestor`` is ``descendant`` or one of its ancestors (in ``store``)."""
+    if ancestor == descendant:
+        return True
+    if not store.has(ancestor):
+        return False
+    seen = {descendant}
+    stack = [descendant]
+    while stack:
+        for p in _manifest(store, stack.pop())["parents"]:
+            if p == ancestor:
+                return True
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return False
+
+
+# ---------------------------------------------------------------- verbs
+
+
+def _push_refs(repo: Repo, refs: list[str] | None) -> list[str]:
+    if not refs:
+        symref, _ = repo.head()
+        if not symref or not symref.startswith("refs/heads/"):
+            raise InvalidInput("HEAD is detached; name the branch to push")
+        return [symref]
+    out = []
+    for r in refs:
+        for name in (r, f"refs/heads/{r}", f"refs/tags/{r}"):
+            if name.startswith("refs/") and repo.refs.get_ref(name):
+                out.append(name)
+                break
+        else:
+            raise InvalidInput(f"nothing to push: no branch or tag named {r!r}")
+    return out
+
+
+def _tracking(remote_name: str | None, ref: str) -> str | None:
+    if remote_name and ref.startswith("refs/heads/"):
+        return f"refs/remotes/{remote_name}/{ref[len('refs/heads/'):]}"
+    return None
+
+
+def push(
+    repo: Repo,
+    remote: str | None = None,
+    refs: list[str] | None = None,
+    *,
+    force_with_lease: bool = False,
+    jobs: int = DEFAULT_JOBS,
+    progress: TransferProgress | None = None,
+) -> TransferResult:
+    """Send the snapshots ``refs`` (default: the current branch) name and move the remote's refs.
+
+    Raises:
+        PushRejected: some ref is not a fast-forward (or the lease is stale); the others were pushed.
+    """
+    from agentsnap_core.repository.repo import _whoami
+
+    name, url = resolve_remote(repo, remote)
+    names = _push_refs(repo, refs)
+    dst = open_store(url, create=True)
+    result = TransferResult(url=mask_url(url))
+    try:
+        tips = {n: repo.refs.get_ref(n) for n in names}
+        empty = [n for n, t in tips.items() if t is None]
+        if empty:
+            raise InvalidInput(f"nothing to push: {', '.join(empty)} has no snapshot yet")
+        transfer(repo.store, dst, [t for t in tips.values() if t], jobs=jobs, progress=progress, result=result)
+        sync_ledger(_repo_ledger(repo), ledger_of(dst), result)  # before refs: snapshots name ledger positions
+        updates: list[RefUpdate] = []
+        for ref, new in tips.items():
+            old = dst.refs.get_ref(ref)
+            if old == new:
+                result.up_to_date.append(ref)
+                continue
+            tracking = _tracking(name, ref)
+            if force_with_lease:
+                lease = repo.refs.get_ref(tracking) if tracking else None
+                if lease != old:
+                    result.rejected[ref] = f"stale lease (remote has {_short(old)}, we last saw {_short(lease)}); fetch first"
+                    continue
+            elif ref.startswith("refs/tags/") and old is not None:
+                result.rejected[ref] = "tag already exists on the remote"
+                continue
+            elif old is not None and not is_ancestor(repo.objects, old, str(new)):
+                result.rejected[ref] = f"not a fast-forward (the remote has {_short(old)}, which you do not have)"
+                continue
+            updates.append(RefUpdate(ref, new, old))
+        if updates:
+            try:
+                dst.refs.update_refs(updates, f"push: from {_whoami()}")
+            except RefConflict as exc:
+                result.rejected[exc.name] = "the remote moved during the push; pull and push again"
+                updates = []
+        for u in updates:
+            result.updated[u.name] = [u.expected if u.expected != ANY else None, u.new]
+            tracking = _tracking(name, u.name)
+            if tracking:
+                repo.refs.update_refs([RefUpdate(tracking, u.new, ANY)], f"push: {mask_url(url)}")
+    finally:
+        dst.close()
+    if result.rejected:
+        err = PushRejected(url, result.rejected)
+        err.result = result  # type: ignore[attr-defined]
+        raise err
+    return result
+
+
+def fetch(
+    repo: Repo, remote: str | None = None, *, jobs: int = DEFAULT_JOBS, progress: TransferProgress | None = None
+) -> TransferResult:
+    """Copy the remote's branches and tags in; move ``refs/remotes/<remote>/*`` and add new tags."""
+    name, url = resolve_remote(repo, remote)
+    src = open_store(url)
+    try:
+        return _fetch_from(repo, src, name, url, jobs, progress)
+    finally:
+        src.close()
+
+
+def _fetch_from(
+    repo: Repo, src: Any, name: str | None, url: str, jobs: int, progress: TransferProgress | None
+) -> TransferResult:
+    result = TransferResult(url=mask_url(url))
+    heads = src.refs.list_refs("refs/heads/")
+    tags = src.refs.list_refs("refs/tags/")
+    transfer(src, repo.store, [*heads.values(), *tags.values()], jobs=jobs, progress=progress, result=result)
+    sync_ledger(ledger_of(src), _repo_ledger(repo), result)
+    updates: list[RefUpdate] = []
+    for ref, oid in heads.items():
+        tracking = _tracking(name, ref)
+        if tracking is None:
+            continue
+        old = repo.refs.get_ref(tracking)
+        if old == oid:
+            result.up_to_date.append(tracking)
+        else:
+            updates.append(RefUpdate(tracking, oid, ANY))
+            result.updated[tracking] = [old, oid]
+    for ref, oid in tags.items():
+        old = repo.refs.get_ref(ref)
+        if old is None:
+            updates.append(RefUpdate(ref, oid, None))
+            result.updated[ref] = [None, oid]
+        elif old != oid:
+            result.rejected[ref] = f"local tag differs ({_short(old)} here, {_short(oid)} there); kept ours"
+    if name:
+        gone = set(repo.refs.list_refs(f"refs/remotes/{name}/")) - {_tracking(name, r) for r in heads}
+        updates += [RefUpdate(r, None, ANY) for r in sorted(gone)]
+    if updates:
+        repo.refs.update_refs(updates, f"fetch: {mask_url(url)}")
+    return result
+
+
+def pull(
+    repo: Repo,
+    remote: str | None = None,
+    branch: str | None = None,
+    *,
+    jobs: int = DEFAULT_JOBS,
+    progress: TransferProgress | None = None,
+) -> TransferResult:
+    """Fetch, then bring the current branch up to the remote's: fast-forward, or merge when both moved.
+
+    Raises:
+        Diverged: both sides moved and no merge engine is available.
+    """
+    name, url = resolve_remote(repo, remote)
+    result = fetch(repo, remote, jobs=jobs, progress=progress)
+    branch = branch or repo.current_branch()
+    if branch is None:
+        raise InvalidInput("HEAD is detached; name the branch to pull")
+    remote_ref = _tracking(name, f"refs/heads/{branch}")
+    if remote_ref is None:
+        raise InvalidInput("pull needs a named remote (agentsnap remote add NAME URL)")
+    theirs = repo.refs.get_ref(remote_ref)
+    _, ours = repo.head()
+    if theirs is None or theirs == ours:
+        return result
+    if ours is not None and is_ancestor(repo.objects, theirs, ours):
+        return result  # we are ahead
+    if ours is None and repo.working_entries():
+        raise InvalidInput(
+            f"branch {branch} has no snapshot here but the working tree has files; "
+            "snapshot them first (then pull merges), or clone into an empty directory"
+        )
+    if ours is None or is_ancestor(repo.objects, ours, theirs):
+        _fast_forward(repo, f"refs/heads/{branch}", ours, theirs)
+        result.merge = {"status": "fast-forward", "snapshot": theirs}
+        return result
+    try:
+        from agentsnap_core.operations.merge import merge as merge_snapshots
+    except ImportError:  # pragma: no cover - the merge engine ships with core
+        raise Diverged(branch, ours, theirs) from None
+    merged = merge_snapshots(repo, remote_ref, message=f"merge {remote_ref} into {branch}")
+    result.merge = merged.as_dict()
+    return result
+
+
+def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> None:
+    snap = repo.get(theirs)
+    if "world" in snap.layers and ours is not None:
+        repo.restore(theirs)  # moves the branch by compare-and-swap, keeps an undo snapshot
+        return
+    if "world" in snap.layers:
+        world.materialize(repo.objects, repo.root, repo.world_entries(snap), repo.working_entries(), False, None, None)
+    repo.set_messages(repo.read_layer(snap, "trace") or [])
+    repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
+
+
+def clone(
+    url: str,
+    directory: str | os.PathLike[str],
+    *,
+    branch: str | None = None,
+    store_url: str | None = None,
+    jobs: int = DEFAULT_JOBS,
+    progress: TransferProgress | None = None,
+) -> tuple[Repo, TransferResult]:
+    """Make ``directory`` a new repository with the remote's snapshots, and check out its branch.
+
+    The remote is opened before anything is created, so a bad URL leaves nothing behind.
+    """
+    from agentsnap_core.repository.repo import Repo
+
+    url = store_url_of(url)
+    _check_url_syntax(url)
+    dest = Path(directory).resolve()
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise TargetNotEmpty(str(directory))
+    src = open_store(url)
+    made = not dest.exists()
+    repo = None
+    try:
+        heads = src.refs.list_refs("refs/heads/")
+        if branch is None:
+            branch = "main" if "refs/heads/main" in heads or not heads else sorted(heads)[0][len("refs/heads/") :]
+        elif heads and f"refs/heads/{branch}" not in heads:
+            raise InvalidInput(f"the remote has no branch {branch!r} (it has {', '.join(sorted(heads))})")
+        repo = Repo.init(dest, branch=branch, store_url=store_url)
+        add_remote(repo, DEFAULT_REMOTE, url)
+        result = _fetch_from(repo, src, DEFAULT_REMOTE, url, jobs, progress)
+        tip = heads.get(f"refs/heads/{branch}")
+        if tip:
+            _fast_forward(repo, f"refs/heads/{branch}", None, tip)
+        return repo, result
+    except BaseException:
+        if repo is not None:
+            repo.close()
+        if made:
+            shutil.rmtree(dest, ignore_errors=True)
+        else:
+            for child in dest.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink()
+        raise
+    finally:
+        src.close()
+
+
+def _short(oid: str | None) -> str:
+    return oid[:12] if oid else "nothing"
+
+
+__all__ = [
+    "Diverged",
+    "PushRejected",
+    "TransferResult",
+    "add_remote",
+    "clone",
+    "fetch",
+    "is_ancestor",
+    "pull",
+    "push",
+    "remotes",
+    "remove_remote",
+    "resolve_remote",
+    "transfer",
+]
+
+
+def clone_verified(url: str, directory: str | os.PathLike[str], trusted: Iterable[str], **kw: Any) -> Any:
+    """``clone`` that requires every fetched snapshot to be signed by a trusted key; else nothing is left."""
+    dest = Path(directory).resolve()
+    existed = dest.exists()
+    repo, result = clone(url, dest, **kw)
+    keys = list(trusted)
+    report = crypto.verify_signatures(repo, keys, tips=repo.refs.list_refs("refs/").values())
+    if not report["ok"]:
+        repo.close()
+        if existed:
+            for child in dest.iterdir():
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        else:
+            shutil.rmtree(dest)
+        bad = report["problems"][0]
+        raise crypto.UntrustedSnapshot(bad["id"], bad["error"])
+    for k in keys:
+        crypto.trust(repo, k)
+    return repo, result
+
+
+def pull_verified(repo: Repo, remote: str | None = None, trusted: Iterable[str] | None = None, **kw: Any) -> Any:
+    """``fetch`` then check the fetched history's signatures before ``pull`` moves anything local."""
+    keys = list(trusted) if trusted is not None else crypto.trusted_keys(repo)
+    fetched = fetch(repo, remote)
+    tips = [v for k, v in repo.refs.list_refs("refs/remotes/").items()]
+    report = crypto.verify_signatures(repo, keys, tips=tips)
+    if not report["ok"]:
+        bad = report["problems"][0]
+        raise crypto.UntrustedSnapshot(bad["id"], bad["error"])
+    _ = fetched
+    return pull(repo, remote, **kw)

@@ -1,0 +1,168 @@
+"""verify and gc: walk everything reachable from refs, reflog and HEADs."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.format import content
+from agentsnap_core.format.objects import Kind, is_oid, unpack_chunk_list
+from agentsnap_core.layers import world
+from agentsnap_core.repository.retention import TOMBSTONES, Graveyard
+
+if TYPE_CHECKING:
+    from agentsnap_core.repository.repo import Repo
+
+
+def roots(repo: Repo) -> dict[str, str]:
+    """Every id a ref, a HEAD or a reflog entry names, with where it was found."""
+    out: dict[str, str] = {}
+    for name, oid in repo.refs.list_refs().items():
+        if not name.startswith(TOMBSTONES):  # marks of dead snapshots keep nothing alive
+            out.setdefault(oid, name)
+    for wt, (_sym, oid) in repo.refs.list_heads().items():
+        if oid:
+            out.setdefault(oid, f"HEAD of worktree {wt}")
+    for e in repo.refs.reflog():
+        for oid in (e.old, e.new):
+            if oid and not e.name.startswith(TOMBSTONES):
+                out.setdefault(oid, f"reflog #{e.seq} of {e.name}")
+    return out
+
+
+def _content_ids(repo: Repo, oid: str) -> list[str]:
+    return _content(repo, oid)[0]
+
+
+def _content(repo: Repo, oid: str) -> tuple[list[str], int]:
+    """The object ids a content id depends on, and the size of the content they hold."""
+    kind, raw = repo.objects.get(oid)
+    if kind == Kind.CHUNKS:
+        chunks = unpack_chunk_list(oid, raw)
+        return [oid] + [c for c, _ in chunks], sum(n for _, n in chunks)
+    if kind != Kind.BLOB:
+        raise AgentSnapError(f"object {oid[:12]} should be content but is kind {kind}")
+    return [oid], len(raw)
+
+
+def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: float | None = None) -> set[str]:
+    """Ids of all objects reachable from the roots; problems found on the way are appended.
+
+    Expired, pruned and deleted snapshots (:mod:`agentsnap_core.repository.retention`) are tombstones: kept as a manifest
+    when a ref or a live child reaches them, their layers not reached through them.
+    """
+    problems = problems if problems is not None else []
+    seen: set[str] = set()
+    sizes: dict[str, int] = {}  # content id of a world file -> bytes it holds
+    grave = Graveyard(repo, now)
+    stack = [(oid, where) for oid, where in roots(repo).items() if not grave.skip_root(oid, where)]
+    manifests_seen: set[str] = set()
+    while stack:
+        oid, where = stack.pop()
+        if oid in manifests_seen:
+            continue
+        manifests_seen.add(oid)
+        try:
+            m = repo.manifest(oid)
+        except AgentSnapError as exc:
+            problems.append({"kind": "snapshot", "id": oid, "where": where, "error": str(exc)})
+            continue
+        seen.add(oid)
+        for p in m["parents"]:
+            stack.append((p, f"parent of {oid[:12]}"))
+        if grave.is_dead(oid, m):
+            continue
+        for name, rec in m["layers"].items():
+            try:
+                ids = [rec[k] for k in ("tree", "env", "content") if is_oid(rec.get(k))]
+                ids += [r for r in rec.get("refs", []) if is_oid(r)]
+                for cid in ids:
+                    if cid in seen:
+                        continue
+                    seen.update(_content_ids(repo, cid))
+                if name == "world" and is_oid(rec.get("tree")):
+                    for path, kind, _m, size, ref in world.load_tree(repo.objects, rec["tree"]):
+                        if kind != "f":
+                            continue
+                        if ref not in sizes:
+                            ids, sizes[ref] = _content(repo, ref)
+                            seen.update(ids)
+                        if sizes[ref] != size:  # restore would refuse this file
+                            problems.append({"kind": "layer", "id": oid, "layer": name, "path": path,
+                                             "error": f"file {path!r}: size differs, tree says {size} bytes, "
+                                                      f"content {ref[:12]} holds {sizes[ref]}"})
+            except AgentSnapError as exc:
+                problems.append({"kind": "layer", "id": oid, "layer": name, "error": str(exc)})
+    from agentsnap_core.layers.effects_ledger import (
+        Ledger,  # large effect results live in the object store: the ledger is a root
+    )
+
+    try:
+        for cid in Ledger.for_repo(repo).sync().blob_ids():
+            if cid not in seen:
+                seen.update(_content_ids(repo, cid))
+    except AgentSnapError as exc:
+        problems.append({"kind": "effects", "id": None, "error": str(exc)})
+    return seen
+
+
+def verify(repo: Repo, now: float | None = None) -> dict[str, Any]:
+    """Re-hash every object and check that refs, parents and layers resolve."""
+    problems: list[dict[str, Any]] = []
+    checked = 0
+    for oid in repo.objects.iter_oids():
+        checked += 1
+        try:
+            repo.objects.get(oid)
+        except AgentSnapError as exc:
+            problems.append({"kind": "object", "id": oid, "error": str(exc)})
+    live = reachable(repo, problems, now=now)
+    return {
+        "ok": not problems,
+        "objects": checked,
+        "reachable": len(live),
+        "refs": len(repo.refs.list_refs()),
+        "temp_files": len(repo.objects.temp_files()),
+        "problems": problems,
+    }
+
+
+def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, Any]:
+    """Delete objects no root reaches and that are older than the grace period.
+
+    New snapshots write (or re-touch) their objects before any ref names them, so an object
+    younger than ``grace_seconds`` is kept even when unreachable: a gc running beside a
+    snapshot never deletes what that snapshot is about to reference. Age counts up to the moment this gc
+    started walking the roots: an object written (or re-touched) after that moment is kept however long the walk
+    and the sweep take (on a loaded machine they can take longer than the grace period, and the ref naming such an
+    object may have been committed after the walk read the refs).
+    """
+    problems: list[dict[str, Any]] = []
+    started = time.time()
+    live = reachable(repo, problems, now=now)
+    if problems:
+        raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
+    removed = kept_young = 0
+    for oid in list(repo.objects.iter_oids()):
+        if oid in live:
+            continue
+        try:
+            if repo.objects.age(oid) - (time.time() - started) < grace_seconds:  # its age when this gc started
+                kept_young += 1
+                continue
+        except AgentSnapError:
+            continue
+        repo.objects.delete(oid)
+        removed += 1
+    temp_removed = 0
+    for tmp in repo.objects.temp_files():
+        try:
+            if time.time() - os.stat(tmp).st_mtime >= grace_seconds:
+                os.unlink(tmp)
+                temp_removed += 1
+        except OSError:
+            pass
+    _ = content
+    return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed}

@@ -1,0 +1,926 @@
+"""The repository: a working directory bound to a store, and the git-like verbs on it."""
+
+from __future__ import annotations
+
+import fcntl
+import getpass
+import json
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from agentsnap_core import plugins
+from agentsnap_core.errors import (
+    AgentSnapError,
+    AmbiguousId,
+    InvalidInput,
+    InvalidRefName,
+    ObjectCorrupt,
+    RefConflict,
+    RefExists,
+    StoreNotFound,
+    TargetNotEmpty,
+    TreeBusy,
+    UnknownSnapshot,
+    UnsafeSnapshot,
+    UnsupportedFormat,
+)
+from agentsnap_core.format import content
+from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.objects import Kind, is_oid
+from agentsnap_core.layers import world
+from agentsnap_core.layers.environment import capture_env
+from agentsnap_core.plugins.hookspecs import HookContext
+from agentsnap_core.stores import bind_store_url, open_repo_store
+from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
+from agentsnap_core.stores.local import LocalStore
+
+STORE_DIR = ".agentsnap"
+MANIFEST_FORMAT = 1
+#: a manifest only names layers; anything bigger is refused before it is decoded
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+PRIMARY = "_"
+DEFAULT_BRANCH = "main"
+_REF_NAME = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/\-+@]+$")
+Progress = Callable[[str, int, int], None]  # (label, advance, total)
+
+
+@dataclass
+class Snapshot:
+    id: str
+    manifest: dict[str, Any]
+
+    @property
+    def parents(self) -> list[str]:
+        return list(self.manifest["parents"])
+
+    @property
+    def message(self) -> str:
+        return str(self.manifest.get("message", ""))
+
+    @property
+    def time(self) -> float:
+        return float(self.manifest["time"])
+
+    @property
+    def layers(self) -> dict[str, Any]:
+        return dict(self.manifest.get("layers", {}))
+
+    def summary(self) -> dict[str, Any]:
+        m = self.manifest
+        return {
+            "id": self.id,
+            "parents": self.parents,
+            "message": self.message,
+            "time": self.time,
+            "agent": m.get("agent", ""),
+            "author": m.get("author", ""),
+            "layers": sorted(self.layers),
+            "meta": m.get("meta", {}),
+        }
+
+
+def check_ref_name(name: str) -> str:
+    if not name or not _REF_NAME.match(name) or is_oid(name) or name in ("HEAD",) or name.startswith("-"):
+        raise InvalidRefName(name, "use letters, digits and . _ - / (no '..', no leading '-' or '/')")
+    if any(len(part.encode()) > MAX_REF_PART for part in name.split("/")):  # a branch is also a worktree directory
+        raise InvalidRefName(name[:40] + "...", f"each '/'-separated part may have at most {MAX_REF_PART} characters")
+    return name
+
+
+#: a ref name part becomes a directory name (worktrees, fork suffixes "-N"): keep it well under NAME_MAX (255)
+MAX_REF_PART = 200
+
+
+def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, str]:
+    """Find ``(work root, store dir, worktree id)`` from ``start`` upward, or ``AGENTSNAP_DIR``."""
+    env = os.environ.get("AGENTSNAP_DIR")
+    if env and start is None:
+        store = Path(env)
+        if (store / "format.json").exists():
+            return store.resolve().parent, store.resolve(), PRIMARY
+        raise StoreNotFound(env)
+    here = Path(start or os.getcwd()).resolve()
+    for d in [here, *here.parents]:
+        marker = d / STORE_DIR
+        if marker.is_dir():
+            return d, marker, PRIMARY
+        if marker.is_file():
+            try:
+                info = json.loads(marker.read_text())
+                return d, Path(info["store"]), str(info["worktree"])
+            except (ValueError, KeyError, OSError):
+                raise AgentSnapError(f"{marker} is not a valid worktree link file") from None
+    raise StoreNotFound(str(here))
+
+
+class Repo:
+    """A working tree plus its store. ``Repo.init(path)`` creates one, ``Repo.open()`` finds one."""
+
+    def __init__(self, root: Path, store_dir: Path, worktree: str = PRIMARY, include_git: bool = False) -> None:
+        self.root = Path(root).resolve()
+        self.store_dir = Path(store_dir)
+        self.worktree = worktree
+        self.store = open_repo_store(self.store_dir)  # its own, or the shared store its store.url names
+        self.objects = self.store.objects
+        self.refs = self.store.refs
+        if self.refs.get_config("crypto.encrypt") or os.environ.get("AGENTSNAP_ENCRYPTION_KEY") or os.environ.get(
+            "AGENTSNAP_ENCRYPTION_KEY_FILE"
+        ):  # encryption at rest (agentsnap_core.format.crypto): writes sealed, reads opened with a key kept outside the store
+            from agentsnap_core.format.crypto import encryption_wrapper
+
+            self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
+        self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
+        self.wt_dir = self.store_dir / "wt" / worktree
+        self.progress: Progress | None = None
+        self._tree_lock_fd: int | None = None
+        self._tree_lock_mutex = threading.RLock()
+
+    @contextmanager
+    def tree_lock(self, verb: str) -> Iterator[None]:
+        """Hold this worktree's lock (``wt/<worktree>/tree.lock`` in the store) while capturing or rewriting it.
+
+        One process at a time snapshots or restores a working tree: a second one raises :class:`TreeBusy`
+        at once (like git's ``index.lock``) instead of recording a tree that never existed on disk.
+        Re-entrant within this object (restore takes the undo snapshot under the same lock).
+        """
+        with self._tree_lock_mutex:
+            if self._tree_lock_fd is not None:
+                yield
+                return
+            self.wt_dir.mkdir(parents=True, exist_ok=True)
+            path = self.wt_dir / "tree.lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 200).decode("utf-8", "replace").strip()
+                os.close(fd)
+                raise TreeBusy(str(self.root), holder) from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{verb}, pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+            self._tree_lock_fd = fd
+            try:
+                yield
+            finally:
+                self._tree_lock_fd = None
+                os.close(fd)  # releases the lock (also when the process dies)
+
+    # ---------------------------------------------------------------- opening
+    @classmethod
+    def init(
+        cls, path: str | os.PathLike[str] = ".", branch: str = DEFAULT_BRANCH, store_url: str | None = None
+    ) -> Repo:
+        root = Path(path).resolve()
+        root.mkdir(parents=True, exist_ok=True)
+        store_dir = root / STORE_DIR
+        if store_dir.is_file():
+            raise AgentSnapError(f"{root} is a linked worktree of another store; not creating a store here")
+        fresh = not (store_dir / "format.json").exists()
+        local = LocalStore(store_dir, create=True)
+        try:
+            if store_url:  # objects and refs live in a shared store; this directory keeps worktree state
+                bind_store_url(local, store_url)
+        except BaseException:
+            local.close()
+            if fresh:  # nothing half-made is left behind
+                shutil.rmtree(store_dir, ignore_errors=True)
+            raise
+        local.close()
+        repo = cls(root, store_dir)
+        if fresh:
+            repo.refs.set_head(PRIMARY, f"refs/heads/{check_ref_name(branch)}", None)
+        return repo
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Repo:
+        root, store_dir, wt = find_root(path)
+        return cls(root, store_dir, wt)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Repo:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- refs and ids
+    def head(self) -> tuple[str | None, str | None]:
+        """``(branch ref or None, snapshot id or None)`` of this worktree."""
+        symref, oid = self.refs.get_head(self.worktree)
+        if symref:
+            return symref, self.refs.get_ref(symref)
+        return None, oid
+
+    def current_branch(self) -> str | None:
+        symref, _ = self.head()
+        return symref[len("refs/heads/") :] if symref and symref.startswith("refs/heads/") else None
+
+    def resolve(self, spec: str | None) -> str:
+        """Resolve HEAD, HEAD~N, a branch, tag, ref or (short) id to a snapshot id."""
+        if spec is None or spec == "":
+            spec = "HEAD"
+        base, _, back = spec.partition("~")
+        steps = 0
+        if _:
+            if not back.isdigit() and back != "":
+                raise UnknownSnapshot(spec)
+            steps = int(back or 1)
+        oid = self._resolve_one(base, spec)
+        for _i in range(steps):
+            parents = self.manifest(oid)["parents"]
+            if not parents:
+                raise UnknownSnapshot(spec)
+            oid = parents[0]
+        return oid
+
+    def _resolve_one(self, spec: str, full: str) -> str:
+        if spec == "HEAD":
+            _, oid = self.head()
+            if oid is None:
+                raise AgentSnapError("no snapshot yet on this branch; run 'agentsnap snapshot' first")
+            return oid
+        for name in (spec, f"refs/heads/{spec}", f"refs/tags/{spec}"):
+            oid = self.refs.get_ref(name)
+            if oid:
+                return oid
+        low = spec.lower()
+        if is_oid(low):
+            if self.objects.has(low):
+                return low
+            raise UnknownSnapshot(full)
+        if re.fullmatch(r"[0-9a-f]{4,63}", low):
+            found = self.refs.snapshots_with_prefix(low, limit=6)
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                raise AmbiguousId(spec, found)
+        raise UnknownSnapshot(full)
+
+    def update_refs(self, updates: list[RefUpdate], message: str) -> None:
+        for u in updates:
+            if u.new is not None and not self.objects.has(u.new):
+                raise AgentSnapError(f"refusing to point {u.name} at missing object {u.new[:12]}")
+        self.refs.update_refs(updates, message)
+
+    def branches(self) -> dict[str, str]:
+        return {k[len("refs/heads/") :]: v for k, v in self.refs.list_refs("refs/heads/").items()}
+
+    def tags(self) -> dict[str, str]:
+        return {k[len("refs/tags/") :]: v for k, v in self.refs.list_refs("refs/tags/").items()}
+
+    def create_branch(self, name: str, at: str | None = None, force: bool = False) -> str:
+        oid = self.resolve(at)
+        ref = f"refs/heads/{check_ref_name(name)}"
+        try:
+            self.update_refs([RefUpdate(ref, oid, ANY if force else None)], f"branch: create {name}")
+        except RefConflict:
+            raise RefExists(ref) from None
+        return oid
+
+    def delete_branch(self, name: str) -> None:
+        ref = f"refs/heads/{name}"
+        old = self.refs.get_ref(ref)
+        if old is None:
+            raise UnknownSnapshot(name)
+        if self.head()[0] == ref:
+            raise AgentSnapError(f"cannot delete branch {name!r}: it is checked out here")
+        self.update_refs([RefUpdate(ref, None, old)], f"branch: delete {name}")
+
+    def tag(self, name: str, at: str | None = None) -> str:
+        oid = self.resolve(at)
+        ref = f"refs/tags/{check_ref_name(name)}"
+        try:
+            self.update_refs([RefUpdate(ref, oid, None)], f"tag: {name}")
+        except RefConflict:
+            raise RefExists(ref) from None
+        return oid
+
+    # ---------------------------------------------------------------- manifests
+    def manifest(self, oid: str) -> dict[str, Any]:
+        kind, raw = self.objects.get(oid)
+        if kind != Kind.MANIFEST:
+            raise UnknownSnapshot(oid)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise ObjectCorrupt(oid, f"at most {MAX_MANIFEST_BYTES} bytes", f"{len(raw)} bytes", "oversized manifest")
+        doc = unpack(raw, f"manifest {oid[:12]}")
+        if not isinstance(doc, dict) or doc.get("format") != "agentsnap-manifest":
+            raise ObjectCorrupt(oid, "manifest", "not a snapshot manifest")
+        if doc.get("v") != MANIFEST_FORMAT:
+            raise UnsupportedFormat(f"snapshot {oid[:12]}", doc.get("v"), MANIFEST_FORMAT)
+        parents = doc.get("parents")
+        if not isinstance(parents, list) or not all(is_oid(p) for p in parents) or oid in parents:
+            raise ObjectCorrupt(oid, "manifest", "bad parents")
+        if not isinstance(doc.get("layers"), dict) or not isinstance(doc.get("time"), (int, float)):
+            raise ObjectCorrupt(oid, "manifest", "bad layers or time")
+        for name, rec in doc["layers"].items():  # records are read by key later: check their shape once, here
+            if not isinstance(name, str) or not isinstance(rec, dict):
+                raise ObjectCorrupt(oid, "manifest", f"bad record for layer {name!r}")
+            if any(k in rec and not is_oid(rec[k]) for k in ("content", "tree", "env")):
+                raise ObjectCorrupt(oid, "manifest", f"layer {name!r} names an invalid content id")
+            if "refs" in rec and not isinstance(rec["refs"], list):
+                raise ObjectCorrupt(oid, "manifest", f"layer {name!r} has bad refs")
+        return doc
+
+    def get(self, spec: str | None = None) -> Snapshot:
+        oid = self.resolve(spec)
+        return Snapshot(oid, self.manifest(oid))
+
+    def read_layer(self, snap: str | Snapshot, layer: str) -> Any:
+        """The payload of a generic layer (trace, state, ...), or None when the snapshot has none."""
+        s = snap if isinstance(snap, Snapshot) else self.get(snap)
+        rec = s.layers.get(layer)
+        if rec is None:
+            return None
+        if "content" not in rec:
+            raise ObjectCorrupt(s.id, "manifest", f"layer {layer!r} has no content")
+        return content.get_value(self.objects, rec["content"], f"{layer} layer")
+
+    def world_entries(self, snap: str | Snapshot) -> list[world.Entry]:
+        s = snap if isinstance(snap, Snapshot) else self.get(snap)
+        rec = s.layers.get("world")
+        if rec and "tree" not in rec:
+            raise ObjectCorrupt(s.id, "manifest", "world layer has no tree")
+        return world.load_tree(self.objects, rec["tree"]) if rec else []
+
+    # ---------------------------------------------------------------- trace (pending)
+    @property
+    def _trace_path(self) -> Path:
+        return self.wt_dir / "trace.msgpack"
+
+    def append_message(self, role: str, content_: Any = "", **fields: Any) -> dict[str, Any]:
+        """Append a message to the working trace; it is captured by the next snapshot."""
+        if not isinstance(role, str) or not role:
+            raise InvalidInput("a trace message needs a non-empty role")
+        msg = {"id": fields.pop("id", None) or uuid.uuid4().hex, "role": role, "content": content_, **fields}
+        data = pack(msg)
+        self.wt_dir.mkdir(parents=True, exist_ok=True)
+        with open(self._trace_path, "ab") as f:
+            f.write(data)
+        return msg
+
+    def messages(self) -> list[dict[str, Any]]:
+        try:
+            data = self._trace_path.read_bytes()
+        except FileNotFoundError:
+            return []
+        unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+        unpacker.feed(data)
+        return [m for m in unpacker if isinstance(m, dict)]
+
+    def set_messages(self, messages: list[dict[str, Any]]) -> None:
+        self.wt_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self._trace_path.with_suffix(".tmp")
+        tmp.write_bytes(b"".join(pack(m) for m in messages))
+        os.replace(tmp, self._trace_path)
+
+    # ---------------------------------------------------------------- world
+    def _ignore(self, include_secrets: bool | None = None) -> world.Ignore:
+        if include_secrets is None:  # credential files stay out of snapshots unless the store opts in
+            include_secrets = self.refs.get_config("world.include_secrets") == "true"
+        # store config world.ignore: gitignore lines kept outside the tree (e.g. the Claude Code plugin's bulky build folders)
+        extra = [line for line in (self.refs.get_config("world.ignore") or "").splitlines() if line.strip()]
+        return world.Ignore(self.root, include_git=self.include_git, extra=extra or None, include_secrets=include_secrets)
+
+    def _capture_world_default(self, root: str, context: HookContext) -> dict[str, Any]:
+        cache_path = self.wt_dir / "statcache.msgpack"
+        cache = world.StatCache.load(cache_path) if Path(root) == self.root else None
+        ignore = self._ignore(context.get("include_secrets"))
+        entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance)
+        tree = world.put_tree(self.objects, entries)
+        if any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
+            self._remember_own_tree(tree)
+        env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
+        context["entries"] = entries
+        context["statcache"] = (cache_path, new_cache) if Path(root) == self.root else None
+        rec = {
+            "tree": tree,
+            "env": env,
+            "files": stats.files,
+            "bytes": stats.bytes_total,
+            "hashed": stats.files_hashed,
+            "process": {"cwd": root, "host": socket.gethostname(), "pid": os.getpid()},
+        }
+        if ignore.left_out:  # named, never silent: snapshot, show and status report them
+            rec["left_out"] = sorted(ignore.left_out)
+        return rec
+
+    def _remember_own_tree(self, tree: str) -> None:
+        """Note that this store captured ``tree`` from one of its own working trees (kept local: never pushed)."""
+        if tree not in self.own_trees():
+            fd = os.open(self.store_dir / OWN_TREES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, f"{tree}\n".encode())
+            finally:
+                os.close(fd)
+
+    def own_trees(self) -> set[str]:
+        """World trees with links pointing outside that this store captured itself (see :meth:`links_allowed`)."""
+        try:
+            return set((self.store_dir / OWN_TREES).read_text().split())
+        except FileNotFoundError:
+            return set()
+
+    def links_allowed(self, tree: str) -> bool:
+        """Whether links pointing outside the tree may be restored from ``tree`` without being asked.
+
+        Yes for your own history: a tree this store captured from its own working tree (the in-tree ``.venv``
+        whose ``bin/python`` points at ``/usr/bin/python3``). No for anything else (pulled, cloned, crafted):
+        such links are refused unless ``--allow-external-symlinks`` is given. The list of own trees lives
+        in the store directory and is never pushed or pulled, so a snapshot cannot claim to be one.
+        """
+        return tree in self.own_trees()
+
+    def _restore_world_default(self, root: str, rec: dict[str, Any], context: HookContext) -> dict[str, Any]:
+        target = world.load_tree(self.objects, rec["tree"])
+        current = context.get("current")
+        if current is None:
+            current, _, _ = world.capture(Path(root), None, self._ignore())
+        changes = world.materialize(
+            self.objects,
+            Path(root),
+            target,
+            current,
+            allow_external_symlinks=context.get("allow_external_symlinks", False) or self.links_allowed(rec["tree"]),
+            paths=context.get("paths"),
+            progress=self._advance,
+        )
+        return changes.as_dict()
+
+    def _advance(self, n: int) -> None:
+        if self.progress:
+            self.progress("bytes", n, 0)
+
+    def working_entries(self) -> list[world.Entry]:
+        return self._working()[0]
+
+    def _working(self) -> tuple[list[world.Entry], list[str]]:
+        """The working tree's entries and the files the secrets policy leaves out of it."""
+        cache = world.StatCache.load(self.wt_dir / "statcache.msgpack")
+        ignore = self._ignore()
+        entries, _, _ = world.capture(self.root, None, ignore, cache)
+        return entries, sorted(ignore.left_out)
+
+    # ---------------------------------------------------------------- snapshot
+    def snapshot(
+        self,
+        message: str = "",
+        *,
+        agent: str = "",
+        layers: dict[str, Any] | None = None,
+        trace: list[dict[str, Any]] | None = None,
+        capture_world: bool = True,
+        parents: list[str] | None = None,
+        ref: str | None = None,
+        move_head: bool = True,
+        meta: dict[str, Any] | None = None,
+        redact_env: bool = True,
+        include_secrets: bool | None = None,
+    ) -> Snapshot:
+        """Capture the working directory, the trace and any extra layers; return the snapshot.
+
+        ``layers`` maps a layer name (state, effects, cache, model, ...) to plain data.
+        The branch HEAD points at moves by compare-and-swap: a concurrent writer that moved it
+        first makes this call raise :class:`RefConflict` (the snapshot itself is kept).
+        """
+        with self.tree_lock("snapshot") if capture_world else nullcontext():  # one writer of the tree at a time
+            symref, head_oid = self.head()
+            target_ref = ref or symref
+            expected = self.refs.get_ref(target_ref) if target_ref else head_oid
+            context = plugins.hook_context(self, redact=redact_env, include_secrets=include_secrets)
+            manifest_layers: dict[str, Any] = {}
+            if capture_world:
+                rec = context["pm"].hook.agentsnap_capture_world(root=str(self.root), context=context)
+                if rec is not None:
+                    manifest_layers["world"] = rec
+            msgs = self.messages() if trace is None else trace
+            manifest_layers["trace"] = {"content": content.put_value(self.objects, msgs), "count": len(msgs)}
+            for name, value in (layers or {}).items():
+                if name in ("world", "trace") and not isinstance(value, dict):
+                    raise InvalidInput(f"layer {name!r} is reserved")
+                if name == "trace":
+                    manifest_layers["trace"] = {"content": content.put_value(self.objects, value), "count": len(value)}
+                    continue
+                manifest_layers[name] = {"content": content.put_value(self.objects, value)}
+                if isinstance(value, dict) and isinstance(value.get("refs"), list):  # e.g. KV pages (kvcache.py)
+                    manifest_layers[name]["refs"] = [r for r in value["refs"] if is_oid(r)]
+            if parents is None:
+                parents = [expected] if expected else []
+            from agentsnap_core.layers.effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
+
+            bind_snapshot(self, manifest_layers, target_ref, parents, meta)
+            manifest: dict[str, Any] = {
+                "format": "agentsnap-manifest",
+                "v": MANIFEST_FORMAT,
+                "parents": parents,
+                "time": time.time(),
+                "author": _whoami(),
+                "agent": agent,
+                "message": message,
+                "layers": manifest_layers,
+                "meta": meta or {},
+            }
+            if self.refs.get_config("crypto.signing_key"):  # signed snapshots (agentsnap_core.format.crypto)
+                from agentsnap_core.format.crypto import maybe_sign
+
+                manifest = maybe_sign(self, manifest)
+            oid = self.objects.put(Kind.MANIFEST, pack(manifest))
+            self.objects.barrier()  # objects durable before any ref names them
+            self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
+            if target_ref:
+                if move_head or ref:
+                    self.refs.update_refs([RefUpdate(target_ref, oid, expected)], f"snapshot: {message}"[:200])
+            elif move_head:
+                self.refs.set_head(self.worktree, None, oid)
+            sc = context.get("statcache")
+            if sc:
+                sc[1].save(sc[0])
+            return Snapshot(oid, manifest)
+
+    # ---------------------------------------------------------------- restore
+    def restore(
+        self,
+        spec: str,
+        *,
+        to: str | os.PathLike[str] | None = None,
+        dry_run: bool = False,
+        paths: list[str] | None = None,
+        allow_external_symlinks: bool = False,
+    ) -> dict[str, Any]:
+        """Make the working tree (or ``to``) equal snapshot ``spec``.
+
+        In place, the pre-restore state is snapshotted first (``refs/undo/restore``) so the
+        restore can be undone, files created after the snapshot are removed, the trace is
+        reset, and the current branch moves to ``spec`` (like ``git reset --hard``).
+        """
+        snap = self.get(spec)
+        _refuse_dead(self, snap)
+        rec = snap.layers.get("world")
+        if rec is None:
+            raise AgentSnapError(f"snapshot {snap.id[:12]} has no world layer to restore")
+        target_entries = world.load_tree(self.objects, rec["tree"])  # validates before any write
+        allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
+        norm_paths = [self._norm_path(p) for p in paths] if paths else None
+        context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
+        if to is not None:
+            dest = Path(to).resolve()
+            if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+                raise TargetNotEmpty(str(to))
+            if dry_run:
+                return {"id": snap.id, "to": str(dest), "dry_run": True, "changes": {"added": [e[0] for e in target_entries if e[1] != "d"]}}
+            made = not dest.exists()
+            try:
+                world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths, self._advance)
+            except BaseException:  # a refused restore (corrupt or missing object) leaves the target as it was
+                _empty_dir(dest, remove=made)
+                raise
+            return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f")}
+        with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
+            current = self.working_entries()
+            if dry_run:
+                subset = target_entries if norm_paths is None else [e for e in target_entries if _under(e[0], norm_paths)]
+                cur = current if norm_paths is None else [e for e in current if _under(e[0], norm_paths)]
+                return {"id": snap.id, "dry_run": True, "changes": world.compare(cur, subset).as_dict()}
+            if not allow_external_symlinks:
+                for path, kind, _, _, ref in target_entries:
+                    if kind == "l" and world.symlink_escapes(path, ref):
+                        raise UnsafeSnapshot(path, f"symlink points outside the restore root ({ref!r})")
+            undo = self.snapshot(
+                f"pre-restore: state before restoring {snap.id[:12]}",
+                ref="refs/undo/restore",
+                parents=[p for p in [self.head()[1]] if p],
+                meta={"undo_of": snap.id},
+            )
+            context["current"] = self.working_entries()
+            try:
+                changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
+            except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
+                if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
+                    raise
+                raise self._roll_back(undo, exc, norm_paths) from exc
+            if norm_paths is None:
+                trace_rec = snap.layers.get("trace")
+                self.set_messages(content.get_value(self.objects, trace_rec["content"]) if trace_rec else [])
+                symref, old = self.head()
+                if symref:
+                    self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
+                else:
+                    self.refs.set_head(self.worktree, None, snap.id)
+            return {"id": snap.id, "undo": undo.id, "changes": changes}
+
+    def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
+        """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
+        what = f"restore failed midway ({exc})"
+        try:
+            world.materialize(self.objects, self.root, self.world_entries(undo), self.working_entries(),
+                              allow_external_symlinks=True, paths=paths)
+        except Exception as again:  # noqa: BLE001 - reported with the command that finishes the job
+            return AgentSnapError(f"{what}; rolling back also failed ({again}): "
+                                  f"run 'agentsnap restore {undo.id[:12]}' (refs/undo/restore) to get the tree back")
+        return AgentSnapError(f"{what}; the tree was rolled back to the undo snapshot {undo.id[:12]} "
+                              "(refs/undo/restore): nothing changed")
+
+    def _norm_path(self, p: str) -> str:
+        full = (Path(os.getcwd()) / p).resolve() if not os.path.isabs(p) else Path(p).resolve()
+        try:
+            rel = full.relative_to(self.root).as_posix()
+        except ValueError:
+            raise InvalidInput(f"path {p!r} is outside the working tree {self.root}") from None
+        if rel in ("", "."):
+            raise InvalidInput("give paths inside the tree, or omit them to restore everything")
+        return rel
+
+    # ---------------------------------------------------------------- fork / switch
+    def fork(
+        self,
+        spec: str | None = None,
+        n: int = 2,
+        *,
+        prefix: str = "attempt",
+        worktrees: str | None = None,
+        effects_policy: str = "defer",
+    ) -> list[dict[str, Any]]:
+        """Create ``n`` branches at ``spec``; with ``worktrees``, also ``n`` directories to work in.
+
+        ``effects_policy`` (allow / block / defer) says what irreversible effects do on the new branches
+        (see :mod:`agentsnap_core.layers.effects`); the default defers them until a branch is merged or promoted.
+        """
+        if n < 1 or n > 10_000:
+            raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
+        oid = self.resolve(spec)
+        check_ref_name(prefix)
+        existing = self.branches()
+        start = 1 + max([int(k[len(prefix) + 1 :]) for k in existing if re.fullmatch(re.escape(prefix) + r"-\d+", k)] or [0])
+        names = [f"{prefix}-{i}" for i in range(start, start + n)]
+        base_dir = Path(worktrees).resolve() if worktrees else None
+        if base_dir is not None:
+            for name in names:
+                d = base_dir / name
+                if d.exists() and any(d.iterdir()):
+                    raise TargetNotEmpty(str(d))
+            tree = (self.get(oid).layers.get("world") or {}).get("tree")
+            if tree and not self.links_allowed(tree):  # refused before any branch exists
+                for path, kind, _m, _s, ref in self.world_entries(oid):
+                    if kind == "l" and world.symlink_escapes(path, ref):
+                        raise UnsafeSnapshot(path, f"symlink points outside the worktree ({ref!r}) and the snapshot "
+                                                   "is not this store's own capture")
+        from agentsnap_core.layers.effects import (
+            record_fork,  # fork entries first: a branch never exists without its policy
+        )
+
+        record_fork(self, oid, names, effects_policy, spec if spec and f"refs/heads/{spec}" in self.refs.list_refs("refs/heads/") else None)
+        self.update_refs([RefUpdate(f"refs/heads/{nm}", oid, None) for nm in names], f"fork: {n} from {oid[:12]}")
+        out = [{"branch": nm, "id": oid} for nm in names]
+        if base_dir is not None:
+            entries = self.world_entries(oid)
+            first: Path | None = None
+            for item in out:
+                d = _mkdir(base_dir / item["branch"])
+                if first is None:  # links pointing outside: the same rule as restore (links_allowed)
+                    tree = (self.get(oid).layers.get("world") or {}).get("tree")
+                    world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.links_allowed(tree), None,
+                                      self._advance)
+                    first = d
+                else:
+                    _clone_tree(first, d, entries)
+                (d / STORE_DIR).write_text(json.dumps({"store": str(self.store_dir), "worktree": item["branch"]}) + "\n")
+                self.refs.set_head(item["branch"], f"refs/heads/{item['branch']}", None)
+                wt = Repo(d, self.store_dir, item["branch"])
+                trace = wt.read_layer(oid, "trace")
+                wt.set_messages(trace or [])
+                wt.close()
+                item["path"] = str(d)
+        return out
+
+    def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
+        ref = f"refs/heads/{check_ref_name(branch)}"
+        if create:
+            self.create_branch(branch)
+        oid = self.refs.get_ref(ref)
+        if oid is None:
+            raise UnknownSnapshot(branch)
+        result = self.restore(oid) if oid != self.head()[1] or not self.status()["clean"] else {"id": oid}
+        # restore moved the old branch; put it back and point HEAD at the new one
+        symref, _ = self.refs.get_head(self.worktree)
+        if symref and symref != ref and self.refs.get_ref(symref) == oid and result.get("undo"):
+            undo_parent = self.manifest(result["undo"])["parents"]
+            if undo_parent:
+                self.refs.update_refs([RefUpdate(symref, undo_parent[0], oid)], f"switch: back to {symref}")
+        self.refs.set_head(self.worktree, ref, None)
+        return {"branch": branch, "id": oid, "undo": result.get("undo")}
+
+    # ---------------------------------------------------------------- status / log / diff
+    def status(self) -> dict[str, Any]:
+        symref, oid = self.head()
+        base = self.world_entries(oid) if oid else []
+        entries, left_out = self._working()
+        changes = world.compare(base, entries)
+        trace_base = self.read_layer(oid, "trace") if oid else []
+        msgs = self.messages()
+        return {
+            "branch": self.current_branch(),
+            "head": oid,
+            "clean": changes.empty() and msgs == (trace_base or []),
+            "world": changes.as_dict(),
+            "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
+            "left_out": left_out,
+        }
+
+    def walk(self, starts: Iterable[str], limit: int | None = None) -> Iterator[Snapshot]:
+        """Snapshots reachable from ``starts``, newest first (a child always before its parents)."""
+        import heapq
+
+        seen: set[str] = set()
+        heap: list[tuple[float, str]] = []
+        loaded: dict[str, dict[str, Any]] = {}
+        for s in starts:
+            if s not in seen:
+                seen.add(s)
+                loaded[s] = self.manifest(s)
+                heapq.heappush(heap, (-loaded[s]["time"], s))
+        count = 0
+        while heap and (limit is None or count < limit):
+            _, oid = heapq.heappop(heap)
+            m = loaded.pop(oid)
+            yield Snapshot(oid, m)
+            count += 1
+            for p in m["parents"]:
+                if p not in seen:
+                    seen.add(p)
+                    loaded[p] = self.manifest(p)
+                    heapq.heappush(heap, (-min(loaded[p]["time"], m["time"]), p))
+
+    def log(self, spec: str | None = None, *, all_refs: bool = False, limit: int | None = None) -> list[Snapshot]:
+        if all_refs:
+            starts = sorted(set(self.refs.list_refs("refs/heads/").values()) | set(self.refs.list_refs("refs/tags/").values()))
+            head = self.head()[1]
+            if head:
+                starts.append(head)
+        else:
+            starts = [self.resolve(spec)]
+        return list(self.walk(starts, limit))
+
+    def diff(self, a: str | None = None, b: str | None = None, layer: str | None = None) -> dict[str, Any]:
+        """Per-layer differences between two snapshots, or a snapshot and the working tree."""
+        from agentsnap_core.repository.diffing import diff_snapshots
+
+        return diff_snapshots(self, a, b, layer)
+
+    # ---------------------------------------------------------------- maintenance
+    def verify(self) -> dict[str, Any]:
+        from agentsnap_core.repository.maintenance import verify
+
+        report = verify(self)
+        from agentsnap_core.layers.effects_ledger import (
+            verify_ledger,  # the effects chain, its seal and each snapshot's binding
+        )
+
+        report["effects"] = ledger = verify_ledger(self)
+        report["problems"] += [{"kind": "effects", "id": None, **p} for p in ledger["problems"]]
+        report["ok"] = report["ok"] and not ledger["problems"]
+        if self.refs.get_config("crypto.trusted_keys"):  # signed snapshots: every one must verify (agentsnap_core.format.crypto)
+            from agentsnap_core.format.crypto import verify_signatures
+
+            report["signatures"] = sig = verify_signatures(self)
+            report["problems"] += [{"kind": "signature", **p} for p in sig["problems"]]
+            report["ok"] = report["ok"] and sig["ok"]
+        return report
+
+    def gc(self, grace_seconds: float = 3600.0) -> dict[str, Any]:
+        from agentsnap_core.repository.maintenance import gc
+
+        return gc(self, grace_seconds)
+
+    # ---------------------------------------------------------------- objects via plugins
+    def capture(self, obj: Any, message: str = "", *, agent: str = "", world_: bool = False, **kw: Any) -> Snapshot:
+        """Snapshot a live object through the adapter that handles it."""
+        layers = plugins.capture(obj, self)
+        if layers is None:
+            raise AgentSnapError(f"no installed adapter handles {type(obj).__name__} objects (see 'agentsnap plugins')")
+        trace = layers.pop("trace", [])
+        return self.snapshot(message, agent=agent, layers=layers, trace=trace, capture_world=world_, **kw)
+
+    def capture_many(self, objs: dict[str, Any], message: str = "", *, agent: str = "", world_: bool = False, **kw: Any) -> Snapshot:
+        """Snapshot several live objects (each through its own adapter) atomically, as one snapshot.
+
+        Layers are stored as ``<layer>@<name>``; :meth:`restore_many` puts each object back.
+        """
+        all_layers: dict[str, Any] = {}
+        for name, obj in objs.items():
+            if not name or "@" in name:
+                raise InvalidInput(f"object name {name!r} must be non-empty and contain no '@'")
+            layers = plugins.capture(obj, self, name=name)
+            if layers is None:
+                raise AgentSnapError(f"no installed adapter handles {name!r} ({type(obj).__name__})")
+            for layer, value in layers.items():
+                all_layers[f"{layer}@{name}"] = value
+        return self.snapshot(message, agent=agent, layers=all_layers, capture_world=world_, meta={"objects": sorted(objs)}, **kw)
+
+    def restore_many(self, objs: dict[str, Any], spec: str) -> Snapshot:
+        """Load each named object of a :meth:`capture_many` snapshot back through its adapter."""
+        snap = self.get(spec)
+        _refuse_dead(self, snap)
+        for name, obj in objs.items():
+            layers = {k.rsplit("@", 1)[0]: self.read_layer(snap, k) for k in snap.layers if k.endswith("@" + name)}
+            if not layers:
+                raise AgentSnapError(f"snapshot {snap.id[:12]} holds no object named {name!r}")
+            if not plugins.restore(obj, layers, self, snapshot=snap, name=name):
+                raise AgentSnapError(f"no installed adapter could restore {name!r} ({type(obj).__name__})")
+        return snap
+
+    def restore_into(self, obj: Any, spec: str, **options: Any) -> Snapshot:
+        """Load snapshot ``spec`` into a live object through its adapter.
+
+        ``options`` reach the adapter's hooks in ``context["options"]`` (e.g. ``replay="pure"``).
+        """
+        snap = self.get(spec)
+        _refuse_dead(self, snap)
+        layers = {name: self.read_layer(snap, name) for name in snap.layers if name != "world"}
+        if not plugins.restore(obj, layers, self, snapshot=snap, options=options):
+            raise AgentSnapError(f"no installed adapter could restore into {type(obj).__name__}")
+        return snap
+
+
+#: file in the store directory listing the world trees with outside links this store captured itself
+OWN_TREES = "own-trees"
+
+
+def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
+    from agentsnap_core.repository.retention import refuse_dead  # expired, pruned or deleted snapshots are tombstones
+
+    refuse_dead(repo, snap)
+
+
+def _whoami() -> str:
+    try:
+        return f"{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:
+        return "unknown"
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _empty_dir(p: Path, remove: bool) -> None:
+    """Undo a restore into a directory that was empty (or absent, then ``remove`` it too); links are not followed."""
+    if not p.is_dir():
+        return
+    for child in p.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            for dirpath, dirnames, _files in os.walk(child):  # read-only dirs from the snapshot
+                for d in dirnames:
+                    os.chmod(os.path.join(dirpath, d), 0o700)
+            os.chmod(child, 0o700)
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink()
+    if remove:
+        p.rmdir()
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in roots)
+
+
+_FICLONE = 0x40049409
+
+
+def _clone_file(src: str, dst: str, mode: int) -> None:
+    """Copy a file, sharing its blocks (reflink) where the filesystem can."""
+    import fcntl
+
+    with open(src, "rb") as fs, open(dst, "wb") as fd:
+        try:
+            fcntl.ioctl(fd.fileno(), _FICLONE, fs.fileno())
+        except OSError:
+            shutil.copyfileobj(fs, fd, 1 << 20)
+    os.chmod(dst, mode)
+
+
+def _clone_tree(src: Path, dst: Path, entries: list[world.Entry]) -> None:
+    for path, kind, mode, _size, ref in entries:
+        s, d = os.path.join(src, path), os.path.join(dst, path)
+        if kind == "d":
+            os.makedirs(d, exist_ok=True)
+        elif kind == "l":
+            os.symlink(ref, d)
+        else:
+            _clone_file(s, d, mode)
+    for path, kind, mode, _size, _ref in sorted(entries, reverse=True):
+        if kind == "d":
+            os.chmod(os.path.join(dst, path), mode)

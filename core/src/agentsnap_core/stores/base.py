@@ -1,0 +1,103 @@
+"""The store interface: objects plus refs.
+
+A store is two parts that implementations may put on different engines:
+
+* :class:`ObjectStore` - content-addressed objects (immutable, idempotent writes);
+* :class:`RefStore` - mutable names (branches, tags, per-worktree HEADs) updated by
+  compare-and-swap, their reflog, and an index of snapshots for fast lookups.
+
+The embedded default is :class:`agentsnap_core.stores.local.LocalStore` (a directory plus SQLite).
+Every implementation runs the same contract tests (:mod:`agentsnap_core.testing.store_contract`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+#: sentinel for :meth:`RefStore.update_ref`: do not check the old value
+ANY = "*any*"
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    name: str
+    new: str | None  #: None deletes the ref
+    expected: str | None = ANY  #: None = must not exist; ANY = no check
+
+
+@dataclass(frozen=True)
+class ReflogEntry:
+    seq: int
+    name: str
+    old: str | None
+    new: str | None
+    time: float
+    message: str
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    id: str
+    parents: tuple[str, ...]
+    time: float
+    message: str
+    agent: str
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    def has(self, oid: str) -> bool: """True when the object is present (not verified)."""
+    def missing(self, oids: Iterable[str]) -> set[str]: """The subset of ``oids`` not present."""
+    def get(self, oid: str) -> tuple[int, bytes]: """``(kind, raw)``, re-verified against ``oid``."""
+    def get_stored(self, oid: str) -> bytes: """The stored (encoded) bytes, for transfer."""
+    def put(self, kind: int, raw: bytes | memoryview) -> str: """Store an object; return its id."""
+    def put_stored(self, oid: str, stored: bytes) -> None: """Verify and store encoded bytes."""
+    def iter_oids(self) -> Iterator[str]: """Every object id present."""
+    def age(self, oid: str) -> float: """Seconds since the object was last written or re-used."""
+    def delete(self, oid: str) -> None: """Remove an object (gc only)."""
+    def barrier(self) -> None: """Make every object written so far durable."""
+    def temp_files(self) -> list[str]: """Leftovers of interrupted writers that gc may remove (paths)."""
+
+
+@runtime_checkable
+class RefStore(Protocol):
+    def get_ref(self, name: str) -> str | None: """The id a ref points at, or None."""
+    def list_refs(self, prefix: str = "") -> dict[str, str]: """Refs whose name starts with prefix."""
+    def update_refs(self, updates: list[RefUpdate], message: str) -> None: """Apply all updates atomically (CAS) or raise RefConflict."""
+    def reflog(self, name: str | None = None, limit: int | None = None) -> list[ReflogEntry]: """Newest first."""
+    def get_head(self, worktree: str) -> tuple[str | None, str | None]: """``(symbolic ref, detached id)`` of a worktree."""
+    def set_head(self, worktree: str, symref: str | None, oid: str | None) -> None: """Point a worktree's HEAD."""
+    def list_heads(self) -> dict[str, tuple[str | None, str | None]]: """Every worktree's HEAD (gc roots)."""
+    def delete_head(self, worktree: str) -> None: """Forget a worktree's HEAD."""
+    def index_snapshot(self, row: SnapshotRow) -> None: """Record a snapshot in the index."""
+    def snapshots_with_prefix(self, prefix: str, limit: int = 2) -> list[str]: """Ids starting with prefix."""
+    def list_snapshots(self, limit: int | None = None, offset: int = 0) -> list[SnapshotRow]: """Newest first."""
+    def get_config(self, key: str) -> str | None: """A store setting."""
+    def set_config(self, key: str, value: str) -> None: """Change a store setting."""
+
+
+def sqlite_read_only(path: Path) -> bool:
+    """True when ``path`` exists but this user cannot write it (or its directory): open it read-only."""
+    return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
+def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
+    """A connection in the store's mode: WAL and ``synchronous=FULL``, or read-only when the store is.
+
+    Read-only opens are ``immutable`` (no ``-shm``/``-wal`` can be made in a directory this user cannot
+    write), so ``log``, ``show``, ``diff``, ``status`` and ``verify`` work on a store mounted read-only.
+    """
+    if read_only:
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
+        db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
+    else:
+        db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA busy_timeout=60000")
+    return db
