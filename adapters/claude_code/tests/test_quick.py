@@ -91,9 +91,11 @@ TRICKY = [
     "git diff --output=x", "git log --output x", "git -c core.pager=rm log", "git stash drop", "git checkout .", "git reset --hard",
     "git clean -fdx", "git", "find . -delete", "find . -exec rm {} +", "find . -execdir rm {} ;", "find . -fprint out", "find . -ok rm {} ;",
     "sort -o out in", "sort -uo out in", "sort --output=out in", "uniq a b", "tree -o out", "rg --pre rm x", "rg --pre=rm x", "bash -c 'ls'",
-    "sudo ls", "env ls", "xargs ls", "/bin/ls", "l* -la", "ls\t-la", "echo café > x", "python3 -c 'print(1)'", "sed -n 1p x", "awk 1 x",
+    "sudo ls", "env ls", "xargs ls", "/bin/ls", "l* -la", "ls\t-la", "echo café > x", "python3 -c 'print(1)'", "awk 1 x",
     "pytest --basetemp=build", "python -m pytest --basetemp build", "python -m pip install x", "python script.py", "cargo fmt", "cargo",
     "go fmt ./...", "go build -o existing.txt", "go test -o existing.txt", "npm run format", "npm install", "make clean", "cp a b",
+    "sed -n 1p -i x", "sed -i -n 1p x", "sed -n '1w out' x", "sed -n 's/a/b/p' x", "sed -n '1e rm x' x", "sed -n p x", "sed 10p x",
+    "git grep -O rm x", "git grep --open-files-in-pager=rm x",
 ]
 
 
@@ -110,6 +112,7 @@ READ_ONLY = [
     "which python3 2>&1", "diff a.txt b.txt", "stat -c %s README.md", "head -c 100 x; tail -n 5 y", "git rev-parse --show-toplevel",
     "python -m pytest -q", "python3 -m pytest tests/test_x.py -k name 2>&1 | tail -20", "pytest -x", "cargo test --release", "cargo check",
     "go test ./...", "go vet ./...", "npm test", "mkdir -p build/out", "touch existing.txt",
+    "sed -n '1,80p' src/app.py", "sed -n 10p existing.txt", "sed -n '5,$p' a b", "git grep -n TODO -- src",
 ]
 
 

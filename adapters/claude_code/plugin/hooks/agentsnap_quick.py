@@ -97,6 +97,8 @@ def _read_only(words):
         return not any(a.startswith("-o") for a in args)
     if name == "find":
         return not any(a.startswith(_FIND_ACTIONS) for a in args)
+    if name == "sed":  # only `sed -n 'N,Mp' FILE...`: a sed script can write (w, -i) or run commands (e)
+        return args[:1] == ["-n"] and len(args) >= 2 and _line_range(args[1]) and not any(a.startswith("-") for a in args[2:])
     if name in ("mkdir", "touch"):  # create, never overwrite content
         return True
     if name in ("python", "python3") and args[:2] == ["-m", "pytest"]:
@@ -110,10 +112,18 @@ def _read_only(words):
             args = args[1:] if args[0] == "--no-pager" else args[2:]
         if not args or any(a.startswith("--output") for a in args):
             return False
+        if args[0] == "grep":  # -O / --open-files-in-pager runs a program
+            return not any(a.startswith(("-O", "--open")) for a in args)
         if args[0] == "branch":
             return all(a in _GIT_BRANCH_LIST for a in args[1:])
         return args[0] in _GIT_READ_ONLY
     return False
+
+
+def _line_range(script):
+    """True for a sed script that only prints lines: ``10p``, ``1,50p``, ``5,$p``."""
+    body = script[:-1]
+    return script.endswith("p") and body != "" and all(c in "0123456789,$" for c in body) and body.count(",") <= 1
 
 
 def harmless_command(command):
