@@ -5,7 +5,6 @@ Usage: python restore_child.py REPO STEPS SNAPSHOT_ID [SNAPSHOT_ID ...]; prints 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 
@@ -35,15 +34,7 @@ def main() -> None:
         cache = sglang_cpu.make_cache()
         repo.restore_into(cache, snap)
         seqs = cache.sequences()
-        pool = cache.pool
-        digests = {}
-        for seq in seqs:
-            n, _node, idx = cache.match(seq)
-            h = hashlib.sha256()
-            for i in range(pool.layer_num):
-                h.update(pool.k_buffer[i][idx].numpy().tobytes())
-                h.update(pool.v_buffer[i][idx].numpy().tobytes())
-            digests[json.dumps(seq)] = [n, h.hexdigest()]
+        digests = sglang_cpu.digests(cache)
         calls.clear()
         n, out, logits = continue_from(cache, seqs[0], steps, calls)
         print("RESTORED " + json.dumps({"snapshot": snap, "sequences": seqs, "digests": digests, "matched": n,

@@ -10,7 +10,9 @@ Every KV class used here (RadixCache, MHATokenToKVPool, TokenToKVPoolAllocator) 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.machinery
+import json
 import sys
 import types
 from array import array
@@ -210,3 +212,18 @@ def decode(dyn: Any, first_logits: torch.Tensor, steps: int) -> tuple[list[int],
         out_tokens.append(nxt)
         all_logits.append(logits)
     return out_tokens, all_logits
+
+
+def kv_digest(cache: Any, tokens: list[int], **namespace: Any) -> tuple[int, str]:
+    """``(cached length, sha256 of the K and V bytes of every cached token, all layers)`` for ``tokens``."""
+    n, _node, idx = cache.match(tokens, **namespace)
+    h = hashlib.sha256()
+    for i in range(cache.pool.layer_num):
+        h.update(cache.pool.k_buffer[i][idx].numpy().tobytes())
+        h.update(cache.pool.v_buffer[i][idx].numpy().tobytes())
+    return n, h.hexdigest()
+
+
+def digests(cache: Any) -> dict[str, list]:
+    """:func:`kv_digest` of every sequence the tree caches, keyed by the sequence as JSON."""
+    return {json.dumps(seq): list(kv_digest(cache, seq)) for seq in cache.sequences()}

@@ -3,7 +3,6 @@ in a NEW process, and decoding from the restored pages continues exactly, with n
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -27,18 +26,6 @@ BRANCH_B = sglang_cpu.PROMPT + [90, 91, 92]
 @pytest.fixture(autouse=True)
 def _sglang():
     need_module("sglang.srt.mem_cache.radix_cache")
-
-
-def digests(cache) -> dict[str, list]:
-    out = {}
-    for seq in cache.sequences():
-        n, _node, idx = cache.match(seq)
-        h = hashlib.sha256()
-        for i in range(cache.pool.layer_num):
-            h.update(cache.pool.k_buffer[i][idx].numpy().tobytes())
-            h.update(cache.pool.v_buffer[i][idx].numpy().tobytes())
-        out[json.dumps(seq)] = [n, h.hexdigest()]
-    return out
 
 
 def run_child(root: Path, *snaps: str) -> list[dict]:
@@ -84,13 +71,13 @@ def test_tree_and_pages_restore_bit_exactly_in_a_new_process_and_decode_without_
     restored, corrupt = run_child(repo.root, snap.id, bad)
 
     assert restored["sequences"] == cache.sequences()
-    assert restored["digests"] == digests(cache)  # every K/V byte of every cached token, all layers
+    assert restored["digests"] == sglang_cpu.digests(cache)  # every K/V byte of every cached token, all layers
     assert restored["matched"] == ref_n == len(cache.sequences()[0])
     assert restored["calls"] == [1] * (STEPS + 1)  # the last prompt token, then one per decoded token: no prefill
     assert restored["continuation"] == ref_out
     assert restored["logits"] == ref_logits  # bit-equal at every step
     # control: a perturbed page restores different bytes and must change the logits
-    assert corrupt["digests"] != digests(cache)
+    assert corrupt["digests"] != sglang_cpu.digests(cache)
     assert corrupt["logits"][0] != ref_logits[0]
     with capsys.disabled():
         print(f"\n[sglang] restored {len(cache.sequences())} radix branches into fresh RadixCache/MHATokenToKVPool in a new "
@@ -112,7 +99,7 @@ def test_restore_keeps_an_already_cached_prefix_and_loads_only_the_rest(tmp_path
     stats = restore(repo.objects, target, repo.read_layer(snap.id, "cache"))
     assert stats == {"loaded_tokens": 5, "already_cached_tokens": len(sglang_cpu.PROMPT), "partial_page_tokens": 0}
     assert target.tree.token_to_kv_pool_allocator.available_size() == free_before - 5
-    assert digests(target)[json.dumps(BRANCH_A)] == digests(src)[json.dumps(BRANCH_A)]
+    assert sglang_cpu.digests(target)[json.dumps(BRANCH_A)] == sglang_cpu.digests(src)[json.dumps(BRANCH_A)]
 
 
 def test_mismatched_fingerprint_and_full_pool_are_refused_without_changes(tmp_path):

@@ -4,8 +4,6 @@ tree built the same way, and decoding continues from the restored pages with bit
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 import sglang_cpu
 from agentsnap_core import Repo
@@ -25,15 +23,6 @@ def _sglang():
 
 def aligned(tokens: list[int], page: int) -> list[int]:
     return tokens[: len(tokens) // page * page]
-
-
-def digest(cache, tokens: list[int], **namespace) -> tuple[int, str]:
-    n, _node, idx = cache.match(tokens, **namespace)
-    h = hashlib.sha256()
-    for i in range(cache.pool.layer_num):
-        h.update(cache.pool.k_buffer[i][idx].numpy().tobytes())
-        h.update(cache.pool.v_buffer[i][idx].numpy().tobytes())
-    return n, h.hexdigest()
 
 
 def used(cache) -> int:
@@ -61,7 +50,7 @@ def test_scheduler_tree_round_trips_bit_exactly_into_a_fresh_one(tmp_path, core,
     repo.restore_into(dst, snap.id)
     assert dst.sequences() == expected
     for seq in expected:
-        assert digest(dst, seq) == digest(src, seq)  # every K/V byte of every cached token, all layers
+        assert sglang_cpu.kv_digest(dst, seq) == sglang_cpu.kv_digest(src, seq)  # every K/V byte of every cached token, all layers
     assert used(dst) == used(src) == len(SHARED) + sum(len(s) - len(SHARED) for s in expected)
 
     ref = continue_from(src, expected[0], STEPS, [])
@@ -84,7 +73,7 @@ def test_scheduler_tree_restores_across_page_sizes_dropping_the_partial_last_pag
     assert dst.sequences() == sorted([BRANCH_A[:48], BRANCH_B[:48]])
     assert stats == {"loaded_tokens": 32 + 16 + 16, "already_cached_tokens": 32, "partial_page_tokens": 3 + 1}
     for seq in dst.sequences():
-        assert digest(dst, seq) == digest(src, seq)
+        assert sglang_cpu.kv_digest(dst, seq) == sglang_cpu.kv_digest(src, seq)
 
 
 @pytest.mark.parametrize("core", ["python", "rust"])
@@ -95,7 +84,7 @@ def test_namespaced_prefixes_keep_their_namespace(tmp_path, core):
     sglang_cpu.prefill_into(src, BRANCH_A)
     sglang_cpu.prefill_into(src, BRANCH_A, extra_key="lora-a", cache_salt="s1", scale=2.0)
     lora = {"extra_key": "lora-a", "cache_salt": "s1"}
-    assert digest(src, BRANCH_A) != digest(src, BRANCH_A, **lora)
+    assert sglang_cpu.kv_digest(src, BRANCH_A) != sglang_cpu.kv_digest(src, BRANCH_A, **lora)
     repo = Repo.init(tmp_path / "repo")
     snap = repo.capture(src, "two namespaces")
     record = repo.read_layer(snap.id, "cache")
@@ -105,6 +94,6 @@ def test_namespaced_prefixes_keep_their_namespace(tmp_path, core):
     dst = sglang_cpu.make_scheduler_cache(4, tree_core=core)
     repo.restore_into(dst, snap.id)
     assert dst.entries() == src.entries()
-    assert digest(dst, BRANCH_A) == digest(src, BRANCH_A)
-    assert digest(dst, BRANCH_A, **lora) == digest(src, BRANCH_A, **lora)
-    assert digest(dst, BRANCH_A, extra_key="lora-b")[0] == 0
+    assert sglang_cpu.kv_digest(dst, BRANCH_A) == sglang_cpu.kv_digest(src, BRANCH_A)
+    assert sglang_cpu.kv_digest(dst, BRANCH_A, **lora) == sglang_cpu.kv_digest(src, BRANCH_A, **lora)
+    assert sglang_cpu.kv_digest(dst, BRANCH_A, extra_key="lora-b")[0] == 0
