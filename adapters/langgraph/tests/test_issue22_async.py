@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from agentsnap_langgraph import PFSaver
 from langchain_core.messages import HumanMessage
 from test_issue22_api import cfg, chat
@@ -101,11 +102,20 @@ ON_LOOP_ALLOWED = {"_run", "aget_tuple", "alist", "aput", "aput_writes", "adelet
                    "get_next_version"}
 
 
-async def test_no_store_code_runs_on_the_event_loop(store: Path) -> None:
+@pytest.mark.parametrize("kind", ["embedded", "postgres"])
+async def test_no_store_code_runs_on_the_event_loop(store: Path, kind: str, request: pytest.FixtureRequest) -> None:
     """Every agentsnap function the loop thread executes during the workload, an early-ended ``alist``
-    (its cursor's cleanup) and the async verbs is one of the thin async wrappers: a profile hook on the loop
-    thread sees every Python call, so this holds whatever the machine's speed."""
+    (its cursor's cleanup) and the async verbs is one of the thin async wrappers, on the embedded store and
+    on a PostgreSQL store (a real local server): a profile hook on the loop thread sees every Python call,
+    so this holds whatever the machine's speed."""
+    import secrets
     import sys
+
+    if kind == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        saver = PFSaver.from_url(f"{server.url}?schema=lg_{secrets.token_hex(6)}", path=store)
+    else:
+        saver = PFSaver(store)
 
     ran: set[tuple[str, str]] = set()
 
@@ -113,7 +123,7 @@ async def test_no_store_code_runs_on_the_event_loop(store: Path) -> None:
         if event == "call" and "agentsnap" in frame.f_code.co_filename:
             ran.add((Path(frame.f_code.co_filename).name, frame.f_code.co_name))
 
-    async with PFSaver(store) as saver:
+    async with saver:
         graph = chat(saver)
         sys.setprofile(hook)
         try:
