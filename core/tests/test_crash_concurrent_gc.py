@@ -85,6 +85,49 @@ def test_object_written_after_gc_read_the_refs_is_kept_however_long_gc_takes(rep
     assert repo.objects.has(written[0])
 
 
+def test_gc_prune_now_keeps_what_a_running_snapshot_wrote(repo: Repo) -> None:
+    """`gc --prune now` (no grace at all) beside a snapshot that has written its objects but not yet its ref: the
+    writer's session marker makes gc keep them; once the session ends the same garbage is collected."""
+    with repo.writer_sessions.session():
+        oid = content.put_value(repo.objects, {"being snapshotted": 1})
+        with Repo.open(repo.root) as other:  # gc from another handle (another process would do the same)
+            other.gc(grace_seconds=0)
+        assert repo.objects.has(oid)
+    with Repo.open(repo.root) as other:
+        other.gc(grace_seconds=0)
+    assert not repo.objects.has(oid)
+
+
+def _hold_session_then_die(root: str, ready: str) -> None:
+    with Repo.open(root) as repo:
+        repo.writer_sessions._enter()
+        content.put_value(repo.objects, {"written by a writer that dies": 1})
+        Path(ready).touch()
+        time.sleep(600)
+
+
+def test_a_dead_writers_marker_protects_nothing(repo: Repo, tmp_path: Path) -> None:
+    """A writer killed mid-snapshot leaves its marker; nobody holds its lock, so gc ignores and removes it."""
+    ready = tmp_path / "ready"
+    proc = multiprocessing.get_context("spawn").Process(target=_hold_session_then_die, args=(str(repo.root), str(ready)))
+    proc.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists() and proc.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists()
+        marker_dir = repo.store_dir / "writers"
+        assert [n for n in os.listdir(marker_dir) if not n.startswith(".tmp-")]
+        repo.gc(grace_seconds=0)  # alive: its object is kept
+        assert repo.gc(grace_seconds=0)["removed"] == 0
+    finally:
+        proc.kill()
+        proc.join()
+    report = repo.gc(grace_seconds=0)
+    assert report["removed"] >= 1
+    assert not [n for n in os.listdir(repo.store_dir / "writers") if not n.startswith(".tmp-")]
+
+
 def test_unused_old_object_is_still_collected(repo: Repo) -> None:
     oid = content.put_value(repo.objects, {"garbage": 3})
     _age_out(repo, oid)

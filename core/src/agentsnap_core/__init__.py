@@ -87,7 +87,7 @@ class _MovedModules:
         old = fullname[len(__name__) + 1 :] if fullname.startswith(__name__ + ".") else None
         if old not in MOVED_MODULES:
             return None
-        return importlib.machinery.ModuleSpec(fullname, self)
+        return importlib.machinery.ModuleSpec(fullname, self)  # type: ignore[arg-type]  # a Loader by protocol
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         return importlib.import_module(f"{__name__}.{MOVED_MODULES[spec.name[len(__name__) + 1 :]]}")

@@ -440,7 +440,8 @@ def fetch(
     name, url = resolve_remote(repo, remote)
     src = open_store(url)
     try:
-        return _fetch_from(repo, src, name, url, jobs, progress)
+        with repo.writer_sessions.session():  # the fetched objects are named by refs only at the end
+            return _fetch_from(repo, src, name, url, jobs, progress)
     finally:
         src.close()
 

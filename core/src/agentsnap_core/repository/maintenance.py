@@ -10,6 +10,7 @@ from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import content
 from agentsnap_core.format.objects import Kind, is_oid, unpack_chunk_list
 from agentsnap_core.layers import world
+from agentsnap_core.repository import writers
 from agentsnap_core.repository.retention import TOMBSTONES, Graveyard
 
 if TYPE_CHECKING:
@@ -134,13 +135,16 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
 
     New snapshots write (or re-touch) their objects before any ref names them, so an object
     younger than ``grace_seconds`` is kept even when unreachable: a gc running beside a
-    snapshot never deletes what that snapshot is about to reference. Age counts up to the moment this gc
-    started walking the roots: an object written (or re-touched) after that moment is kept however long the walk
-    and the sweep take (on a loaded machine they can take longer than the grace period, and the ref naming such an
-    object may have been committed after the walk read the refs).
+    snapshot never deletes what that snapshot is about to reference. "Older" counts up to the moment this gc started,
+    or the start of the oldest snapshot still being written on this machine (:mod:`.writers`), whichever is earlier:
+    an object written or re-touched after that is kept however long the walk and the sweep take and however short
+    the grace period (``--prune now``): the ref naming it may be committed after the walk read the refs.
     """
     problems: list[dict[str, Any]] = []
-    started = time.time()
+    cutoff = writers.fs_now(repo.store_dir)  # before reading the markers: a session starting later is newer
+    oldest = writers.oldest_live_session(repo.store_dir)
+    if oldest is not None:  # less a margin: an object written in the marker's own clock tick has the same mtime
+        cutoff = min(cutoff, oldest - writers.TICK)
     live = reachable(repo, problems, now=now)
     if problems:
         raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
@@ -149,7 +153,7 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
         if oid in live:
             continue
         try:
-            if repo.objects.age(oid) - (time.time() - started) < grace_seconds:  # its age when this gc started
+            if time.time() - repo.objects.age(oid) > cutoff - grace_seconds:  # modified after the cutoff's grace
                 kept_young += 1
                 continue
         except AgentSnapError:
@@ -159,7 +163,7 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     temp_removed = 0
     for tmp in repo.objects.temp_files():
         try:
-            if time.time() - os.stat(tmp).st_mtime >= grace_seconds:
+            if os.stat(tmp).st_mtime <= cutoff - grace_seconds:  # a writer may still be filling a newer one
                 os.unlink(tmp)
                 temp_removed += 1
         except OSError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import getpass
 import json
 import os
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
@@ -42,6 +43,7 @@ from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import world
 from agentsnap_core.layers.environment import capture_env
 from agentsnap_core.plugins.hookspecs import HookContext
+from agentsnap_core.repository import writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 from agentsnap_core.stores.local import LocalStore
@@ -125,6 +127,19 @@ def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, 
     raise StoreNotFound(str(here))
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+def _writing(method: F) -> F:
+    """Run a method that writes objects and then names them in a ref inside a writer session (see writers.py)."""
+
+    @functools.wraps(method)
+    def run(self: Repo, *args: Any, **kwargs: Any) -> Any:
+        with self.writer_sessions.session():
+            return method(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 class Repo:
     """A working tree plus its store. ``Repo.init(path)`` creates one, ``Repo.open()`` finds one."""
 
@@ -133,6 +148,8 @@ class Repo:
         self.store_dir = Path(store_dir)
         self.worktree = worktree
         self.store = open_repo_store(self.store_dir)  # its own, or the shared store its store.url names
+        #: held while this process writes objects a ref will name (gc keeps what was written since; writers.py)
+        self.writer_sessions = writers.WriterSessions(self.store_dir)
         self.objects = self.store.objects
         self.refs = self.store.refs
         if self.refs.get_config("crypto.encrypt") or os.environ.get("AGENTSNAP_ENCRYPTION_KEY") or os.environ.get(
@@ -475,6 +492,7 @@ class Repo:
         return entries, sorted(ignore.left_out)
 
     # ---------------------------------------------------------------- snapshot
+    @_writing
     def snapshot(
         self,
         message: str = "",
