@@ -72,19 +72,31 @@ def model() -> Any:
     return LlamaForCausalLM(config).eval()
 
 
-def make_cache(size: int = 512) -> Any:
-    """A fresh SGLangCache: RadixCache over an MHATokenToKVPool on CPU, shaped for :func:`model`."""
-    from agentsnap_sglang import SGLangCache
-    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
-    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+def pool_and_allocator(page_size: int, size: int) -> tuple[Any, Any]:
+    """The KV pool and allocator ``kv_cache_configurator`` builds for an MHA model on one device, shaped for
+    :func:`model`: ``MHATokenToKVPool``; ``TokenToKVPoolAllocator`` for page size 1, else ``PagedTokenToKVPoolAllocator``."""
+    from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    pool = MHATokenToKVPool(size=size, page_size=page_size, dtype=torch.float32, head_num=KV_HEADS,
+                            head_dim=HEAD_DIM, layer_num=LAYERS, device="cpu", enable_memory_saver=False)
+    if page_size == 1:
+        allocator = TokenToKVPoolAllocator(size=size, dtype=torch.float32, device="cpu", kvcache=pool, need_sort=False)
+    else:
+        allocator = PagedTokenToKVPoolAllocator(size=size, page_size=page_size, dtype=torch.float32, device="cpu",
+                                                kvcache=pool, need_sort=False)
+    return pool, allocator
+
+
+def make_cache(size: int = 512, page_size: int = 1) -> Any:
+    """A fresh SGLangCache: the older RadixCache over an MHATokenToKVPool on CPU, shaped for :func:`model`."""
+    from agentsnap_sglang import SGLangCache
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.radix_cache import RadixCache
 
-    pool = MHATokenToKVPool(size=size, page_size=1, dtype=torch.float32, head_num=KV_HEADS, head_dim=HEAD_DIM,
-                            layer_num=LAYERS, device="cpu", enable_memory_saver=False)
-    allocator = TokenToKVPoolAllocator(size=size, dtype=torch.float32, device="cpu", kvcache=pool, need_sort=False)
+    _pool, allocator = pool_and_allocator(page_size, size)
     tree = RadixCache(CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=allocator,
-                                      page_size=1))
+                                      page_size=page_size))
     return SGLangCache(tree, model="tiny-llama:from-config", weights="seed-1234", page_size=PAGE_SIZE)
 
 
@@ -112,10 +124,8 @@ def server_context(page_size: int) -> tuple[Any, Any]:
 def make_scheduler_cache(page_size: int = 1, *, tree_core: str | None = None, size: int = 512) -> Any:
     """A fresh SGLangCache over the tree SGLang's scheduler builds for this model on CPU.
 
-    Pool and allocator as ``kv_cache_configurator`` builds them for an MHA model on one device
-    (``MHATokenToKVPool``; ``TokenToKVPoolAllocator`` for page size 1, else ``PagedTokenToKVPoolAllocator``),
-    ``CacheInitParams`` as ``kv_cache_builder.build_kv_cache`` fills them for one rank, and the tree from
-    ``registry.create_tree_cache`` - the scheduler's own factory, which picks the default tree class
+    Pool and allocator from :func:`pool_and_allocator`, ``CacheInitParams`` as ``kv_cache_builder.build_kv_cache``
+    fills them for one rank, and the tree from ``registry.create_tree_cache`` - the scheduler's own factory, which picks the default tree class
     (``UnifiedRadixCache`` with the FULL component). ``tree_core`` sets ``SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND``
     as a server would (unset: SGLang's default, "rust").
     """
@@ -124,18 +134,10 @@ def make_scheduler_cache(page_size: int = 1, *, tree_core: str | None = None, si
     from agentsnap_sglang import SGLangCache
     from sglang.srt import runtime_context
     from sglang.srt.mem_cache import registry
-    from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
 
     args, context = server_context(page_size)
-    pool = MHATokenToKVPool(size=size, page_size=page_size, dtype=torch.float32, head_num=KV_HEADS,
-                            head_dim=HEAD_DIM, layer_num=LAYERS, device="cpu", enable_memory_saver=False)
-    if page_size == 1:
-        allocator = TokenToKVPoolAllocator(size=size, dtype=torch.float32, device="cpu", kvcache=pool, need_sort=False)
-    else:
-        allocator = PagedTokenToKVPoolAllocator(size=size, page_size=page_size, dtype=torch.float32, device="cpu",
-                                                kvcache=pool, need_sort=False)
+    _pool, allocator = pool_and_allocator(page_size, size)
     env = "SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"
     saved = os.environ.get(env)
     if tree_core is not None:

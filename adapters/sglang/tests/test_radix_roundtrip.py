@@ -117,3 +117,35 @@ def test_mismatched_fingerprint_and_full_pool_are_refused_without_changes(tmp_pa
         repo.restore_into(tiny, snap.id)
     assert tiny.sequences() == [] and tiny.tree.token_to_kv_pool_allocator.available_size() == 8
     assert repo.verify()["ok"]
+
+
+def test_radix_cache_with_page_size_4_round_trips_whole_pages(tmp_path):
+    """The older RadixCache over a paged allocator: only whole pages are in the tree, and they round-trip."""
+    from agentsnap_sglang import restore
+
+    src = sglang_cpu.make_cache(page_size=4)
+    sglang_cpu.prefill_into(src, BRANCH_A)  # 30 tokens: 28 in whole pages
+    sglang_cpu.prefill_into(src, BRANCH_B)  # 28 tokens
+    assert src.sequences() == sorted([BRANCH_A[:28], BRANCH_B[:28]])
+    repo = Repo.init(tmp_path / "repo")
+    snap = repo.capture(src, "paged")
+    dst = sglang_cpu.make_cache(page_size=4)
+    stats = restore(repo.objects, dst, repo.read_layer(snap.id, "cache"))
+    assert stats == {"loaded_tokens": 24 + 4 + 4, "already_cached_tokens": 24, "partial_page_tokens": 0}
+    assert sglang_cpu.digests(dst) == sglang_cpu.digests(src)
+
+
+def test_radix_cache_restore_into_a_larger_page_size_drops_only_the_partial_last_page(tmp_path):
+    """A page-size-1 snapshot into a page-size-4 RadixCache: each prefix is cut to whole pages (before, the paged
+    allocator was asked for a non-multiple of its page size and the restore died on its assertion)."""
+    from agentsnap_sglang import restore
+
+    src = sglang_cpu.make_cache()
+    sglang_cpu.prefill_into(src, BRANCH_A)  # 30 tokens, all in the tree at page size 1
+    repo = Repo.init(tmp_path / "repo")
+    snap = repo.capture(src, "page size 1")
+    dst = sglang_cpu.make_cache(page_size=4)
+    stats = restore(repo.objects, dst, repo.read_layer(snap.id, "cache"))
+    assert stats == {"loaded_tokens": 28, "already_cached_tokens": 0, "partial_page_tokens": 2}
+    assert dst.sequences() == [BRANCH_A[:28]]
+    assert sglang_cpu.kv_digest(dst, BRANCH_A) == sglang_cpu.kv_digest(src, BRANCH_A[:28])
