@@ -122,11 +122,13 @@ for _name, _matrix in ADAPTERS.items():
 #: CrewAI's OWN tests (from the pinned sdist) run with the agentsnap backends swapped in (adapters/crewai/README.md)
 CREWAI_OWN_TESTS = ["memory/test_unified_memory.py", "memory/test_storage_factory.py", "test_flow_persistence.py",
                     "test_flow_persistence_factory.py", "test_async_human_feedback.py"]
+#: CrewAI's own checkpoint tests, run with JsonProvider swapped for the agentsnap provider (-p crewai_swap_checkpoint)
+CREWAI_OWN_CHECKPOINT_TESTS = ["test_checkpoint.py", "test_checkpoint_cli.py", "telemetry/test_checkpoint_telemetry.py"]
 
 
 @nox.session(python=PYTHON)
 def crewai_own(session: nox.Session) -> None:
-    """CrewAI 1.15.30's own memory, flow-persistence and human-feedback tests with agentsnap's backends swapped in."""
+    """CrewAI 1.15.30's own memory, flow-persistence, human-feedback and checkpoint tests with agentsnap's backends swapped in."""
     import tarfile
 
     _install_core(session)
@@ -143,6 +145,8 @@ def crewai_own(session: nox.Session) -> None:
     session.env["CREWAI_STORAGE_DIR"] = str(tmp / "crewai-storage")
     session.chdir(src)
     _pytest(session, "-p", "crewai_swap", "-o", "asyncio_mode=auto", *[f"tests/{t}" for t in CREWAI_OWN_TESTS])
+    _pytest(session, "-p", "crewai_swap_checkpoint", "-o", "asyncio_mode=auto", "-rx",
+            *[f"tests/{t}" for t in CREWAI_OWN_CHECKPOINT_TESTS])
 
 
 nox.options.sessions.append("crewai_own")

@@ -132,3 +132,45 @@ def test_the_documented_listing_command_lists_every_checkpoint(checkpointed: tup
     shown = _cli("agentsnap", "-C", str(repo.root), "show", "crewai/main~1", "--json")
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout)["meta"]["trigger"] == "task_completed"
+
+
+def test_the_provider_keeps_json_providers_contract_for_refusals_and_plain_files(tmp_path: Path) -> None:
+    """As JsonProvider (which CrewAI lets it stand for): a bad branch is a ValueError, a missing file FileNotFoundError,
+    and a plain JSON checkpoint file (JsonProvider's, or one checkpoint_path wrote elsewhere) is read as it is."""
+    provider = AgentsnapCheckpointProvider()
+    with pytest.raises(ValueError, match="escapes checkpoint directory"):
+        provider.checkpoint("{}", str(tmp_path / "repo"), branch="../../etc")
+    with pytest.raises(ValueError, match="refused"):
+        provider.prune(str(tmp_path / "repo"), 1, branch="x~1")
+    with pytest.raises(FileNotFoundError):
+        provider.from_checkpoint(str(tmp_path / "missing.json"))
+    plain = tmp_path / "main" / "20260101T000000_abcd1234_p-none.json"
+    plain.parent.mkdir()
+    plain.write_text('{"entities": []}', encoding="utf-8")
+    assert provider.from_checkpoint(str(plain)) == '{"entities": []}'
+
+
+def test_secrets_in_llm_configs_and_inputs_are_redacted_in_checkpoints(tmp_path: Path) -> None:
+    """CrewAI's checkpoint JSON holds the LLM's api_key and the crew inputs (and descriptions made from them) in clear;
+    the provider stores it through core's shared redaction, and resuming then needs the live LLM."""
+    llm = ScriptedLLM(answers={"capital": "Poseidonia"}, api_key="sk-proj-abcdefghijklmnopqrstuvwxyz0123")
+    agent = Agent(role="Researcher", goal="Answer questions", backstory="A scholar", llm=llm)
+    task = Task(description="The capital of Atlantis? Data in {db}.", expected_output="a city", agent=agent)
+    crew = Crew(agents=[agent], tasks=[task],
+                checkpoint=CheckpointConfig(location=str(tmp_path / "repo"), provider=AgentsnapCheckpointProvider()))
+    crew.kickoff(inputs={"db": "postgresql://app:s3cretpw@db.internal/prod"})
+    assert crewai_event_bus.flush()
+    repo = Repo.open(tmp_path / "repo")
+    data = checkpoint_data(repo, "crewai/main")
+    assert "sk-proj-abcdefghijklmnopqrstuvwxyz0123" not in data and "s3cretpw" not in data
+    assert "postgresql://app:<redacted>@db.internal/prod" in data  # only the secret part of the URL
+    redacted = repo.get("crewai/main").manifest["meta"]["redacted"]
+    assert any(p.endswith("llm.api_key") for p in redacted) and any("checkpoint_inputs.db" in p for p in redacted)
+    with pytest.raises(MissingLiveObjects):
+        resume_crew(repo, "crewai/main")
+
+
+def test_a_checkpoint_without_secrets_is_stored_as_crewai_wrote_it(checkpointed: tuple[Repo, list[str]]) -> None:
+    repo, (_first, second) = checkpointed
+    assert "redacted" not in repo.get(second).manifest["meta"]
+    assert checkpoint_data(repo, second).endswith('"trigger": "task_completed"}')  # CrewAI's own JSON, not re-encoded

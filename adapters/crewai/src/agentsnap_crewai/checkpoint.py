@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsnap_core import Repo, content
-from agentsnap_core.errors import AgentSnapError, UnknownSnapshot
+from agentsnap_core.errors import AgentSnapError, InvalidRefName, UnknownSnapshot
 from agentsnap_core.objects import is_oid
+from agentsnap_core.redact import redact
 from agentsnap_core.repo import check_ref_name
 from crewai.hooks.dispatch import HookAborted
 from crewai.state.provider.json_provider import JsonProvider
@@ -37,6 +38,30 @@ DEFAULT_PREFIX = "crewai/"
 _WRITE_LOCK = threading.Lock()  # CrewAI writes checkpoints from event-bus worker threads
 #: CrewAI appends ``"trigger": "<event type>"`` last to the checkpoint JSON (``checkpoint_listener._do_checkpoint``)
 _TRIGGER = re.compile(r'"trigger":\s*"([A-Za-z0-9_.:-]{1,100})"\s*}\s*$')
+
+
+#: lower-case substrings one of which every secret core's ``redact`` finds contains (a key ending in a secret-looking
+#: name with a string value, a URL password, a secret query parameter, a credential header, a token shape); a
+#: checkpoint holding none of them is stored as it is, without being parsed
+_SECRET_HINTS = ('key": "', 'key":"', 'token": "', 'token":"', 'sig": "', 'sig":"', "secret", "password", "passwd",
+                 "bearer", "authorization", "credential", "connection_string", "connection-string", "cookie", "signature",
+                 "://", "key=", "token=", "sig=", "code=", "x-amz-", "x-goog-", "basic ", "token ", "sk-", "ghp_", "gho_",
+                 "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "akia", "asia", "aiza", "glpat-", "hf_", "eyj", "-----begin")
+
+
+def redact_checkpoint(data: str) -> tuple[str, dict[str, str]]:
+    """``(data, {path: reason})``: the checkpoint JSON with secrets redacted by core's shared ``redact``.
+
+    CrewAI's checkpoint holds every agent's LLM config (``api_key``, ``base_url``), the crew's inputs and the
+    task descriptions they were interpolated into. Unchanged (and not parsed) when nothing secret-looking is in it.
+    """
+    low = data.lower()
+    if not any(hint in low for hint in _SECRET_HINTS):
+        return data, {}
+    found = redact(json.loads(data))
+    if not found.paths:
+        return data, {}
+    return json.dumps(found.value), found.paths
 
 
 def _materialised(repo: Repo, oid: str) -> Path:
@@ -76,6 +101,14 @@ class NoCheckpoint(UnknownSnapshot):
         last = failures[-1]
         self.args = (f"{self.args[0]}; {len(failures)} CrewAI checkpoint(s) at this location failed, the last at "
                      f"{last.get('at')}: {_describe(last)}",)
+
+
+class InvalidBranch(InvalidRefName, ValueError):
+    """A CrewAI branch name agentsnap refuses (``ValueError``, as JsonProvider's own refusal)."""
+
+    def __init__(self, message: str, name: str) -> None:
+        self.name = name
+        Exception.__init__(self, message)
 
 
 class CheckpointFailed(HookAborted):
@@ -152,8 +185,16 @@ class AgentsnapCheckpointProvider(JsonProvider):
         return value
 
     def _ref(self, branch: str) -> str:
-        """The agentsnap ref of CrewAI branch ``branch`` (validated: ``a..b``, ``x~1`` are refused)."""
-        return f"refs/heads/{check_ref_name(self.branch_prefix + branch)}"
+        """The agentsnap ref of CrewAI branch ``branch`` (validated: ``a..b``, ``x~1`` are refused).
+
+        Raises :class:`InvalidBranch`, a ``ValueError`` as JsonProvider raises for a branch it refuses.
+        """
+        try:
+            return f"refs/heads/{check_ref_name(self.branch_prefix + branch)}"
+        except InvalidRefName as exc:
+            escapes = branch.startswith("/") or ".." in Path(branch).parts
+            raise InvalidBranch(f"CrewAI checkpoint branch {branch!r} refused"
+                                f"{': escapes checkpoint directory' if escapes else ''} ({exc})", branch) from None
 
     def _repo(self, location: str) -> Repo:
         """The repository at ``location``, opened once per provider (CrewAI checkpoints often)."""
@@ -200,6 +241,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
                 parents = [head] if head else []
             found = _TRIGGER.search(data[-200:])
             trigger = found.group(1) if found else None
+            data, redacted = redact_checkpoint(data)
             blob = content.put_bytes(repo.objects, data.encode("utf-8"))
             snap = repo.snapshot(
                 f"crewai checkpoint ({trigger or 'manual'}) on {branch}",
@@ -210,7 +252,8 @@ class AgentsnapCheckpointProvider(JsonProvider):
                 parents=parents,
                 ref=ref,
                 move_head=False,
-                meta={"crewai_branch": branch, "trigger": trigger, "crewai_parent": parent_id},
+                meta={"crewai_branch": branch, "trigger": trigger, "crewai_parent": parent_id,
+                      **({"redacted": redacted} if redacted else {})},
             )
             return str(_materialised(repo, snap.id))
 
@@ -222,12 +265,18 @@ class AgentsnapCheckpointProvider(JsonProvider):
 
     def _locate(self, location: str) -> tuple[Repo, str]:
         path = Path(location)
-        oid = path.stem
-        if path.parent.name == "checkpoints" and path.parent.parent.name == "crewai":
-            return Repo.open(path.parent.parent.parent.parent), oid
+        if self._is_ours(location):
+            return Repo.open(path.parent.parent.parent.parent), path.stem
         raise AgentSnapError(f"{location} is not an agentsnap checkpoint location (see agentsnap_crewai.checkpoint_path)")
 
+    def _is_ours(self, location: str) -> bool:
+        path = Path(location)
+        return path.parent.name == "checkpoints" and path.parent.parent.name == "crewai" and is_oid(path.stem)
+
     def from_checkpoint(self, location: str) -> str:
+        """The checkpoint JSON at ``location``: an agentsnap checkpoint, or a plain JSON checkpoint file (JsonProvider's)."""
+        if not self._is_ours(location):
+            return str(super().from_checkpoint(location))  # FileNotFoundError when missing, as JsonProvider
         repo, oid = self._locate(location)
         try:
             return checkpoint_data(repo, oid)

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.redact import REDACTED
 from agentsnap_core.repo import check_ref_name
 
 from .checkpoint import AgentsnapCheckpointProvider, checkpoint_data, checkpoint_path
@@ -41,8 +42,8 @@ def needed_live_objects(runtime: dict[str, Any]) -> dict[str, list[str]]:
         for agent in entity.get("agents", []) or []:
             role = str(agent.get("role", "?"))
             llm = agent.get("llm")
-            if isinstance(llm, dict) and llm.get("llm_type") not in REBUILDABLE_LLM_TYPES:
-                needs["llm"].append(role)
+            if isinstance(llm, dict) and (llm.get("llm_type") not in REBUILDABLE_LLM_TYPES or REDACTED in json.dumps(llm)):
+                needs["llm"].append(role)  # a custom class, or a config whose secrets were redacted at checkpoint time
             if agent.get("tools"):
                 needs["tools"].append(role)
     return needs
