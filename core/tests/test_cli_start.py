@@ -52,3 +52,22 @@ def test_every_registered_verb_is_eager_or_in_the_lazy_map() -> None:
     added = names - before
     assert added <= set(cli.LAZY_VERBS), f"verbs registered by lazy modules but missing from LAZY_VERBS: {added - set(cli.LAZY_VERBS)}"
     assert set(cli.LAZY_VERBS) <= names, f"LAZY_VERBS names no such verb: {set(cli.LAZY_VERBS) - names}"
+
+
+def test_version_answers_without_loading_click_or_the_application() -> None:
+    """`agentsnap --version` (the console script enters through cli.run) loads neither click nor the repository: its
+    start-up is the interpreter's plus a few small modules (benchmarks/cli_bench.py measures it)."""
+    code = ("import sys, json\nfrom agentsnap_core.cli import run\nrun(['--version'])\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('click', 'agentsnap_core', 'typing')))))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    first, last = proc.stdout.splitlines()[0], proc.stdout.splitlines()[-1]
+    assert first == f"agentsnap, version {cli.__version__}"
+    assert set(json.loads(last)) <= {"agentsnap_core", "agentsnap_core.cli", "typing"}, last
+    assert "click" not in json.loads(last)
+
+
+def test_the_console_script_enters_through_run() -> None:
+    import importlib.metadata
+
+    (script,) = [ep for ep in importlib.metadata.entry_points(group="console_scripts") if ep.name == "agentsnap"]
+    assert script.value == "agentsnap_core.cli:run"

@@ -10,7 +10,6 @@ import importlib
 import importlib.machinery
 import sys
 import types
-from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -126,7 +125,10 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
+TYPE_CHECKING = False  # typing is not imported: `agentsnap --version` loads nothing it does not need
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from typing import Any
+
     from agentsnap_core.client import AsyncClient, Client, SnapshotInfo
     from agentsnap_core.errors import (
         AgentSnapError,

@@ -1,3 +1,3 @@
-from agentsnap_core.cli import main
+from agentsnap_core.cli import run
 
-main()
+run()

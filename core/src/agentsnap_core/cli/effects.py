@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, fmt_time, open_repo, register
+from agentsnap_core.cli.app import JSON_VERSION, emit, fmt_time, open_repo, register
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.repository.repo import Repo
 

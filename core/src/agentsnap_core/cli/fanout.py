@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, json_opt, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, json_opt, open_repo, register, short
 from agentsnap_core.operations import fanout as fanout_mod
 
 

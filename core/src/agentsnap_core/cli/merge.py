@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, json_opt, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, json_opt, open_repo, register, short
 from agentsnap_core.errors import InvalidInput
 from agentsnap_core.operations import merge as merge_mod
 from agentsnap_core.repository.diffing import is_binary

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, json_opt, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, json_opt, open_repo, register, short
 from agentsnap_core.operations import remote as remote_mod
 from agentsnap_core.stores import mask_url
 

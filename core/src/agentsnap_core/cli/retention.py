@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, fmt_time, json_opt, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, fmt_time, json_opt, open_repo, register, short
 from agentsnap_core.errors import InvalidInput
 from agentsnap_core.repository import retention
 

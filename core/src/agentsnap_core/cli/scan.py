@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, open_repo, register, short
 from agentsnap_core.operations.scan import scan_snapshot
 
 

@@ -19,7 +19,6 @@ from enum import IntEnum
 from typing import Any
 
 import blake3
-import pyfastcdc
 import zstandard
 
 from agentsnap_core.errors import EncryptedObject, ObjectCorrupt, UnsupportedFormat
@@ -137,7 +136,16 @@ def verify_stored(oid: str, stored: bytes) -> None:
     decode(oid, stored)
 
 
-_chunker = pyfastcdc.FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
+_chunker: Any = None  # pyfastcdc's FastCDC, made on the first large file (a snapshot of small files never loads it)
+
+
+def _cdc() -> Any:
+    global _chunker
+    if _chunker is None:
+        import pyfastcdc
+
+        _chunker = pyfastcdc.FastCDC(CDC_AVG, min_size=CDC_MIN, max_size=CDC_MAX)
+    return _chunker
 
 
 def cut(data: bytes | memoryview) -> list[memoryview]:
@@ -145,7 +153,7 @@ def cut(data: bytes | memoryview) -> list[memoryview]:
     view = memoryview(data)
     if len(view) <= SMALL_FILE:
         return [view]
-    return [view[c.offset : c.offset + c.length] for c in _chunker.cut_buf(view)]
+    return [view[c.offset : c.offset + c.length] for c in _cdc().cut_buf(view)]
 
 
 def pack_chunk_list(chunks: list[tuple[str, int]]) -> bytes:

@@ -20,7 +20,6 @@ import os
 import stat
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -251,6 +250,8 @@ def scan(root: Path, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
     if SCAN_THREADS <= 1 or len(dirs) < 4:
         subtrees = [_scan_tree(rel, os.path.join(root, rel), ignore) for rel, _ in dirs]
     else:
+        from concurrent.futures import ThreadPoolExecutor  # only for big trees: status of a small one never loads it
+
         with ThreadPoolExecutor(SCAN_THREADS) as pool:
             subtrees = list(pool.map(lambda d: _scan_tree(d[0], os.path.join(root, d[0]), ignore), dirs))
     out = list(top)
@@ -336,6 +337,8 @@ def capture(
         batches[-1].append(item)
         size += item[2].st_size
     threads = 1 if len(batches) < 2 else HASH_THREADS
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(threads) as pool:
         for result in pool.map(work, batches):
             for idx, rel, oid, stored, st, changed in result:

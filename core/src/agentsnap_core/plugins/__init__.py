@@ -6,7 +6,6 @@ list = only those entry-point names; ``none`` or an empty value = none.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import threading
 from typing import Any
@@ -46,6 +45,8 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
             pm.register(defaults, name="agentsnap_core.plugins.defaults")
             allowed = _allowed()
+            import importlib.metadata
+
             for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
                 if allowed is not None and ep.name not in allowed:
                     continue

@@ -4,24 +4,20 @@ from __future__ import annotations
 
 import fcntl
 import functools
-import getpass
 import json
 import os
 import re
 import shutil
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgpack
 
-from agentsnap_core import plugins
 from agentsnap_core.errors import (
     AgentSnapError,
     AmbiguousId,
@@ -41,8 +37,6 @@ from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import world
-from agentsnap_core.layers.environment import capture_env
-from agentsnap_core.plugins.hookspecs import HookContext
 from agentsnap_core.repository import writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
@@ -129,6 +123,9 @@ def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+if TYPE_CHECKING:
+    from agentsnap_core.plugins.hookspecs import HookContext
+
 def _writing(method: F) -> F:
     """Run a method that writes objects and then names them in a ref inside a writer session (see writers.py)."""
 
@@ -186,7 +183,7 @@ class Repo:
                 os.close(fd)
                 raise TreeBusy(str(self.root), holder) from None
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{verb}, pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+            os.pwrite(fd, f"{verb}, pid {os.getpid()} on {os.uname().nodename}".encode(), 0)
             self._tree_lock_fd = fd
             try:
                 yield
@@ -382,7 +379,7 @@ class Repo:
         """Append a message to the working trace; it is captured by the next snapshot."""
         if not isinstance(role, str) or not role:
             raise InvalidInput("a trace message needs a non-empty role")
-        msg = {"id": fields.pop("id", None) or uuid.uuid4().hex, "role": role, "content": content_, **fields}
+        msg = {"id": fields.pop("id", None) or os.urandom(16).hex(), "role": role, "content": content_, **fields}
         data = pack(msg)
         self.wt_dir.mkdir(parents=True, exist_ok=True)
         with open(self._trace_path, "ab") as f:
@@ -420,6 +417,8 @@ class Repo:
         tree = world.put_tree(self.objects, entries)
         if any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
             self._remember_own_tree(tree)
+        from agentsnap_core.layers.environment import capture_env  # its secret patterns compile only for a snapshot
+
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
         context["entries"] = entries
         context["statcache"] = (cache_path, new_cache) if Path(root) == self.root else None
@@ -429,7 +428,7 @@ class Repo:
             "files": stats.files,
             "bytes": stats.bytes_total,
             "hashed": stats.files_hashed,
-            "process": {"cwd": root, "host": socket.gethostname(), "pid": os.getpid()},
+            "process": {"cwd": root, "host": os.uname().nodename, "pid": os.getpid()},
         }
         if ignore.left_out:  # named, never silent: snapshot, show and status report them
             rec["left_out"] = sorted(ignore.left_out)
@@ -518,6 +517,8 @@ class Repo:
             symref, head_oid = self.head()
             target_ref = ref or symref
             expected = self.refs.get_ref(target_ref) if target_ref else head_oid
+            from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
+
             context = plugins.hook_context(self, redact=redact_env, include_secrets=include_secrets)
             manifest_layers: dict[str, Any] = {}
             if capture_world:
@@ -592,6 +593,8 @@ class Repo:
         target_entries = world.load_tree(self.objects, rec["tree"])  # validates before any write
         allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
         norm_paths = [self._norm_path(p) for p in paths] if paths else None
+        from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
+
         context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
         if to is not None:
             dest = Path(to).resolve()
@@ -825,6 +828,8 @@ class Repo:
     # ---------------------------------------------------------------- objects via plugins
     def capture(self, obj: Any, message: str = "", *, agent: str = "", world_: bool = False, **kw: Any) -> Snapshot:
         """Snapshot a live object through the adapter that handles it."""
+        from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
+
         layers = plugins.capture(obj, self)
         if layers is None:
             raise AgentSnapError(f"no installed adapter handles {type(obj).__name__} objects (see 'agentsnap plugins')")
@@ -840,6 +845,8 @@ class Repo:
         for name, obj in objs.items():
             if not name or "@" in name:
                 raise InvalidInput(f"object name {name!r} must be non-empty and contain no '@'")
+            from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
+
             layers = plugins.capture(obj, self, name=name)
             if layers is None:
                 raise AgentSnapError(f"no installed adapter handles {name!r} ({type(obj).__name__})")
@@ -855,6 +862,8 @@ class Repo:
             layers = {k.rsplit("@", 1)[0]: self.read_layer(snap, k) for k in snap.layers if k.endswith("@" + name)}
             if not layers:
                 raise AgentSnapError(f"snapshot {snap.id[:12]} holds no object named {name!r}")
+            from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
+
             if not plugins.restore(obj, layers, self, snapshot=snap, name=name):
                 raise AgentSnapError(f"no installed adapter could restore {name!r} ({type(obj).__name__})")
         return snap
@@ -867,6 +876,8 @@ class Repo:
         snap = self.get(spec)
         _refuse_dead(self, snap)
         layers = {name: self.read_layer(snap, name) for name in snap.layers if name != "world"}
+        from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
+
         if not plugins.restore(obj, layers, self, snapshot=snap, options=options):
             raise AgentSnapError(f"no installed adapter could restore into {type(obj).__name__}")
         return snap
@@ -884,7 +895,9 @@ def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
 
 def _whoami() -> str:
     try:
-        return f"{getpass.getuser()}@{socket.gethostname()}"
+        import getpass
+
+        return f"{getpass.getuser()}@{os.uname().nodename}"
     except Exception:
         return "unknown"
 

@@ -19,7 +19,6 @@ import errno
 import fcntl
 import os
 import threading
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,7 +70,7 @@ def _make_marker(directory: Path) -> tuple[int | None, str | None]:
     has no gc running from this process to protect against, and no objects to write either)."""
     try:
         directory.mkdir(exist_ok=True)
-        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        name = f"{os.getpid()}-{os.urandom(6).hex()}"
         tmp = directory / f".tmp-{name}"
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     except OSError as exc:
@@ -121,7 +120,7 @@ def fs_now(store_dir: str | os.PathLike[str]) -> float:
     """The current time on the filesystem's clock (object mtimes lag time.time() by up to a kernel tick)."""
     directory = Path(store_dir) / DIR
     directory.mkdir(exist_ok=True)
-    probe = directory / f".tmp-clock-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    probe = directory / f".tmp-clock-{os.getpid()}-{os.urandom(4).hex()}"
     fd = os.open(probe, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         return os.fstat(fd).st_mtime

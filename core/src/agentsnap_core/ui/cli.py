@@ -7,7 +7,7 @@ import webbrowser
 
 import click
 
-from agentsnap_core.cli import JSON_VERSION, emit, json_opt, open_repo, register
+from agentsnap_core.cli.app import JSON_VERSION, emit, json_opt, open_repo, register
 from agentsnap_core.errors import AgentSnapError
 
 

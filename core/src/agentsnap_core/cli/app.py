@@ -1,0 +1,618 @@
+"""The ``agentsnap`` click application and its core verbs (init, snapshot, status, log, restore, ...); the verb groups
+live in their own modules (``LAZY_VERBS``). The console script enters through :func:`agentsnap_core.cli.run`."""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from agentsnap_core import __version__
+from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.repository.repo import Repo, Snapshot
+
+JSON_VERSION = 1
+
+
+#: verbs whose module is imported only when that verb runs (or for --help): `--version`, `status`, `snapshot`
+#: do not pay for fan-out, remotes, the UI server... Each module calls `register()` for its verbs when imported.
+LAZY_VERBS = {
+    "effects": "cli.effects",
+    "fanout": "cli.fanout",
+    "merge": "cli.merge",
+    **dict.fromkeys(("push", "fetch", "pull", "clone", "remote"), "cli.remote"),
+    **dict.fromkeys(("prune", "du", "expire", "timeline"), "cli.retention"),
+    "scan": "cli.scan",
+    "ui": "ui.cli",
+}
+
+
+class _Group(click.Group):
+    """Loads verb modules on demand; turns agentsnap errors into one line on stderr and exit status 2 (no traceback)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in LAZY_VERBS:
+            importlib.import_module(f"agentsnap_core.{LAZY_VERBS[cmd_name]}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in sorted(set(LAZY_VERBS.values())):
+            importlib.import_module(f"agentsnap_core.{module}")
+        return super().list_commands(ctx)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AgentSnapError as exc:
+            click.echo(f"agentsnap: error: {exc}", err=True)
+            ctx.exit(2)
+        except KeyboardInterrupt:
+            click.echo("agentsnap: interrupted; the store is unchanged past the last completed step", err=True)
+            ctx.exit(130)
+        except (OSError, sqlite3.Error, MemoryError) as exc:  # the world said no: one line, never a traceback
+            click.echo(f"agentsnap: error: {environment_error_line(exc)}", err=True)
+            ctx.exit(2)
+        except Exception as exc:
+            if type(exc).__module__.partition(".")[0] not in _REMOTE_CLIENT_MODULES:
+                raise
+            click.echo(f"agentsnap: error: {environment_error_line(exc)}", err=True)
+            ctx.exit(2)
+
+
+#: libraries whose errors mean "the remote store went away" (PostgreSQL, S3)
+_REMOTE_CLIENT_MODULES = frozenset({"psycopg", "psycopg_pool", "botocore", "boto3", "urllib3"})
+_UNCHANGED = "nothing past the last completed step was committed"
+
+
+def environment_error_line(exc: BaseException) -> str:
+    """One line for a failure of the machine, disk or network (not of agentsnap): what happened and what to do."""
+    if isinstance(exc, MemoryError):
+        return f"out of memory; {_UNCHANGED}: free memory and re-run"
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if "readonly" in text or "read-only" in text:
+            return "the store is read-only and this verb writes to it; run it as a user who can write the store"
+        if "disk is full" in text or "disk I/O" in text:
+            return f"the disk holding the store is full or failing ({text}); {_UNCHANGED}: free space and re-run"
+        return f"the store's index cannot be used ({text}); run 'agentsnap verify'"
+    if isinstance(exc, OSError) and not _is_remote(exc):
+        where = f": {os.fsdecode(exc.filename)}" if exc.filename else ""
+        reason = exc.strerror or type(exc).__name__
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"no space left on the device{where}; {_UNCHANGED}: free space and re-run"
+        if exc.errno in (errno.EACCES, errno.EPERM) and f"{os.sep}.agentsnap{os.sep}" in where:
+            return f"the store is not writable by this user and this verb writes to it{where}; {_UNCHANGED}"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return f"permission denied{where}; give this user access (or leave the path out) and re-run"
+        if exc.errno == errno.EROFS:
+            return f"read-only file system{where}; {_UNCHANGED}"
+        if exc.errno == errno.ENAMETOOLONG:
+            return f"file name too long{where}; choose a shorter name"
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP):
+            return f"{reason}{where}: something not in the snapshot (an ignored file or link?) is in the way; move it and re-run"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"{reason}{where}; check that the path can be created and re-run"
+        return f"{reason}{where}; {_UNCHANGED}"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"lost the connection to the remote store ({first}); nothing already stored is lost: "
+        "re-run the command and it resumes where it stopped"
+    )
+
+
+def _is_remote(exc: BaseException) -> bool:
+    return type(exc).__module__.partition(".")[0] in _REMOTE_CLIENT_MODULES or isinstance(exc, ConnectionError)
+
+
+def emit(data: Any) -> None:
+    click.echo(json.dumps(data, indent=None, sort_keys=True, default=str))
+
+
+def in_dir(ctx: click.Context, path: str) -> str:
+    """``path`` as the user meant it: relative paths are relative to ``-C DIR`` when given (as in git)."""
+    base = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
+    return path if base is None or os.path.isabs(path) else os.path.join(base, path)
+
+
+def open_repo(ctx: click.Context) -> Repo:
+    path = ctx.obj.get("dir") if ctx.obj else None
+    repo = Repo.open(path)
+    ctx.call_on_close(repo.close)
+    return repo
+
+
+@contextmanager
+def progress(repo: Repo, label: str, enabled: bool) -> Iterator[None]:
+    """A byte counter on a TTY; silent otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TransferSpeedColumn
+
+    with Progress(SpinnerColumn(), TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        repo.progress = lambda _k, n, _t: bar.advance(task, n)
+        try:
+            yield
+        finally:
+            repo.progress = None
+
+
+def short(oid: str | None) -> str:
+    return oid[:12] if oid else "-"
+
+
+def fmt_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in this directory.")
+@click.version_option(__version__, prog_name="agentsnap")
+@click.pass_context
+def main(ctx: click.Context, directory: str | None) -> None:
+    """git for live AI agents: snapshot, fork, merge, restore and share agent state."""
+    ctx.ensure_object(dict)
+    if directory:
+        ctx.obj["dir"] = directory
+
+
+@main.command()
+@click.argument("directory", default=".", type=click.Path(file_okay=False))
+@click.option("-b", "--branch", default="main", show_default=True, help="Name of the first branch.")
+@json_opt
+@click.pass_context
+def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None:
+    """Create a store (.agentsnap/) in DIRECTORY."""
+    repo = Repo.init(in_dir(ctx, directory), branch=branch)
+    if as_json:
+        emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir)})
+    else:
+        click.echo(f"Initialised agentsnap store in {repo.store_dir}")
+    repo.close()
+
+
+@main.command()
+@json_opt
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show what changed in the working tree since the current snapshot."""
+    repo = open_repo(ctx)
+    st = repo.status()
+    if as_json:
+        emit({"v": JSON_VERSION, **st})
+        return
+    click.echo(f"On branch {st['branch'] or '(detached)'} at {short(st['head'])}")
+    w = st["world"]
+    for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
+        for p in w[key]:
+            click.echo(f"  {mark} {p}")
+    if st["trace"]["pending"]:
+        click.echo(f"  {st['trace']['pending']} new trace message(s)")
+    if st["clean"]:
+        click.echo("nothing changed")
+    _say_left_out(st["left_out"])
+
+
+@main.command()
+@click.option("-m", "--message", default="", help="Describe the snapshot.")
+@click.option("--agent", default="", help="Agent id to record.")
+@click.option("--no-redact", is_flag=True, help="Keep secret-looking environment values (not recommended).")
+@click.option("--include-secrets", is_flag=True, default=None,
+              help="Also capture credential files (.env, private keys, ...); store default: world.include_secrets.")
+@json_opt
+@click.pass_context
+def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, include_secrets: bool | None,
+             as_json: bool) -> None:
+    """Snapshot the working tree and trace; print the new id."""
+    repo = open_repo(ctx)
+    with progress(repo, "snapshot", not as_json):
+        snap = repo.snapshot(message, agent=agent, redact_env=not no_redact, include_secrets=include_secrets)
+    if as_json:
+        emit({"v": JSON_VERSION, **snap.summary(), "world": _world_summary(snap)})
+    else:
+        click.echo(snap.id)
+        _say_left_out((snap.layers.get("world") or {}).get("left_out") or [])
+
+
+def _say_left_out(names: list[str]) -> None:
+    """Name the files the secrets policy left out (stderr: stdout stays the id for scripts)."""
+    if names:
+        first = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
+        click.echo(f"left out {len(names)} secret file(s): {first}; "
+                   "capture them with 'snapshot --include-secrets' (docs/SECURITY.md)", err=True)
+
+
+def _world_summary(snap: Snapshot) -> dict[str, Any]:
+    w = snap.layers.get("world") or {}
+    return {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": w.get("left_out") or []}
+
+
+@main.command()
+@click.argument("spec", required=False)
+@click.option("--all", "all_refs", is_flag=True, help="Every branch and tag, not only HEAD.")
+@click.option("--graph", is_flag=True, help="Draw the snapshot DAG.")
+@click.option("-n", "--limit", type=int, default=None, help="Show at most N snapshots.")
+@json_opt
+@click.pass_context
+def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit: int | None, as_json: bool) -> None:
+    """List snapshots, newest first."""
+    if limit is not None and limit < 0:
+        raise InvalidInput(f"-n takes a number of snapshots (0 or more), not {limit}")
+    repo = open_repo(ctx)
+    snaps = repo.log(spec, all_refs=all_refs, limit=limit)
+    labels = _labels(repo)
+    if as_json:
+        emit([{**s.summary(), "refs": labels.get(s.id, [])} for s in snaps])
+        return
+    lines = _graph_lines(snaps) if graph else [("", s) for s in snaps]
+    for prefix, s in lines:
+        if s is None:
+            click.echo(prefix)
+            continue
+        refs = f" ({', '.join(labels[s.id])})" if s.id in labels else ""
+        agent = f" [{s.manifest.get('agent')}]" if s.manifest.get("agent") else ""
+        click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs} {fmt_time(s.time)}{agent} {s.message}")
+
+
+def _labels(repo: Repo) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    symref, head = repo.head()
+    for name, oid in repo.refs.list_refs().items():
+        if name.startswith("refs/heads/"):
+            label = name[11:]
+            if name == symref:
+                label = f"HEAD -> {label}"
+            out.setdefault(oid, []).append(label)
+        elif name.startswith("refs/tags/"):
+            out.setdefault(oid, []).append(f"tag: {name[10:]}")
+    if head and not symref:
+        out.setdefault(head, []).insert(0, "HEAD")
+    return out
+
+
+def _graph_lines(snaps: list[Snapshot]) -> list[tuple[str, Snapshot | None]]:
+    """A git-like lane drawing: one column per line of descent, '*' marks the snapshot.
+
+    A lane that reaches a parent already drawn in another lane joins it with ``|/``; a merge
+    opens a lane for its second parent with ``|\\``.
+    """
+    lanes: list[str] = []
+    out: list[tuple[str, Snapshot | None]] = []
+    for s in snaps:
+        if s.id not in lanes:
+            lanes.append(s.id)
+        col = lanes.index(s.id)
+        out.append(("".join("* " if i == col else "| " for i in range(len(lanes))), s))
+        parents = s.parents
+        opened = False
+        if parents and parents[0] not in lanes:
+            lanes[col] = parents[0]
+        else:
+            del lanes[col]
+            if parents and col < len(lanes):  # the lanes to the right shift left into this one
+                out.append(("| " * col + "|/" + " /" * (len(lanes) - col - 1), None))
+            elif parents and col > 0:  # this lane joins the one on its left
+                out.append(("| " * (col - 1) + "|/", None))
+        for p in parents[1:]:
+            if p not in lanes:
+                lanes.insert(min(col + 1, len(lanes)), p)
+                opened = True
+        if opened:
+            out.append(("".join("|\\" if i == col else "| " for i in range(len(lanes) - 1)).rstrip(), None))
+    return out
+
+
+@main.command()
+@click.argument("spec", required=False)
+@json_opt
+@click.pass_context
+def show(ctx: click.Context, spec: str | None, as_json: bool) -> None:
+    """Show one snapshot: parents, message, layers."""
+    repo = open_repo(ctx)
+    snap = repo.get(spec)
+    if as_json:
+        emit({"v": JSON_VERSION, **snap.summary(), "manifest_layers": snap.layers})
+        return
+    m = snap.manifest
+    click.echo(f"snapshot {snap.id}")
+    for p in snap.parents:
+        click.echo(f"parent   {p}")
+    click.echo(f"author   {m.get('author', '')}")
+    if m.get("agent"):
+        click.echo(f"agent    {m['agent']}")
+    click.echo(f"time     {fmt_time(snap.time)}")
+    click.echo(f"\n    {snap.message}\n")
+    for name, rec in sorted(snap.layers.items()):
+        if name == "world":
+            click.echo(f"  world: {rec.get('files')} files, {rec.get('bytes')} bytes (tree {short(rec.get('tree'))})")
+        elif name == "trace":
+            click.echo(f"  trace: {rec.get('count')} messages")
+        else:
+            click.echo(f"  {name}: {short(rec.get('content'))}")
+
+
+@main.command()
+@click.argument("a", required=False)
+@click.argument("b", required=False)
+@click.option("--layer", type=str, default=None, help="Only this layer (world, trace, env, state, ...).")
+@click.option("--stat", is_flag=True, help="Only list changed paths.")
+@click.option("--conflict", "conflict_path", default=None, metavar="PATH", help="During a merge: base/ours/theirs of PATH.")
+@json_opt
+@click.pass_context
+def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, stat: bool, as_json: bool, conflict_path: str | None = None) -> None:
+    """Show changes: HEAD vs working tree, A vs working tree, or A vs B."""
+    if conflict_path:
+        from agentsnap_core.cli.merge import show_conflict
+
+        return show_conflict(ctx, conflict_path, as_json)
+    repo = open_repo(ctx)
+    d = repo.diff(a, b, layer)
+    if as_json:
+        emit({"v": JSON_VERSION, **d})
+        return
+    layers = d["layers"]
+    if "world" in layers:
+        w = layers["world"]
+        if stat:
+            for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
+                for p in w[key]:
+                    click.echo(f"{mark} {p}")
+        else:
+            for p in sorted(w.get("patches", {})):
+                click.echo(w["patches"][p], nl=False)
+            for p in w["mode"]:
+                click.echo(f"mode changed: {p}")
+    if "trace" in layers:
+        t = layers["trace"]
+        if t["only_a"] or t["only_b"]:
+            click.echo(f"--- trace: {t['common']} messages in common")
+            for m in t["only_a"]:
+                click.echo(f"- [{m.get('role')}] {str(m.get('content'))[:200]}")
+            for m in t["only_b"]:
+                click.echo(f"+ [{m.get('role')}] {str(m.get('content'))[:200]}")
+    for name, v in sorted(layers.items()):
+        if name in ("world", "trace"):
+            continue
+        if any(v.get(k) for k in ("added", "removed", "changed")):
+            click.echo(f"--- {name}: " + json.dumps(v, default=str))
+
+
+@main.command()
+@click.argument("spec")
+@click.argument("paths", nargs=-1)
+@click.option("--to", "to", type=click.Path(file_okay=False), help="Materialise into this new/empty directory instead.")
+@click.option("--dry-run", is_flag=True, help="Only say what would change.")
+@click.option("--allow-external-symlinks", is_flag=True, help="Permit symlinks that point outside the tree.")
+@json_opt
+@click.pass_context
+def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | None, dry_run: bool, allow_external_symlinks: bool, as_json: bool) -> None:
+    """Make the working tree equal snapshot SPEC (undoable); `-- PATH...` restores only those paths."""
+    repo = open_repo(ctx)
+    paths = tuple(in_dir(ctx, p) for p in paths)
+    to = in_dir(ctx, to) if to else to
+    with progress(repo, "restore", not as_json):
+        res = repo.restore(spec, to=to, dry_run=dry_run, paths=list(paths) or None, allow_external_symlinks=allow_external_symlinks)
+    if as_json:
+        emit({"v": JSON_VERSION, **res})
+        return
+    if dry_run:
+        ch = res["changes"]
+        for key in ("added", "modified", "deleted", "mode"):
+            for p in ch.get(key, []):
+                click.echo(f"would restore ({key}): {p}")
+        return
+    if to:
+        click.echo(f"restored {short(res['id'])} into {res['to']} ({res['files']} files)")
+    else:
+        click.echo(f"restored {short(res['id'])}; undo with: agentsnap restore {short(res['undo'])}")
+
+
+@main.command()
+@click.argument("spec", required=False)
+@click.option("-n", "count", type=int, default=2, show_default=True, help="Number of forks.")
+@click.option("--prefix", default="attempt", show_default=True, help="Branch name prefix.")
+@click.option("--worktrees", type=click.Path(file_okay=False), help="Also materialise each fork in DIR/<branch>.")
+@json_opt
+@click.pass_context
+def fork(ctx: click.Context, spec: str | None, count: int, prefix: str, worktrees: str | None, as_json: bool) -> None:
+    """Create N branches (and optionally N worktrees) from a snapshot."""
+    repo = open_repo(ctx)
+    with progress(repo, "fork", not as_json):
+        out = repo.fork(spec, count, prefix=prefix, worktrees=worktrees)
+    if as_json:
+        emit({"v": JSON_VERSION, "forks": out})
+        return
+    for f in out:
+        click.echo(f"{f['branch']} -> {short(f['id'])}" + (f"  {f['path']}" if "path" in f else ""))
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.argument("at", required=False)
+@click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
+@click.option("-f", "--force", is_flag=True, help="Move an existing branch.")
+@json_opt
+@click.pass_context
+def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, force: bool, as_json: bool) -> None:
+    """List branches, create NAME at AT, or delete NAME."""
+    repo = open_repo(ctx)
+    if name and delete:
+        repo.delete_branch(name)
+        if as_json:
+            emit({"v": JSON_VERSION, "deleted": name})
+        else:
+            click.echo(f"deleted branch {name}")
+        return
+    if name:
+        oid = repo.create_branch(name, at, force=force)
+        if as_json:
+            emit({"v": JSON_VERSION, "branch": name, "id": oid})
+        else:
+            click.echo(f"{name} -> {short(oid)}")
+        return
+    cur = repo.current_branch()
+    br = repo.branches()
+    if as_json:
+        emit([{"name": k, "id": v, "current": k == cur} for k, v in br.items()])
+        return
+    for k, v in br.items():
+        click.echo(f"{'*' if k == cur else ' '} {k} {short(v)}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("-c", "--create", is_flag=True, help="Create the branch at HEAD first.")
+@json_opt
+@click.pass_context
+def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
+    """Switch the working tree to branch NAME (uncommitted work is kept in an undo snapshot)."""
+    repo = open_repo(ctx)
+    res = repo.switch(name, create=create)
+    if as_json:
+        emit({"v": JSON_VERSION, **res})
+    else:
+        click.echo(f"switched to {name} at {short(res['id'])}")
+
+
+@main.command()
+@click.argument("name", required=False)
+@click.argument("at", required=False)
+@json_opt
+@click.pass_context
+def tag(ctx: click.Context, name: str | None, at: str | None, as_json: bool) -> None:
+    """List tags, or tag AT (default HEAD) as NAME."""
+    repo = open_repo(ctx)
+    if name:
+        oid = repo.tag(name, at)
+        if as_json:
+            emit({"v": JSON_VERSION, "tag": name, "id": oid})
+        else:
+            click.echo(f"{name} -> {short(oid)}")
+        return
+    tags = repo.tags()
+    if as_json:
+        emit([{"name": k, "id": v} for k, v in tags.items()])
+    else:
+        for k, v in tags.items():
+            click.echo(f"{k} {short(v)}")
+
+
+@main.command()
+@json_opt
+@click.pass_context
+def verify(ctx: click.Context, as_json: bool) -> None:
+    """Re-hash every object and check refs and the DAG; exit 1 on any problem."""
+    repo = open_repo(ctx)
+    rep = repo.verify()
+    if as_json:
+        emit({"v": JSON_VERSION, **rep})
+    else:
+        for p in rep["problems"]:
+            click.echo(f"problem: {p.get('kind')} {short(p.get('id'))}: {p.get('error')}", err=True)
+        click.echo(f"checked {rep['objects']} objects, {rep['refs']} refs: {'ok' if rep['ok'] else 'PROBLEMS FOUND'}")
+    if not rep["ok"]:
+        ctx.exit(1)
+
+
+@main.command()
+@click.option("--prune", default="3600", show_default=True, help="Grace period in seconds for unreachable objects, or 'now'.")
+@json_opt
+@click.pass_context
+def gc(ctx: click.Context, prune: str, as_json: bool) -> None:
+    """Delete objects unreachable from refs, HEADs and the reflog."""
+    repo = open_repo(ctx)
+    try:
+        grace = 0.0 if prune == "now" else float(prune)
+    except ValueError:
+        raise AgentSnapError(f"--prune takes seconds or 'now', not {prune!r}") from None
+    rep = repo.gc(grace)
+    if as_json:
+        emit({"v": JSON_VERSION, **rep})
+    else:
+        click.echo(f"removed {rep['removed']} objects; kept {rep['live']} live and {rep['kept_recent']} recent")
+
+
+@main.command()
+@json_opt
+def plugins(as_json: bool) -> None:
+    """List loaded plugins (adapters) and the hooks they implement."""
+    from agentsnap_core.plugins import list_plugins
+
+    items = list_plugins()
+    if as_json:
+        emit(items)
+        return
+    for p in items:
+        click.echo(f"{p['name']:<28} {p['dist']:<32} {p['hooks']}")
+
+
+@main.group()
+def trace() -> None:
+    """Read and append to the working trace (chat and tool-call messages)."""
+
+
+@trace.command("add")
+@click.argument("role")
+@click.argument("text")
+@click.option("--tool-call", "tool_calls", multiple=True, help="A tool call as JSON (repeatable).")
+@json_opt
+@click.pass_context
+def trace_add(ctx: click.Context, role: str, text: str, tool_calls: tuple[str, ...], as_json: bool) -> None:
+    """Append a message with ROLE and TEXT."""
+    repo = open_repo(ctx)
+    fields: dict[str, Any] = {}
+    if tool_calls:
+        try:
+            fields["tool_calls"] = [json.loads(t) for t in tool_calls]
+        except ValueError as exc:
+            raise AgentSnapError(f"--tool-call is not valid JSON: {exc}") from None
+    msg = repo.append_message(role, text, **fields)
+    if as_json:
+        emit({"v": JSON_VERSION, **msg})
+    else:
+        click.echo(msg["id"])
+
+
+@trace.command("show")
+@click.argument("spec", required=False)
+@json_opt
+@click.pass_context
+def trace_show(ctx: click.Context, spec: str | None, as_json: bool) -> None:
+    """Print the trace of SPEC (default: the working trace)."""
+    repo = open_repo(ctx)
+    from agentsnap_core.repository.diffing import read_trace
+
+    msgs = read_trace(repo, repo.get(spec)) if spec else repo.messages()
+    if as_json:
+        emit(msgs)
+        return
+    for m in msgs:
+        click.echo(f"[{m.get('role')}] {m.get('content')}")
+
+
+def register(command: click.Command) -> None:
+    """Add a command to the CLI (used by core modules that grow their own verbs)."""
+    main.add_command(command)
+
+
+def _load_extensions(loaders: list[Callable[[], None]]) -> None:
+    for load in loaders:
+        load()
+
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
