@@ -1,6 +1,6 @@
 """Run in a NEW process, as SGLang's scheduler process would: load the agentsnap SGLang plugin and apply its hooks
 (what ``load_plugins()`` does), build the tree with the scheduler's factory, then either fill it and trigger a save
-at an idle point ("save"), or just report what the factory's hook restored ("restore"). Prints one JSON line."""
+at an idle point ("save"), or report what the factory's hook restored ("restore"; then again with other weights). Prints one JSON line."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ def main() -> None:
         out["trigger_left"] = trigger.exists()
     out["sequences"] = cache.sequences()
     out["digests"] = sglang_cpu.digests(cache)
+    if mode == "restore":
+        # the same snapshot for other weights: refused (logged), this tree starts empty
+        server.os.environ[server.ENV_WEIGHTS] = "other-weights"
+        cold = sglang_cpu.make_scheduler_cache(4, tree_core="rust")
+        out["other_weights"] = {"attached": server._state.get("cache").tree is cold.tree, "sequences": cold.sequences()}
     print("RESULT " + json.dumps(out))
 
 
