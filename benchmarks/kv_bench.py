@@ -1,13 +1,19 @@
 """KV cache benchmark, side by side in one run (transformers DynamicCache, CPU).
 
 For each prompt length, on one Llama-shaped model built from a config (random weights, no download):
-  memcpy           - the peer: clone every K/V tensor of the cache in memory (torch.clone)
+  memcpy           - clone every K/V tensor of the cache in memory (torch.clone): the memory-speed floor
+  write+fsync      - the peer of a snapshot: the same bytes written sequentially to one file on the same
+                     filesystem (the repository's), one fsync
+  read+copy        - the peer of a restore: that file read back and copied into fresh cache tensors
   snapshot         - repo.capture(session) into an empty store: pages streamed in (chunked, zstd, fsync)
   snapshot +16 tok - the same session after 16 decoded tokens (full pages reused, only the tail written)
   restore          - repo.restore_into(fresh session): pages read, verified and copied into a new cache
   restore + 1 tok  - restore, then the first decoded token            } the peer is re-prefilling the
   re-prefill + 1   - one forward over the whole prompt, then 1 token  } prompt in a fresh session
-Times are medians of --repeat runs; ratios are agentsnap / peer (lower is better).
+Times are medians of --repeat runs (after one warm-up run of each). The issue's targets, printed as ``speed``
+(peer time / agentsnap time, higher is better): snapshot >= 0.5x write+fsync, restore >= 0.5x read+copy, and
+restore+1 < re-prefill+1 (``first-token`` below 1.0). With CUDA present the device->host copy of the same bytes
+into pinned memory is printed too (the GPU peer).
 
     python benchmarks/kv_bench.py [--lengths 512,2048,4096] [--repeat 3] [--layers 8] [--hidden 512]
 
@@ -17,6 +23,7 @@ Needs: agentsnap, agentsnap-transformers, transformers, torch (e.g. the venv of 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -78,7 +85,40 @@ def main() -> None:
 
             counter = iter(range(10**6))
             empty_repo = lambda n=n, c=counter: Repo.init(Path(tmp) / f"scratch{n}-{next(c)}")  # noqa: E731
+            plain = Path(tmp) / f"plain{n}.bin"
+
+            def write_fsync(s: KVSession = session, path: Path = plain) -> None:
+                with open(path, "wb") as f:
+                    for x in s.cache.layers:
+                        f.write(x.keys.contiguous().numpy().data)
+                        f.write(x.values.contiguous().numpy().data)
+                    f.flush()
+                    os.fsync(f.fileno())
+
+            def read_copy(s: KVSession = session, path: Path = plain) -> None:
+                targets = [torch.empty_like(t) for x in s.cache.layers for t in (x.keys, x.values)]
+                with open(path, "rb") as f:
+                    for t in targets:
+                        f.readinto(t.numpy().data.cast("B"))
+
+            for fn in (memcpy, write_fsync, read_copy):  # warm-up
+                fn()
             t_memcpy = median_time(memcpy, args.repeat)
+            t_write = median_time(write_fsync, args.repeat)
+            t_read = median_time(read_copy, args.repeat)
+            t_pinned = None
+            if torch.cuda.is_available():
+                dev = [t.cuda() for x in session.cache.layers for t in (x.keys, x.values)]
+                host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in dev]
+
+                def pinned(d: list = dev, h: list = host) -> None:
+                    for a, b in zip(d, h, strict=True):
+                        b.copy_(a, non_blocking=True)
+                    torch.cuda.synchronize()
+
+                pinned()
+                t_pinned = median_time(pinned, args.repeat)
+            capture(empty_repo())  # warm-up
             t_snap = median_time(capture, args.repeat, empty_repo)
             snap = repo.capture(session, "base")
             grown = session.fork()
@@ -96,23 +136,30 @@ def main() -> None:
                 s.prefill(p)
                 s.decode(1)
 
+            restore_first(fresh())  # warm-up
+            reprefill_first(fresh())
             t_rf = median_time(restore_first, args.repeat, fresh)
             t_pf = median_time(reprefill_first, args.repeat, fresh)
-            rows.append((length, nbytes, t_memcpy, t_snap, t_incr, t_restore, t_rf, t_pf))
+            rows.append((length, nbytes, t_memcpy, t_write, t_read, t_snap, t_incr, t_restore, t_rf, t_pf, t_pinned))
             repo.close()
 
     print(f"model: Llama-shaped, {args.layers} layers, hidden {args.hidden}, float32, CPU; median of {args.repeat}")
-    head = (f"{'tokens':>7} {'KV MB':>7} | {'memcpy':>8} {'snapshot':>9} {'ratio':>6} {'+16 tok':>8} {'restore':>8} "
-            f"{'ratio':>6} | {'restore+1':>9} {'prefill+1':>9} {'ratio':>6}")
+    head = (f"{'tokens':>7} {'KV MB':>7} | {'memcpy':>8} {'write+fsync':>11} {'snapshot':>9} {'speed':>6} {'+16 tok':>8} | "
+            f"{'read+copy':>9} {'restore':>8} {'speed':>6} | {'restore+1':>9} {'prefill+1':>9} {'first-token':>11}")
     print(head)
     print("-" * len(head))
-    for length, nbytes, tm, ts, ti, tr, trf, tpf in rows:
+    for length, nbytes, tm, tw, trd, ts, ti, tr, trf, tpf, _tp in rows:
         mb = nbytes / 1e6
-        print(f"{length:>7} {mb:>7.1f} | {tm * 1e3:>6.1f}ms {ts * 1e3:>7.1f}ms {ts / tm:>6.1f} {ti * 1e3:>6.1f}ms "
-              f"{tr * 1e3:>6.1f}ms {tr / tm:>6.1f} | {trf * 1e3:>7.1f}ms {tpf * 1e3:>7.1f}ms {trf / tpf:>6.2f}")
-    for length, nbytes, _tm, ts, _ti, tr, _trf, _tpf in rows:
-        print(f"  {length} tokens: snapshot {nbytes / ts / 1e6:.0f} MB/s, restore {nbytes / tr / 1e6:.0f} MB/s")
-
+        print(f"{length:>7} {mb:>7.1f} | {tm * 1e3:>6.1f}ms {tw * 1e3:>9.1f}ms {ts * 1e3:>7.1f}ms {tw / ts:>5.2f}x "
+              f"{ti * 1e3:>6.1f}ms | {trd * 1e3:>7.1f}ms {tr * 1e3:>6.1f}ms {trd / tr:>5.2f}x | "
+              f"{trf * 1e3:>7.1f}ms {tpf * 1e3:>7.1f}ms {trf / tpf:>10.2f}x")
+    print("targets: snapshot speed >= 0.5x write+fsync; restore speed >= 0.5x read+copy; first-token < 1.0x re-prefill")
+    for length, nbytes, _tm, tw, trd, ts, _ti, tr, trf, tpf, tp in rows:
+        met = [f"snapshot {'met' if tw / ts >= 0.5 else 'NOT met'}", f"restore {'met' if trd / tr >= 0.5 else 'NOT met'}",
+               f"first token {'met' if trf < tpf else 'NOT met'}"]
+        gpu = f"; pinned D2H {nbytes / tp / 1e6:.0f} MB/s" if tp else ""
+        print(f"  {length} tokens: snapshot {nbytes / ts / 1e6:.0f} MB/s (plain write {nbytes / tw / 1e6:.0f}), restore "
+              f"{nbytes / tr / 1e6:.0f} MB/s (plain read+copy {nbytes / trd / 1e6:.0f}){gpu}; {', '.join(met)}")
 
 if __name__ == "__main__":
     main()
