@@ -97,3 +97,34 @@ def test_namespaced_prefixes_keep_their_namespace(tmp_path, core):
     assert sglang_cpu.kv_digest(dst, BRANCH_A) == sglang_cpu.kv_digest(src, BRANCH_A)
     assert sglang_cpu.kv_digest(dst, BRANCH_A, **lora) == sglang_cpu.kv_digest(src, BRANCH_A, **lora)
     assert sglang_cpu.kv_digest(dst, BRANCH_A, extra_key="lora-b")[0] == 0
+
+
+@pytest.mark.parametrize("core", ["python", "rust"])
+def test_a_tree_after_eviction_lists_what_is_left_and_explicit_sequences_need_no_walk(tmp_path, core, monkeypatch):
+    """After SGLang evicts a leaf (its NodeIds are gone, leaving gaps on the Rust core), capture lists exactly the
+    prefixes still cached. Sequences passed explicitly are captured without listing the tree at all; a Rust tree
+    that cannot be listed within the probe limit is refused with a message saying so."""
+    from agentsnap_sglang import capture, radix
+    from sglang.srt.mem_cache.base_prefix_cache import EvictParams
+
+    src = sglang_cpu.make_scheduler_cache(4, tree_core=core)
+    third = SHARED + [120 + i for i in range(8)]
+    for tokens in (BRANCH_A, BRANCH_B, third):
+        sglang_cpu.prefill_into(src, tokens)
+    src.match(BRANCH_A)  # touch: A and the shared prefix are the most recently used
+    src.match(third)
+    src.tree.evict(EvictParams(num_tokens=16))  # the least recently used leaf: B's 16 tokens past SHARED
+    assert src.sequences() == sorted([BRANCH_A[:48], third])
+    repo = Repo.init(tmp_path / "repo")
+    dst = sglang_cpu.make_scheduler_cache(4, tree_core=core)
+    repo.restore_into(dst, repo.capture(src, "after eviction").id)
+    assert dst.sequences() == src.sequences()
+    for seq in dst.sequences():
+        assert sglang_cpu.kv_digest(dst, seq) == sglang_cpu.kv_digest(src, seq)
+
+    monkeypatch.setattr(radix, "MAX_NODE_PROBES", 1)
+    record = capture(repo.objects, src, [third])  # no listing: match_prefix on the given tokens
+    assert [r["tokens"] for r in record["sequences"]] == [third]
+    if core == "rust":
+        with pytest.raises(radix.InvalidInput, match="pass the sequences to capture explicitly"):
+            src.sequences()
