@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pathspec
 
 from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, UnsafeSnapshot
 from agentsnap_core.format import content
@@ -124,12 +123,18 @@ class Ignore:
             user += ignore_file.read_text(errors="replace").splitlines()
         user += extra or []
         self.root = root
-        self.spec = pathspec.GitIgnoreSpec.from_lines(lines + ([] if include_secrets else list(SECRET_PATTERNS)) + user)
-        #: the same rules without the secrets policy: tells "left out as a secret" from "ignored by the user"
-        self.user_spec = pathspec.GitIgnoreSpec.from_lines(lines + user)
-        self.always = {".agentsnap"}
-        # without an ignore file only the defaults apply: decide by name, no pattern matching
+        # without an ignore file only the defaults apply: decide by name, no pattern matching (and no pattern
+        # compiling: pathspec's regular expressions were a third of `agentsnap status`'s start-up)
         self.defaults_only = not extra and not ignore_file.is_file()
+        self.spec: Any = None
+        self.user_spec: Any = None
+        if not self.defaults_only:
+            import pathspec
+
+            self.spec = pathspec.GitIgnoreSpec.from_lines(lines + ([] if include_secrets else list(SECRET_PATTERNS)) + user)
+            #: the same rules without the secrets policy: tells "left out as a secret" from "ignored by the user"
+            self.user_spec = pathspec.GitIgnoreSpec.from_lines(lines + user)
+        self.always = {".agentsnap"}
         self.skip_git = not include_git
         self.skip_secrets = not include_secrets
         #: files the secrets policy left out of the last scan (named by snapshot and status)
