@@ -174,3 +174,17 @@ def test_a_checkpoint_without_secrets_is_stored_as_crewai_wrote_it(checkpointed:
     repo, (_first, second) = checkpointed
     assert "redacted" not in repo.get(second).manifest["meta"]
     assert checkpoint_data(repo, second).endswith('"trigger": "task_completed"}')  # CrewAI's own JSON, not re-encoded
+
+
+def test_the_scan_of_later_checkpoints_still_finds_a_secret_in_a_new_segment() -> None:
+    """Only segments not seen before are scanned again: a secret arriving later is still found."""
+    from agentsnap_crewai.checkpoint import _SECRET_HINTS, _SEGMENT, _CleanSegments, redact_checkpoint
+
+    clean = _CleanSegments()
+    tasks = [{"description": f"step {i}", "output": None} for i in range(5)]
+    assert redact_checkpoint(json.dumps({"tasks": tasks}), clean)[1] == {}  # clean: remembered
+    tasks[3]["output"] = "connect with postgresql://app:s3cretpw@db/prod"
+    data, paths = redact_checkpoint(json.dumps({"tasks": tasks}), clean)
+    assert "s3cretpw" not in data and list(paths) == ["tasks[3].output"]
+    sep = _SEGMENT  # no hint contains or overlaps the separator, so every hint lies within one segment
+    assert not any(sep in h or any(h[-k:] == sep[:k] or h[:k] == sep[-k:] for k in range(1, len(sep))) for h in _SECRET_HINTS)

@@ -40,23 +40,50 @@ _WRITE_LOCK = threading.Lock()  # CrewAI writes checkpoints from event-bus worke
 _TRIGGER = re.compile(r'"trigger":\s*"([A-Za-z0-9_.:-]{1,100})"\s*}\s*$')
 
 
-#: lower-case substrings one of which every secret core's ``redact`` finds contains (a key ending in a secret-looking
-#: name with a string value, a URL password, a secret query parameter, a credential header, a token shape); a
-#: checkpoint holding none of them is stored as it is, without being parsed
-_SECRET_HINTS = ('key": "', 'key":"', 'token": "', 'token":"', 'sig": "', 'sig":"', "secret", "password", "passwd",
-                 "bearer", "authorization", "credential", "connection_string", "connection-string", "cookie", "signature",
-                 "://", "key=", "token=", "sig=", "code=", "x-amz-", "x-goog-", "basic ", "token ", "sk-", "ghp_", "gho_",
-                 "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "akia", "asia", "aiza", "glpat-", "hf_", "eyj", "-----begin")
+#: lower-case substrings of the JSON text, one of which every secret core's ``redact`` finds contains: a key ending
+#: in a secret-looking name with a string (or list) value, a URL password, a secret query parameter, a credential
+#: after ``Bearer``/``Basic``/``Token`` (JSON escapes the whitespace), a token shape (``sk-``, ``ghp_``, a JWT ...)
+_SECRET_HINTS = tuple(f"{name}{sep}" for name in ('key"', 'token"', 'sig"') for sep in (': "', ':"', ": [", ":[")) + (
+    "secret", "password", "passwd", "bearer", "authorization", "credential", "connection_string", "connection-string",
+    "cookie", "signature", "://", "key=", "token=", "sig=", "code=", "x-amz-", "x-goog-", "basic", "token ",
+    "token\\t", "token\\n", "token\\r", "token\\u", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+    "xox", "akia", "asia", "aiza", "glpat-", "hf_", "eyj", "-----begin")
+#: between the objects of a list in CrewAI's JSON (json.dumps): tasks, agents, events. No hint contains or overlaps
+#: it (none starts with "{" or " {" or ends with "}" or "},"), so every hint in the JSON lies within one segment
+_SEGMENT = "}, {"
 
 
-def redact_checkpoint(data: str) -> tuple[str, dict[str, str]]:
+class _CleanSegments:
+    """Hashes of checkpoint segments already scanned and found free of secret hints.
+
+    Consecutive checkpoints of a run repeat most of their tasks, agents and events: only segments not seen before
+    are scanned, instead of the whole JSON each time.
+    """
+
+    def __init__(self, limit: int = 200_000) -> None:
+        self.seen: set[int] = set()
+        self.limit = limit
+
+    def clean(self, data: str) -> bool:
+        """True when ``data`` holds no secret hint (then its segments are remembered as clean)."""
+        segments = data.split(_SEGMENT)
+        new = [seg for seg in segments if hash(seg) not in self.seen]
+        text = "\0".join(new).lower()
+        if any(hint in text for hint in _SECRET_HINTS):
+            return False
+        if len(self.seen) > self.limit:
+            self.seen.clear()
+        self.seen.update(hash(seg) for seg in new)
+        return True
+
+
+def redact_checkpoint(data: str, clean: _CleanSegments | None = None) -> tuple[str, dict[str, str]]:
     """``(data, {path: reason})``: the checkpoint JSON with secrets redacted by core's shared ``redact``.
 
     CrewAI's checkpoint holds every agent's LLM config (``api_key``, ``base_url``), the crew's inputs and the
     task descriptions they were interpolated into. Unchanged (and not parsed) when nothing secret-looking is in it.
     """
-    low = data.lower()
-    if not any(hint in low for hint in _SECRET_HINTS):
+    if (clean or _CleanSegments()).clean(data):
         return data, {}
     found = redact(json.loads(data))
     if not found.paths:
@@ -173,6 +200,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
     branch_prefix: str = Field(default=DEFAULT_PREFIX, description="agentsnap branch = prefix + CrewAI branch")
     _repos: dict[str, Repo] = PrivateAttr(default_factory=dict)
     _failures: list[dict[str, Any]] = PrivateAttr(default_factory=list)  # of the current run, raised at its end
+    _clean: _CleanSegments = PrivateAttr(default_factory=_CleanSegments)
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -241,7 +269,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
                 parents = [head] if head else []
             found = _TRIGGER.search(data[-200:])
             trigger = found.group(1) if found else None
-            data, redacted = redact_checkpoint(data)
+            data, redacted = redact_checkpoint(data, self._clean)
             blob = content.put_bytes(repo.objects, data.encode("utf-8"))
             snap = repo.snapshot(
                 f"crewai checkpoint ({trigger or 'manual'}) on {branch}",
