@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, UnsafeSnapshot
 from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack_plain, unpack
