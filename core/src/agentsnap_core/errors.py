@@ -108,10 +108,11 @@ class TargetNotEmpty(AgentSnapError):
 class TreeBusy(AgentSnapError):
     """Another process is snapshotting or restoring this working tree; retry when it is done."""
 
-    def __init__(self, root: str, holder: str) -> None:
+    def __init__(self, root: str, holder: str, waited: float = 0.0) -> None:
         self.root, self.holder = root, holder
+        after = f" (still after waiting {waited:g} s)" if waited else ""
         super().__init__(
-            f"another agentsnap process ({holder or 'unknown'}) is working on the tree {root}; "
+            f"another agentsnap process ({holder or 'unknown'}) is working on the tree {root}{after}; "
             "wait for it to finish and re-run"
         )
 

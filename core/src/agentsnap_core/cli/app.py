@@ -123,9 +123,15 @@ def in_dir(ctx: click.Context, path: str) -> str:
     return path if base is None or os.path.isabs(path) else os.path.join(base, path)
 
 
+#: seconds a command waits for another agentsnap process working on the same tree (AGENTSNAP_LOCK_WAIT overrides)
+CLI_LOCK_WAIT = 10.0
+
+
 def open_repo(ctx: click.Context) -> Repo:
     path = ctx.obj.get("dir") if ctx.obj else None
     repo = Repo.open(path)
+    if not os.environ.get("AGENTSNAP_LOCK_WAIT"):
+        repo.lock_wait = CLI_LOCK_WAIT  # a hook's snapshot beside the user's: the second waits, then runs
     ctx.call_on_close(repo.close)
     return repo
 

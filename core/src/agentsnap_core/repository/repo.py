@@ -126,6 +126,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:
     from agentsnap_core.plugins.hookspecs import HookContext
 
+def _lock_wait_from_env() -> float:
+    raw = os.environ.get("AGENTSNAP_LOCK_WAIT") or "0"
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise InvalidInput(f"AGENTSNAP_LOCK_WAIT must be a number of seconds (0 or more), not {raw!r}")
+    return value
+
+
 def _writing(method: F) -> F:
     """Run a method that writes objects and then names them in a ref inside a writer session (see writers.py)."""
 
@@ -145,6 +156,8 @@ class Repo:
         self.store_dir = Path(store_dir)
         self.worktree = worktree
         self.store = open_repo_store(self.store_dir)  # its own, or the shared store its store.url names
+        #: seconds tree_lock waits for another process's snapshot or restore of this tree before TreeBusy
+        self.lock_wait = _lock_wait_from_env()
         #: held while this process writes objects a ref will name (gc keeps what was written since; writers.py)
         self.writer_sessions = writers.WriterSessions(self.store_dir)
         self.objects = self.store.objects
@@ -165,8 +178,9 @@ class Repo:
     def tree_lock(self, verb: str) -> Iterator[None]:
         """Hold this worktree's lock (``wt/<worktree>/tree.lock`` in the store) while capturing or rewriting it.
 
-        One process at a time snapshots or restores a working tree: a second one raises :class:`TreeBusy`
-        at once (like git's ``index.lock``) instead of recording a tree that never existed on disk.
+        One process at a time snapshots or restores a working tree: a second one waits up to
+        :attr:`lock_wait` seconds (``AGENTSNAP_LOCK_WAIT``; 0 for the Python API, 10 for the CLI) for the first to
+        finish, then raises :class:`TreeBusy` instead of recording a tree that never existed on disk.
         Re-entrant within this object (restore takes the undo snapshot under the same lock).
         """
         with self._tree_lock_mutex:
@@ -176,12 +190,18 @@ class Repo:
             self.wt_dir.mkdir(parents=True, exist_ok=True)
             path = self.wt_dir / "tree.lock"
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 200).decode("utf-8", "replace").strip()
-                os.close(fd)
-                raise TreeBusy(str(self.root), holder) from None
+            deadline = time.monotonic() + self.lock_wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() < deadline:  # wait for the other snapshot/restore (lock_wait seconds)
+                        time.sleep(0.05)
+                        continue
+                    holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+                    os.close(fd)
+                    raise TreeBusy(str(self.root), holder, self.lock_wait) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{verb}, pid {os.getpid()} on {os.uname().nodename}".encode(), 0)
             self._tree_lock_fd = fd
