@@ -19,7 +19,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+#: 2: a checkpoint's pre-flush bytes live in ``lg_pending`` (deleted at the flush), not in its row
+SCHEMA_VERSION = 2
 #: rows per query of a streamed listing
 PAGE = 64
 
@@ -45,6 +46,7 @@ CREATE TABLE IF NOT EXISTS lg_checkpoints (
 CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_snapshot ON lg_checkpoints(snapshot);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_unflushed ON lg_checkpoints(flushed) WHERE flushed = 0;
+CREATE TABLE IF NOT EXISTS lg_pending (seq INTEGER PRIMARY KEY, state BLOB NOT NULL, manifest BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS lg_blobs (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL,
@@ -113,6 +115,8 @@ class CheckpointIndex:
             from agentsnap_core.errors import UnsupportedFormat
 
             raise UnsupportedFormat(f"LangGraph index {self.where}", int(row[0]), SCHEMA_VERSION)
+        elif int(row[0]) < SCHEMA_VERSION:  # 1 -> 2: the new table exists now; rows of 1 keep their bytes inline
+            db.execute("UPDATE lg_meta SET value=? WHERE key='schema'", (str(SCHEMA_VERSION),))
 
     # ------------------------------------------------------------------ writes
     def insert_checkpoint(
@@ -122,13 +126,17 @@ class CheckpointIndex:
         blobs: Sequence[tuple[str, str, str, str | None]],
         pending: tuple[bytes, bytes] | None = None,
     ) -> int:
-        """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq."""
+        """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq.
+
+        ``pending`` (the state document and manifest the next flush writes as objects) goes to ``lg_pending``,
+        whose row the flush deletes: kept in the checkpoint's row, the freed space stayed in its pages.
+        """
         thread_id, ns = row[0], row[1]
         with self.tx() as db:
             cur = db.execute(
                 f"INSERT OR REPLACE INTO lg_checkpoints ({_ROW_COLS}, run_id, flushed, pending_state, pending_manifest) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,0,?,?)",
-                (*row, run_id, *(pending or (None, None))),
+                "VALUES (?,?,?,?,?,?,?,?,?,?,0,NULL,NULL)",
+                (*row, run_id),
             )
             seq = getattr(cur, "lastrowid", None)
             if blobs:
@@ -141,6 +149,8 @@ class CheckpointIndex:
                     "SELECT seq FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?",
                     (thread_id, ns, row[2]),
                 ).fetchone()[0]
+            if pending is not None:
+                db.execute("INSERT OR REPLACE INTO lg_pending (seq, state, manifest) VALUES (?,?,?)", (seq, *pending))
         return int(seq)
 
     def insert_writes(self, rows: Sequence[tuple[Any, ...]], replace: Sequence[bool]) -> None:
@@ -262,8 +272,9 @@ class CheckpointIndex:
         """``(seq, thread_id, ns, checkpoint_id, snapshot, state bytes, manifest bytes)`` of rows not yet flushed."""
         with self.read() as db:
             return db.execute(
-                "SELECT seq, thread_id, checkpoint_ns, checkpoint_id, snapshot, pending_state, pending_manifest "
-                "FROM lg_checkpoints WHERE flushed=0 ORDER BY seq"
+                "SELECT c.seq, c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.snapshot, "
+                "COALESCE(p.state, c.pending_state), COALESCE(p.manifest, c.pending_manifest) "
+                "FROM lg_checkpoints c LEFT JOIN lg_pending p ON p.seq = c.seq WHERE c.flushed=0 ORDER BY c.seq"
             ).fetchall()
 
     def mark_flushed(self, seqs: Sequence[int]) -> None:
@@ -274,6 +285,7 @@ class CheckpointIndex:
                 "UPDATE lg_checkpoints SET flushed=1, pending_state=NULL, pending_manifest=NULL WHERE seq=?",
                 [(s,) for s in seqs],
             )
+            db.executemany("DELETE FROM lg_pending WHERE seq=?", [(s,) for s in seqs])
 
 
 class SqliteIndex(CheckpointIndex):

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS lg_checkpoints (
 CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_snapshot ON lg_checkpoints(snapshot);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_unflushed ON lg_checkpoints(flushed) WHERE flushed = 0;
+CREATE TABLE IF NOT EXISTS lg_pending (seq BIGINT PRIMARY KEY, state BYTEA NOT NULL, manifest BYTEA NOT NULL);
 CREATE TABLE IF NOT EXISTS lg_blobs (
     thread_id TEXT COLLATE "C" NOT NULL,
     checkpoint_ns TEXT COLLATE "C" NOT NULL,
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS lg_writes (
 _TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lg_meta": (("key",), ("key", "value")),
     "lg_checkpoints": (("thread_id", "checkpoint_ns", "checkpoint_id"), ()),
+    "lg_pending": (("seq",), ("seq", "state", "manifest")),
     "lg_blobs": (
         ("thread_id", "checkpoint_ns", "channel", "version"),
         ("thread_id", "checkpoint_ns", "channel", "version", "type", "oid"),

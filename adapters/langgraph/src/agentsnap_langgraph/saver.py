@@ -317,6 +317,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         if lost:
             with self.index.tx() as db:
                 db.executemany("DELETE FROM lg_checkpoints WHERE seq=?", [(q,) for q in lost])
+                db.executemany("DELETE FROM lg_pending WHERE seq=?", [(q,) for q in lost])
         self._write_pending(pending)
         objects.barrier()
         self.index.sync()
