@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 import tinymodel
 import torch
-from agentsnap_core import Repo, content, kvcache
-from agentsnap_core.kvcache import CacheMismatch
+from agentsnap_core import Repo
+from agentsnap_core.layers import kvcache
+from agentsnap_core.layers.kvcache import CacheMismatch
+from agentsnap_core.testing.kv import corrupted_copy
 
 HERE = Path(__file__).parent
 DECODED_BEFORE, CONTINUE = 6, 12
@@ -37,19 +39,6 @@ def run_child(root: Path, *snaps: str) -> tuple[list[dict], dict]:
     resumed = [json.loads(x[len("RESUMED "):]) for x in proc.stdout.splitlines() if x.startswith("RESUMED ")]
     control = [json.loads(x[len("REPREFILL "):]) for x in proc.stdout.splitlines() if x.startswith("REPREFILL ")][0]
     return resumed, control
-
-
-def corrupted_copy(repo: Repo, snap_id: str, page: int) -> str:
-    """A snapshot equal to ``snap_id`` except that one KV page's bytes are perturbed (a valid, different page)."""
-    layers = {name: repo.read_layer(snap_id, name) for name in ("cache", "state")}
-    record = layers["cache"]
-    p = record["pages"][page]
-    raw = bytearray(content.get_bytes(repo.objects, p["content"]))
-    vals = torch.frombuffer(raw, dtype=torch.float32)
-    vals += 0.25  # every K and V entry of this page's token slots, all layers
-    p["content"] = content.put_bytes(repo.objects, bytes(raw))
-    record["refs"] = list(dict.fromkeys(x["content"] for x in record["pages"]))
-    return repo.snapshot("corrupted page", layers=layers, capture_world=False, move_head=False).id
 
 
 def test_new_process_restore_continues_bit_exactly_without_recomputing_the_prompt(tmp_path, capsys):

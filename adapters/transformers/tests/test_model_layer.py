@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import tinymodel
 import torch
-from agentsnap_core import InvalidInput, Repo, modelweights
+from agentsnap_core import InvalidInput, Repo
+from agentsnap_core.layers import modelweights
 
 HERE = Path(__file__).parent
 STEPS = 8

@@ -12,8 +12,9 @@ from typing import Any
 import blake3
 import torch
 import transformers
-from agentsnap_core import InvalidInput, kvcache
-from agentsnap_core.store import ObjectStore
+from agentsnap_core import InvalidInput
+from agentsnap_core.layers import kvcache
+from agentsnap_core.stores.base import ObjectStore
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 DEFAULT_PAGE_SIZE = 16

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from agentsnap_core import hookimpl, kvcache
+from agentsnap_core import hookimpl
+from agentsnap_core.layers import kvcache
 
 
 def _is_session(obj: Any) -> bool:

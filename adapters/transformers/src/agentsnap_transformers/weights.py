@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from agentsnap_core import InvalidInput, modelweights
-from agentsnap_core.store import ObjectStore
+from agentsnap_core import InvalidInput
+from agentsnap_core.layers import modelweights
+from agentsnap_core.stores.base import ObjectStore
 
 from .kv import tensor_bytes
 
