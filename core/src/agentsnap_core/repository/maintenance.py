@@ -113,12 +113,15 @@ def verify(repo: Repo, now: float | None = None) -> dict[str, Any]:
     """Re-hash every object and check that refs, parents and layers resolve."""
     problems: list[dict[str, Any]] = []
     checked = 0
-    for oid in repo.objects.iter_oids():
+    for oid in repo.objects.iter_oids():  # a packed object is read (and re-hashed) from its pack
         checked += 1
         try:
             repo.objects.get(oid)
         except AgentSnapError as exc:
             problems.append({"kind": "object", "id": oid, "error": str(exc)})
+    verify_packs = getattr(repo.objects, "verify_packs", None)
+    if verify_packs is not None:  # pack structure, and packed copies shadowed by another copy
+        problems += verify_packs()[1]
     live = reachable(repo, problems, now=now)
     return {
         "ok": not problems,
@@ -149,7 +152,8 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     if problems:
         raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
     removed = kept_young = 0
-    for oid in list(repo.objects.iter_oids()):
+    iter_loose = getattr(repo.objects, "iter_loose", None)  # packed objects: pack_live below
+    for oid in list(iter_loose() if iter_loose is not None else repo.objects.iter_oids()):
         if oid in live:
             continue
         try:
@@ -160,8 +164,14 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
             continue
         repo.objects.delete(oid)
         removed += 1
+    report: dict[str, Any] = {}
+    pack_live = getattr(repo.objects, "pack_live", None)
+    if pack_live is not None:  # unreachable packed objects go only when no writer runs (one may re-use them)
+        report["packs"] = pack_live(live, None if oldest is not None else cutoff - grace_seconds)
     temp_removed = 0
     for tmp in repo.objects.temp_files():
+        if pack_live is not None and f"{os.sep}pack{os.sep}" in tmp:
+            continue  # the pack step handles its own leftovers under its lock
         try:
             if os.stat(tmp).st_mtime <= cutoff - grace_seconds:  # a writer may still be filling a newer one
                 os.unlink(tmp)
@@ -169,4 +179,4 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
         except OSError:
             pass
     _ = content
-    return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed}
+    return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}

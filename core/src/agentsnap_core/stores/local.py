@@ -6,6 +6,7 @@ Layout (format version in ``format.json``)::
       format.json            {"format": "agentsnap-store", "version": 1}
       index.sqlite           refs, reflog, HEADs, snapshot index, config (WAL)
       objects/ab/cdef...     one file per object (see agentsnap_core.format.objects)
+      objects/pack/pack-*.pack  small objects packed by gc, index inside (see agentsnap_core.stores.pack)
       wt/<worktree>/         per-worktree stat cache and pending trace
 
 Write order (see docs/FORMAT.md): objects are written to a temp file and renamed into
@@ -29,6 +30,9 @@ from typing import Any
 from agentsnap_core.errors import AgentSnapError, ObjectMissing, RefConflict, UnsupportedFormat
 from agentsnap_core.format import objects
 from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow, connect_sqlite, sqlite_read_only
+from agentsnap_core.stores.pack import PACK_MAX_STORED, PackSet
+
+__all__ = ["PACK_MAX_STORED", "LocalObjects", "LocalStore", "SqliteRefs"]
 
 STORE_FORMAT = 1
 INDEX_SCHEMA = 1
@@ -53,15 +57,17 @@ class LocalObjects:
         self._known_dirs: set[str] = set()
         self._tmp_seq = 0
         self._aged: dict[str, int] = {}
+        self.packs = PackSet(str(self.dir / "pack"))
 
     def _path(self, oid: str) -> str:
         return f"{self.dir}/{oid[:2]}/{oid[2:]}"
 
     def has(self, oid: str) -> bool:
-        return os.path.exists(self._path(oid))
+        return os.path.exists(self._path(oid)) or self.packs.locate(oid) is not None
 
     def missing(self, oids: Iterable[str]) -> set[str]:
-        return {o for o in set(oids) if not os.path.exists(self._path(o))}
+        out = {o for o in set(oids) if not os.path.exists(self._path(o))}
+        return {o for o in out if self.packs.locate(o) is None} if out else out
 
     def get_stored(self, oid: str) -> bytes:
         if not objects.is_oid(oid):
@@ -70,15 +76,33 @@ class LocalObjects:
             with open(self._path(oid), "rb") as f:
                 return f.read(objects.MAX_OBJECT_BYTES + objects.HEADER.size + 1024)
         except FileNotFoundError:
-            raise ObjectMissing(oid) from None
+            pass
+        hit = self.packs.locate(oid)  # loose first, then packs (re-scanned on a miss: another gc may have packed it)
+        if hit is None:
+            raise ObjectMissing(oid)
+        pk, off, length = hit
+        return pk.read(off, length)
 
     def get(self, oid: str) -> tuple[int, bytes]:
         return objects.decode(oid, self.get_stored(oid))
 
+    def _reuse(self, oid: str, path: str) -> bool:
+        """True when the object is already stored (loose or packed) and was marked re-used for gc's grace."""
+        if os.path.exists(path) and _freshen(path):
+            return True
+        for _ in range(2):  # a pack retired between the lookup and the refresh: look again in the new packs
+            hit = self.packs.locate(oid)
+            if hit is None:
+                return False
+            if _freshen(hit[0].path):  # the pack's mtime is the newest re-use of any object in it
+                return True
+            self.packs.rescan()
+        return False
+
     def put(self, kind: int, raw: bytes | memoryview) -> str:
         oid = objects.digest(kind, raw)
         path = self._path(oid)
-        if os.path.exists(path) and _freshen(path):
+        if self._reuse(oid, path):
             return oid
         _, stored = objects.encode(kind, raw)
         self._write(oid, path, stored)
@@ -87,7 +111,7 @@ class LocalObjects:
     def put_stored(self, oid: str, stored: bytes) -> None:
         objects.verify_stored(oid, stored)  # verify before accepting (encrypted objects: what can be checked)
         path = self._path(oid)
-        if os.path.exists(path) and _freshen(path):
+        if self._reuse(oid, path):
             return
         self._write(oid, path, stored)
 
@@ -102,7 +126,13 @@ class LocalObjects:
         with self._lock:
             self._tmp_seq += 1
             tmp = f"{d}/.tmp-{os.getpid()}-{threading.get_ident()}-{self._tmp_seq}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+        except FileNotFoundError:  # gc removed the fan-out directory after packing what was in it
+            os.makedirs(d, exist_ok=True)
+            with self._lock:
+                self._pending_dirs.add(str(self.dir))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         try:
             view = memoryview(stored)
             while view:
@@ -114,15 +144,27 @@ class LocalObjects:
             self._pending_files.append(path)
             self._pending_dirs.add(d)
 
-    def iter_oids(self) -> Iterator[str]:
+    def iter_loose(self) -> Iterator[str]:
+        """Ids of the objects stored one file each (sorted)."""
         if not self.dir.is_dir():
             return
         for sub in sorted(os.listdir(self.dir)):
             if len(sub) != 2:
                 continue
-            for name in sorted(os.listdir(self.dir / sub)):
+            try:
+                names = sorted(os.listdir(self.dir / sub))
+            except FileNotFoundError:  # a fan-out directory gc emptied and removed
+                continue
+            for name in names:
                 if not name.startswith(".tmp-"):
                     yield sub + name
+
+    def iter_oids(self) -> Iterator[str]:
+        packed = self.packs.all_oids()
+        if not packed:
+            yield from self.iter_loose()
+            return
+        yield from sorted(packed.union(self.iter_loose()))
 
     def temp_files(self) -> list[str]:
         """Temp files left by an interrupted writer (gc removes old ones)."""
@@ -131,15 +173,51 @@ class LocalObjects:
         out = []
         for sub in os.listdir(self.dir):
             p = self.dir / sub
-            if p.is_dir():
+            try:
                 out += [str(p / n) for n in os.listdir(p) if n.startswith(".tmp-")]
+            except (NotADirectoryError, FileNotFoundError):  # a fan-out directory gc emptied and removed
+                pass
         return out
 
-    def age(self, oid: str) -> float:
+    def pack_live(self, live: set[str], drop_before: float | None,
+                  max_stored: int = PACK_MAX_STORED) -> dict[str, int]:
+        """gc: pack the live loose objects smaller than ``max_stored`` with the existing packs into one pack.
+
+        Packed objects not in ``live`` are left out only when ``drop_before`` is given (no writer is running) and
+        their pack was not re-used after it (the grace period); otherwise they are kept.
+        """
+        add: dict[str, str] = {}
+        for oid in self.iter_loose():
+            if oid in live:
+                path = self._path(oid)
+                try:
+                    if os.stat(path).st_size < max_stored:
+                        add[oid] = path
+                except FileNotFoundError:
+                    pass
+        drop = None if drop_before is None else (lambda o: o not in live)
+        return self.packs.repack(add, drop, drop_before=drop_before)
+
+    def verify_packs(self) -> tuple[int, list[dict[str, Any]]]:
+        """``(packed entries, problems)``: every pack's index, and every packed copy no plain read reaches."""
+        return self.packs.verify(lambda o: os.path.exists(self._path(o)))
+
+    def _stat(self, oid: str) -> os.stat_result:
+        """The loose file's stat, else its pack's (a pack's mtime is the newest re-use of anything in it)."""
         try:
-            st = os.stat(self._path(oid))
+            return os.stat(self._path(oid))
         except FileNotFoundError:
-            raise ObjectMissing(oid) from None
+            pass
+        hit = self.packs.locate(oid)
+        try:
+            if hit is not None:
+                return os.stat(hit[0].path)
+        except FileNotFoundError:
+            pass
+        raise ObjectMissing(oid)
+
+    def age(self, oid: str) -> float:
+        st = self._stat(oid)
         with self._lock:
             self._aged[oid] = st.st_mtime_ns  # delete() spares the object if a writer re-uses it after this
         return time.time() - st.st_mtime
@@ -156,6 +234,8 @@ class LocalObjects:
             seen = self._aged.pop(oid, None)
             self._tmp_seq += 1
             trash = f"{self.dir}/{oid[:2]}/.tmp-gc-{os.getpid()}-{threading.get_ident()}-{self._tmp_seq}"
+        if self.packs.locate(oid) is not None:  # a packed copy: rewrite its packs without it (gc drops in bulk)
+            self.packs.repack({}, drop=lambda o: o == oid, seen_ns=seen, consolidate=False)
         try:
             os.rename(path, trash)
         except FileNotFoundError:
