@@ -256,3 +256,50 @@ class TestPackedLocalStore(StoreContract):
         yield s
         s.close()
         shutil.rmtree(tmp_path / "store", ignore_errors=True)
+
+
+def test_encrypted_store_packs_and_restores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentsnap_core.format import crypto
+
+    monkeypatch.setattr(objects, "encrypted_opener", None)
+    monkeypatch.setenv(crypto.KEY_ENV, crypto.generate_key())
+    with Repo.init(tmp_path / "work") as repo:
+        crypto.enable_encryption(repo)
+        files = _tree(repo.root, 30, "secret")
+        snap = repo.snapshot("sealed")
+        repo.gc(grace_seconds=0)
+        assert len(_packs(repo)) == 1 and _loose(repo) == []
+        pack_bytes = (repo.store_dir / "objects" / "pack" / _packs(repo)[0]).read_bytes()
+        assert b"secret" not in pack_bytes
+        assert repo.verify()["ok"]
+        repo.restore(snap.id, to=tmp_path / "out")
+    assert _read(tmp_path / "out") == files
+
+
+def test_push_from_and_into_packed_stores(tmp_path: Path) -> None:
+    from agentsnap_core.operations.remote import add_remote, push
+
+    with Repo.init(tmp_path / "a") as a:
+        files = _tree(a.root, 40, "v1")
+        a.snapshot("one")
+        a.gc(grace_seconds=0)
+        assert _loose(a) == []
+        add_remote(a, "origin", str(tmp_path / "remote"))
+        push(a, "origin", jobs=2)  # every object read from the pack
+        remote = LocalStore(tmp_path / "remote")
+        remote.objects.pack_live(set(remote.objects.iter_oids()), None)  # the remote packs too
+        remote.close()
+        files.update(_tree(a.root, 45, "v2"))
+        snap = a.snapshot("two")
+        push(a, "origin", jobs=2)  # the remote already has the packed objects: only the new ones go
+        remote = LocalStore(tmp_path / "remote")
+        loose_after, packed = set(remote.objects.iter_loose()), remote.objects.packs.all_oids()
+        remote.close()
+    assert loose_after and not loose_after & packed  # the new objects only, no loose copy of what was packed
+    with Repo.init(tmp_path / "b") as b:
+        from agentsnap_core.operations.remote import fetch
+
+        add_remote(b, "origin", str(tmp_path / "remote"))
+        fetch(b, "origin")
+        b.restore(snap.id, to=tmp_path / "out")
+    assert _read(tmp_path / "out") == files
