@@ -122,8 +122,9 @@ for _name, _matrix in ADAPTERS.items():
 #: CrewAI's OWN tests (from the pinned sdist) run with the agentsnap backends swapped in (adapters/crewai/README.md)
 CREWAI_OWN_TESTS = ["memory/test_unified_memory.py", "memory/test_storage_factory.py", "test_flow_persistence.py",
                     "test_flow_persistence_factory.py", "test_async_human_feedback.py"]
-#: CrewAI's own checkpoint tests, run with JsonProvider swapped for the agentsnap provider (-p crewai_swap_checkpoint)
-CREWAI_OWN_CHECKPOINT_TESTS = ["test_checkpoint.py", "test_checkpoint_cli.py", "telemetry/test_checkpoint_telemetry.py"]
+#: CrewAI's own checkpoint tests, run with JsonProvider swapped for the agentsnap provider (-p crewai_swap_checkpoint);
+#: the telemetry file in a run of its own: its counters also catch a previous file's late checkpoint events
+CREWAI_OWN_CHECKPOINT_TESTS = [["test_checkpoint.py", "test_checkpoint_cli.py"], ["telemetry/test_checkpoint_telemetry.py"]]
 
 
 @nox.session(python=PYTHON)
@@ -145,8 +146,8 @@ def crewai_own(session: nox.Session) -> None:
     session.env["CREWAI_STORAGE_DIR"] = str(tmp / "crewai-storage")
     session.chdir(src)
     _pytest(session, "-p", "crewai_swap", "-o", "asyncio_mode=auto", *[f"tests/{t}" for t in CREWAI_OWN_TESTS])
-    _pytest(session, "-p", "crewai_swap_checkpoint", "-o", "asyncio_mode=auto", "-rx",
-            *[f"tests/{t}" for t in CREWAI_OWN_CHECKPOINT_TESTS])
+    for files in CREWAI_OWN_CHECKPOINT_TESTS:
+        _pytest(session, "-p", "crewai_swap_checkpoint", "-o", "asyncio_mode=auto", "-rx", *[f"tests/{t}" for t in files])
 
 
 nox.options.sessions.append("crewai_own")

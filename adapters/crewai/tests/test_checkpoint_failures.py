@@ -103,3 +103,31 @@ def test_a_run_whose_checkpoints_all_succeed_returns_normally(tmp_path: Path) ->
     assert crew.kickoff().raw == "Poseidonia"
     crewai_event_bus.flush()
     assert len(Repo.open(tmp_path / "repo").log("crewai/main")) == 1
+
+
+class FakePanic(BaseException):
+    """Stands in for pyo3's PanicException (a BaseException, not an Exception), which pydantic raises in CrewAI's
+    checkpoint worker on its own race ("dictionary changed size during iteration"): that race cannot be triggered on
+    demand, so the provider raises this on its second checkpoint; the path through CrewAI's real listener is the same."""
+
+
+class PanicOnSecondCheckpoint(AgentsnapCheckpointProvider):
+    def checkpoint(self, data: str, location: str, *, parent_id: str | None = None, branch: str = "main") -> str:
+        if parent_id is not None:
+            raise FakePanic("dictionary changed size during iteration")
+        return super().checkpoint(data, location, parent_id=parent_id, branch=branch)
+
+
+def test_a_checkpoint_lost_to_a_non_exception_in_crewais_worker_is_reported_fake_panic(tmp_path: Path) -> None:
+    """CrewAI catches only Exception: the worker dies, no CheckpointFailedEvent, nothing logged but a flush message."""
+    llm = ScriptedLLM(answers=ANSWERS)
+    agent = Agent(role="Researcher", goal="answer", backstory="scholar", llm=llm)
+    tasks = [Task(description="The capital of Atlantis?", expected_output="a city", agent=agent),
+             Task(description="The population there?", expected_output="a number", agent=agent)]
+    crew = Crew(agents=[agent], tasks=tasks,
+                checkpoint=CheckpointConfig(location=str(tmp_path / "repo"), provider=PanicOnSecondCheckpoint()))
+    with pytest.raises(CheckpointFailed, match="worker raised outside its error handling") as err:
+        crew.kickoff()
+    assert err.value.output.raw == "about 12000 souls"
+    assert len(err.value.failures) == 1 and err.value.failures[0]["trigger"] == "task_completed"
+    assert len(Repo.open(tmp_path / "repo").log("crewai/main")) == 1  # the first checkpoint was written

@@ -200,6 +200,8 @@ class AgentsnapCheckpointProvider(JsonProvider):
     branch_prefix: str = Field(default=DEFAULT_PREFIX, description="agentsnap branch = prefix + CrewAI branch")
     _repos: dict[str, Repo] = PrivateAttr(default_factory=dict)
     _failures: list[dict[str, Any]] = PrivateAttr(default_factory=list)  # of the current run, raised at its end
+    _started: list[tuple[str, str | None, str | None]] = PrivateAttr(default_factory=list)  # (location, branch, trigger)
+    _ended: int = PrivateAttr(default=0)  # checkpoints of the current run that completed or failed
     _clean: _CleanSegments = PrivateAttr(default_factory=_CleanSegments)
 
     def model_post_init(self, __context: Any) -> None:
@@ -247,6 +249,13 @@ class AgentsnapCheckpointProvider(JsonProvider):
                 pass  # the store itself is what failed; the run still hears of it at its end
 
     def _take_failures(self) -> list[dict[str, Any]]:
+        """The failures of the run so far, checkpoints that started and never ended included; a new run begins."""
+        with _WRITE_LOCK:
+            lost = self._started[self._ended :] if len(self._started) > self._ended else []
+            self._started, self._ended = [], 0
+        for location, branch, trigger in lost:  # CrewAI's worker died outside its `except Exception` (no event)
+            self._record_failure(location, branch, trigger, "CrewAI's checkpoint worker raised outside its error handling "
+                                 "(e.g. pydantic's PanicException 'dictionary changed size during iteration'): not written")
         with _WRITE_LOCK:
             taken, self._failures = self._failures, []
             return taken
@@ -342,15 +351,21 @@ def _install_kickoff_guard() -> None:
     """Make a CrewAI checkpoint that cannot be written loud (CrewAI 1.15 only logs "Auto-checkpoint failed").
 
     Registered once per process: an ``EXECUTION_START`` hook refuses, before any task runs, a crew whose runtime
-    state CrewAI cannot serialise; a ``CheckpointFailedEvent`` handler notes every other failure (in the provider
-    and in the store, for :func:`resume_crew`'s error); an ``EXECUTION_END`` hook raises :class:`CheckpointFailed`
-    from ``kickoff()`` when any checkpoint of the run failed.
+    state CrewAI cannot serialise; handlers of CrewAI's checkpoint started/completed/failed events note every other
+    failure (in the provider and in the store, for :func:`resume_crew`'s error), a checkpoint that started and
+    never ended included (CrewAI's worker died of a non-``Exception``); an ``EXECUTION_END`` hook raises
+    :class:`CheckpointFailed` from ``kickoff()`` when any checkpoint of the run failed.
     """
     from crewai.events.event_bus import crewai_event_bus
-    from crewai.events.types.checkpoint_events import CheckpointFailedEvent
+    from crewai.events.types.checkpoint_events import (
+        CheckpointCompletedEvent,
+        CheckpointFailedEvent,
+        CheckpointStartedEvent,
+    )
     from crewai.hooks.dispatch import InterceptionPoint, register
 
-    crewai_event_bus.register_handler(CheckpointFailedEvent, _on_checkpoint_failed)  # a set: idempotent
+    for event_type in (CheckpointStartedEvent, CheckpointCompletedEvent, CheckpointFailedEvent):
+        crewai_event_bus.register_handler(event_type, _on_checkpoint_event)  # a set: idempotent
     with _WRITE_LOCK:
         if not _GUARD:
             _GUARD.append(_refuse_uncheckpointable)
@@ -363,10 +378,19 @@ def _provider_of(entity: Any) -> AgentsnapCheckpointProvider | None:
     return provider if isinstance(provider, AgentsnapCheckpointProvider) else None
 
 
-def _on_checkpoint_failed(source: Any, event: Any) -> None:
-    provider = getattr(source, "provider", None)  # CrewAI emits the event with the CheckpointConfig as source
-    if isinstance(provider, AgentsnapCheckpointProvider):
+def _on_checkpoint_event(source: Any, event: Any) -> None:
+    provider = getattr(source, "provider", None)  # CrewAI emits these events with the CheckpointConfig as source
+    if not isinstance(provider, AgentsnapCheckpointProvider):
+        return
+    kind = getattr(event, "type", "")
+    if kind == "checkpoint_started":
+        with _WRITE_LOCK:
+            provider._started.append((str(event.location), event.branch, event.trigger))
+        return
+    if kind == "checkpoint_failed":
         provider._record_failure(str(event.location), event.branch, event.trigger, str(event.error))
+    with _WRITE_LOCK:
+        provider._ended += 1
 
 
 def _refuse_uncheckpointable(ctx: Any) -> None:
