@@ -49,7 +49,7 @@ def test_pages_round_trip_and_survive_a_restart_through_the_ref(tmp_path):
 
 
 def test_an_older_l3_state_is_restored_by_moving_the_ref(tmp_path):
-    from agentsnap_core.store import ANY, RefUpdate
+    from agentsnap_core.stores.base import ANY, RefUpdate
 
     repo = Repo.init(tmp_path / "repo")
     store = backend(repo.root)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import sglang_cpu
-import torch
-from agentsnap_core import Repo, content, kvcache
-from agentsnap_core.kvcache import CacheMismatch
+from agentsnap_core import Repo
+from agentsnap_core.layers import kvcache
+from agentsnap_core.layers.kvcache import CacheMismatch
+from agentsnap_core.testing.kv import corrupted_copy
 from agentsnap_core.testing.servers import need_module
 from restore_child import continue_from
 
@@ -36,18 +37,6 @@ def run_child(root: Path, *snaps: str) -> list[dict]:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(x[len("RESTORED "):]) for x in proc.stdout.splitlines() if x.startswith("RESTORED ")]
-
-
-def corrupted_copy(repo: Repo, snap_id: str, page: int) -> str:
-    record = repo.read_layer(snap_id, "cache")
-    for seq in record["sequences"]:
-        p = seq["pages"][page]
-        raw = bytearray(content.get_bytes(repo.objects, p["content"]))
-        torch.frombuffer(raw, dtype=torch.float32).add_(0.25)
-        p["content"] = content.put_bytes(repo.objects, bytes(raw))
-        seq["refs"] = list(dict.fromkeys(x["content"] for x in seq["pages"]))
-    record["refs"] = list(dict.fromkeys(r for s in record["sequences"] for r in s["refs"]))
-    return repo.snapshot("corrupted", layers={"cache": record}, capture_world=False, move_head=False).id
 
 
 def test_tree_and_pages_restore_bit_exactly_in_a_new_process_and_decode_without_prefill(tmp_path, capsys):

@@ -26,8 +26,9 @@ import threading
 from typing import Any
 
 import torch
-from agentsnap_core import Repo, content
-from agentsnap_core.objects import is_oid
+from agentsnap_core import Repo
+from agentsnap_core.format import content
+from agentsnap_core.format.objects import is_oid
 from sglang.srt.mem_cache.hicache_storage import HiCacheStorage, HiCacheStorageConfig
 
 FORMAT = "agentsnap-sglang-hicache"

@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import torch
-from agentsnap_core import InvalidInput, kvcache
-from agentsnap_core.store import ObjectStore
+from agentsnap_core import InvalidInput
+from agentsnap_core.layers import kvcache
+from agentsnap_core.stores.base import ObjectStore
 
 FORMAT = "agentsnap-sglang-radix"
 DEFAULT_PAGE_SIZE = 64
