@@ -7,7 +7,7 @@ import json
 
 import agentsnap_autogen
 import pytest
-from agentsnap_core.effects import Effects
+from agentsnap_core.layers.effects import Effects
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import ToolCallSummaryMessage
 from autogen_agentchat.teams import RoundRobinGroupChat

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import agentsnap_autogen
-from agentsnap_core.merge import merge
+from agentsnap_core.operations.merge import merge
 from autogen_ext.models.replay import ReplayChatCompletionClient
 from teams import make_team, received
 

@@ -3,7 +3,7 @@
 A stored config never holds a secret: every ``SecretStr``, every string under a secret-looking
 key (``api_key``, ``token``, ``password``, ``Authorization`` ...) and every string whose shape is a
 secret (a password in a URL, a token in a query string, ``sk-...``) is replaced by a :data:`REDACTED`
-marker (core's :mod:`agentsnap_core.redact`, shared by every adapter). On restore each ``model_client`` component is replaced by the live
+marker (core's :mod:`agentsnap_core.layers.redact`, shared by every adapter). On restore each ``model_client`` component is replaced by the live
 client the caller re-supplies for its *slot* (the ``name`` of the agent or team that owns it),
 and remaining markers are filled from ``secrets={field: value}``.
 """
@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.redact import redact as core_redact
+from agentsnap_core.layers.redact import redact as core_redact
 from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -47,7 +47,7 @@ def to_plain(value: Any) -> Any:
 def redact(config: Any) -> tuple[Any, list[str]]:
     """Return ``(config with secrets replaced by markers, the dotted paths redacted)``.
 
-    Uses :func:`agentsnap_core.redact.redact` (key names *and* value shapes: ``https://user:PASS@host``,
+    Uses :func:`agentsnap_core.layers.redact.redact` (key names *and* value shapes: ``https://user:PASS@host``,
     ``?api_key=...``, ``sk-...``); each secret value is replaced whole by ``{REDACTED: field name}``, which
     ``load(..., secrets={field name: value})`` fills back.
     """

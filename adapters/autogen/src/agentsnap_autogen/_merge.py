@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentsnap_core.merge_layers import MARK_ROLE, merge_values, summarize
+from agentsnap_core.operations.merge_layers import MARK_ROLE, merge_values, summarize
 
 from ._team import FORMAT, trace_of
 

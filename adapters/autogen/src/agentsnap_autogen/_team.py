@@ -218,7 +218,7 @@ async def load(
 ) -> Any:
     """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded.
 
-    See :func:`build` for the arguments; ``effects`` (an ``agentsnap_core.effects.Effects`` session)
+    See :func:`build` for the arguments; ``effects`` (an ``agentsnap_core.layers.effects.Effects`` session)
     guards every ``FunctionTool`` of the result with the effects ledger (:func:`wrap_tools`).
     """
     payload = check_payload(repo.read_layer(repo.get(spec), "state"))
@@ -232,10 +232,10 @@ async def load(
 def wrap_tools(obj: Any, session: Any, **options: Any) -> list[str]:
     """Guard every ``FunctionTool`` of a team's agents (or one agent) with the effects ledger.
 
-    ``session`` is an ``agentsnap_core.effects.Effects``; ``options`` go to ``agentsnap_core.effects.wrap_tool``
+    ``session`` is an ``agentsnap_core.layers.effects.Effects``; ``options`` go to ``agentsnap_core.layers.effects.wrap_tool``
     (``kind=``, ``simulate=`` ...). Returns the names of the tools wrapped.
     """
-    from agentsnap_core.effects import wrap_tool
+    from agentsnap_core.layers.effects import wrap_tool
     from autogen_core.tools import FunctionTool
 
     wrapped = []
