@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, RefConflict, TreeBusy
-from agentsnap_core.store import RefUpdate
+from agentsnap_core.stores.base import RefUpdate
 
 from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
 from .gate import EDIT_TOOLS, is_agentsnap_snapshot, project_root_for

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.localstore import LocalStore
-from agentsnap_core.repo import DEFAULT_BRANCH, PRIMARY, STORE_DIR
+from agentsnap_core.repository.repo import DEFAULT_BRANCH, PRIMARY, STORE_DIR
 from agentsnap_core.stores import bind_store_url
+from agentsnap_core.stores.local import LocalStore
 
 from .config import Settings
 from .gate import project_root_for
