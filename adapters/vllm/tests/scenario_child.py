@@ -1,7 +1,9 @@
 """Run one vLLM engine through a JSON scenario (run by the tests; prints one JSON line ``SCENARIO {...}``).
 
 The scenario: ``{"model": dir, "engine": {LLM kwargs}, "connector": null | {"repo", "save", "load"},
-"batches": [[{"prompt": str, "snapshot": id | null, "max_tokens": n}, ...], ...], "snapshot": bool}``.
+"batches": [[{"prompt": str | "prompt_ids": [int], "snapshot": id | null, "max_tokens": n,
+"lora": null | {"name", "id", "path"}}, ...], ...],
+"snapshot": bool}``.
 Each batch is one ``llm.generate`` call (its requests run together); batches run in order on the same engine.
 """
 
@@ -17,13 +19,17 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in t
 def _connector_state(worker):
     from vllm.distributed.kv_transfer import get_kv_transfer_group
 
-    return list(getattr(get_kv_transfer_group(), "load_failures", []))
+    conn = get_kv_transfer_group()
+    conn.flush()
+    return {"load_failures": list(conn.load_failures), "save_failures": list(conn.save_failures),
+            "totals": dict(conn.totals.data)}
 
 
 def main() -> None:
     from agentsnap_core import Repo
     from agentsnap_vllm import kv_transfer_config, snapshot, snapshot_params
     from vllm import LLM, SamplingParams
+    from vllm.lora.request import LoRARequest
 
     spec = json.loads(open(sys.argv[1]).read())
     conn = spec.get("connector")
@@ -37,15 +43,21 @@ def main() -> None:
         params = [SamplingParams(temperature=0, max_tokens=r.get("max_tokens", 24), ignore_eos=True,
                                  extra_args=snapshot_params(r["snapshot"]) if r.get("snapshot") else None)
                   for r in batch]
-        outs = llm.generate([r["prompt"] for r in batch], params, use_tqdm=False)
+        prompts = [{"prompt_token_ids": r["prompt_ids"]} if "prompt_ids" in r else r["prompt"] for r in batch]
+        loras = [LoRARequest(r["lora"]["name"], r["lora"]["id"], r["lora"]["path"]) if r.get("lora") else None for r in batch]
+        outs = llm.generate(prompts, params, use_tqdm=False, lora_request=loras if any(loras) else None)
         result["batches"].append([{"token_ids": list(o.outputs[0].token_ids), "text": o.outputs[0].text,
-                                   "num_cached_tokens": o.num_cached_tokens, "prompt_len": len(o.prompt_token_ids)}
+                                   "num_cached_tokens": o.num_cached_tokens, "prompt_len": len(o.prompt_token_ids),
+                                   "prompt_ids": list(o.prompt_token_ids)}
                                   for o in outs])
     result["preemptions"] = sum(getattr(m, "value", 0) for m in llm.get_metrics() if m.name == "vllm:num_preemptions")
     if conn:
-        result["load_failures"] = [f for worker in llm.collective_rpc(_connector_state) for f in worker]
         if spec.get("snapshot"):
             result["snapshot"] = snapshot(llm, Repo.open(conn["repo"]), "vllm scenario").id
+        states = llm.collective_rpc(_connector_state)
+        result["load_failures"] = [f for w in states for f in w["load_failures"]]
+        result["save_failures"] = [f for w in states for f in w["save_failures"]]
+        result["totals"] = states[0]["totals"]
     print("SCENARIO " + json.dumps(result), flush=True)
 
 

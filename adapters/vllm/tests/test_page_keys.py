@@ -10,36 +10,30 @@ from agentsnap_core import InvalidInput, kvcache
 from agentsnap_core.testing.servers import need_module
 
 
-class _Parallel:
-    """The fields of ``vllm.config.ParallelConfig`` the connector reads (a real one needs that many devices)."""
+def _config(**sizes: int):  # noqa: ANN202
+    """An object with a real ``vllm.config.ParallelConfig`` as its ``parallel_config`` (what the connector reads)."""
+    from vllm.config import ParallelConfig
 
-    def __init__(self, tp: int = 1, pp: int = 1, dcp: int = 1, pcp: int = 1):
-        self.tensor_parallel_size, self.pipeline_parallel_size = tp, pp
-        self.decode_context_parallel_size, self.prefill_context_parallel_size = dcp, pcp
-
-
-class _Config:
-    def __init__(self, parallel: _Parallel):
-        self.parallel_config = parallel
+    return type("Config", (), {"parallel_config": ParallelConfig(**sizes)})()
 
 
-@pytest.mark.parametrize(("sizes", "named"), [({"tp": 2}, "tp=2"), ({"pp": 2}, "pp=2"), ({"dcp": 2}, "dcp=2"),
-                                              ({"tp": 4, "pp": 2}, "tp=4, pp=2")])
+@pytest.mark.parametrize(("sizes", "named"), [({"tensor_parallel_size": 2}, "tp=2"), ({"pipeline_parallel_size": 2}, "pp=2"),
+                                              ({"tensor_parallel_size": 2, "decode_context_parallel_size": 2}, "tp=2, dcp=2"),
+                                              ({"prefill_context_parallel_size": 2}, "pcp=2"),
+                                              ({"tensor_parallel_size": 4, "pipeline_parallel_size": 2}, "tp=4, pp=2")])
 def test_sharded_kv_is_refused(sizes, named):
     need_module("vllm")
     from agentsnap_vllm.connector import parallel_layout
 
     with pytest.raises(InvalidInput, match=named):
-        parallel_layout(_Config(_Parallel(**sizes)))
+        parallel_layout(_config(**sizes))
 
 
 def test_single_rank_layout_is_part_of_the_fingerprint():
     need_module("vllm")
     from agentsnap_vllm.connector import parallel_layout
-    from vllm.config import ParallelConfig
 
-    assert ParallelConfig().tensor_parallel_size == 1  # the real default object is what the engine passes
-    assert parallel_layout(_Config(ParallelConfig())) == "tp=1;pp=1;dcp=1;pcp=1"
+    assert parallel_layout(_config()) == "tp=0/1;pp=0/1;dcp=1;pcp=1"  # rank/size of each dimension
 
 
 def test_lora_multimodal_and_salt_key_pages_apart(tmp_path):

@@ -40,11 +40,9 @@ def scenario(tmp_path: Path, spec: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
-    """A snapshot of the prompt KV of PROMPTS, saved by one engine (default KV cache, no preemption)."""
-    need_module("vllm")
-    root = tmp_path_factory.mktemp("serving")
-    model = tinyllama.build(root / "tiny")
-    repo = Repo.init(root / "repo")
+    """A snapshot of the KV of PROMPTS' whole turns (prompt + 24 decoded tokens), saved by one engine (default KV
+    cache, no preemption)."""
+    root, model, repo = tinyllama.model_and_repo(tmp_path_factory, "serving")
     out = scenario(root, {"model": str(model), "connector": {"repo": str(repo.root), "save": True}, "snapshot": True,
                           "batches": [[{"prompt": p, "max_tokens": 24} for p in PROMPTS]]})
     return model, repo, out
@@ -105,9 +103,58 @@ def test_chunked_prefill_is_saved_and_restored_in_a_fresh_engine(tmp_path):
     first = save["batches"][0][0]
     assert first["prompt_len"] > 1500  # a prefill in 3+ chunks of 512
     record = repo.read_layer(save["snapshot"], "cache")["requests"]
-    assert len(record) == 1 and len(record[0]["tokens"]) == first["prompt_len"] // 32 * 32
+    # one record: the prompt saved when its last chunk ran, replaced by the whole turn when the request finished
+    assert len(record) == 1 and len(record[0]["tokens"]) == (first["prompt_len"] + len(first["token_ids"]) - 1) // 32 * 32
     load = scenario(tmp_path, {"model": str(model), "engine": engine, "connector": {"repo": str(repo.root)},
                                "batches": [[{"prompt": LONG_PROMPT, "snapshot": save["snapshot"]}]]})
     got = load["batches"][0][0]
     assert got["num_cached_tokens"] == (first["prompt_len"] - 1) // 32 * 32
     assert got["token_ids"] == first["token_ids"]
+
+
+def test_finished_turn_prompt_and_answer_are_restored_in_a_fresh_engine(tmp_path, saved):
+    """A multi-turn agent: turn 2's prompt is turn 1's prompt + its answer + more. The answer's KV (decoded tokens,
+    full blocks) is saved when turn 1 finishes, so a fresh engine loads the whole turn-1 context, not only its
+    prompt, and its output equals the same request computed without loading."""
+    model, repo, out = saved
+    first = out["batches"][0][0]
+    context = first["prompt_ids"] + first["token_ids"]
+    whole = (len(context) - 1) // 32 * 32  # the last sampled token has no KV yet
+    assert whole > len(first["prompt_ids"]) // 32 * 32  # the answer fills a block of its own
+    records = repo.read_layer(out["snapshot"], "cache")["requests"]
+    assert sorted(len(r["tokens"]) for r in records) == [whole] * len(PROMPTS)  # one record per turn, whole context
+    assert any(r["tokens"] == context[:whole] for r in records)
+    assert out["save_failures"] == [] and out["totals"]["pages_saved"] == len(PROMPTS) * whole // 32  # written once
+
+    turn2 = context + first["prompt_ids"][:20]  # the user's next message
+    result = scenario(tmp_path, {"model": str(model), "connector": {"repo": str(repo.root), "save": False},
+                                 "batches": [[{"prompt_ids": turn2, "snapshot": out["snapshot"]}],
+                                             [{"prompt_ids": turn2}]]})  # the same request, computed
+    loaded, computed = result["batches"][0][0], result["batches"][1][0]
+    assert loaded["num_cached_tokens"] == whole and computed["num_cached_tokens"] == 0
+    assert loaded["token_ids"] == computed["token_ids"]
+    assert result["load_failures"] == []
+
+
+def test_lora_request_does_not_load_base_model_pages(tmp_path, saved):
+    """An engine serving a LoRA adapter: the base-model request loads its pages from the snapshot, the LoRA request
+    with the same prompt and the same snapshot loads nothing (its pages are keyed by the adapter) and its output is
+    the LoRA output computed from scratch - never the base model's KV under the adapter."""
+    from test_lora_layer import adapter_dir
+
+    model, repo, out = saved
+    adapter, _ = adapter_dir(tmp_path / "adapter", scale=4.0)
+    lora = {"name": "tone", "id": 1, "path": str(adapter)}
+    snap = out["snapshot"]
+    result = scenario(tmp_path, {"model": str(model), "engine": {"enable_lora": True, "max_lora_rank": 8, "max_loras": 1},
+                                 "connector": {"repo": str(repo.root), "save": False},
+                                 "batches": [[{"prompt": PROMPTS[1], "snapshot": snap}],
+                                             [{"prompt": PROMPTS[1], "snapshot": snap, "lora": lora}],
+                                             [{"prompt": PROMPTS[1], "lora": lora}]]})
+    base, lora_loaded, lora_computed = (b[0] for b in result["batches"])
+    assert base["num_cached_tokens"] == (base["prompt_len"] - 1) // 32 * 32 > 0  # the snapshot does match the prompt
+    assert base["token_ids"] == out["batches"][0][1]["token_ids"]
+    assert lora_loaded["num_cached_tokens"] == 0  # not one base page under the adapter
+    assert lora_loaded["token_ids"] == lora_computed["token_ids"]
+    assert lora_computed["token_ids"] != base["token_ids"]  # the adapter changes the text: the check can fail
+    assert result["load_failures"] == []

@@ -24,3 +24,13 @@ def build(out: Path, seed: int = 1234, max_positions: int = 1024) -> Path:
     )
     LlamaForCausalLM(config).save_pretrained(out)
     return out
+
+
+def model_and_repo(tmp_path_factory, name: str):  # noqa: ANN001, ANN201 (pytest's factory)
+    """For module fixtures (vLLM tests): a fresh temp dir, the tiny model in it and an empty agentsnap repository."""
+    from agentsnap_core import Repo
+    from agentsnap_core.testing.servers import need_module
+
+    need_module("vllm")
+    root = tmp_path_factory.mktemp(name)
+    return root, build(root / "tiny"), Repo.init(root / "repo")

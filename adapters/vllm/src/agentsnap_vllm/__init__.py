@@ -52,8 +52,23 @@ def _take_saved(worker: Any) -> list[dict[str, Any]]:
     return get_kv_transfer_group().take_saved()
 
 
+def _drain(llm: Any) -> None:
+    """Step an in-process engine core until the saves of finished requests are handed to the workers.
+
+    A finished turn's blocks stay allocated until the worker has copied them (``request_finished`` -> the next
+    step); ``LLM.generate`` returns before that step. A multiprocess engine core steps on by itself.
+    """
+    core = getattr(getattr(llm.llm_engine, "engine_core", None), "engine_core", None)
+    sched = getattr(core, "scheduler", None)
+    for _ in range(64):
+        if sched is None or sched.has_unfinished_requests() or not sched.has_finished_requests():
+            return
+        llm.llm_engine.step()
+
+
 def saved_layer(llm: Any) -> dict[str, Any]:
     """Collect (via ``collective_rpc``) the KV records the workers saved since the last call, as a cache layer."""
+    _drain(llm)
     records = [rec for worker in llm.collective_rpc(_take_saved) for rec in worker]
     refs = list(dict.fromkeys(r for rec in records for r in rec["refs"]))
     return {"format": FORMAT, "v": 1, "requests": records, "refs": refs}

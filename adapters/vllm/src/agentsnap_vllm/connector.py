@@ -6,11 +6,13 @@ Configure it with ``kv_connector_module_path`` (see :func:`agentsnap_vllm.kv_tra
                      kv_role="kv_both", kv_connector_extra_config={"repo": "/path/to/repo", "save": True,
                                                                     "load": "<snapshot id, branch or tag>"})
 
-*Save*: on the step that completes a request's prefill (the last chunk of a chunked prefill included) the
-worker copies the KV of the prompt's full blocks out of the paged cache (``save_kv_layer``) and, after the
-forward pass (``wait_for_save``), streams it into the store as agentsnap pages (one page = one vLLM block,
-all layers). ``collective_rpc`` hands the saved records to the
-caller, who snapshots them (:func:`agentsnap_vllm.snapshot`).
+*Save*: on the step that completes a request's prefill (the last chunk of a chunked prefill included) and
+when the request finishes (prompt + decoded tokens: the turn's whole context), the worker gathers, after the
+forward pass (``wait_for_save``), the full blocks it has not saved for the request yet out of the paged cache
+into host memory; a writer thread streams them into the store as agentsnap pages (one page = one vLLM block,
+all layers) off the forward path, through a bounded staging queue. A finished request's blocks stay allocated
+until they are copied (``request_finished`` -> ``get_finished``). ``collective_rpc`` hands the saved records
+(after waiting for the writer) to the caller, who snapshots them (:func:`agentsnap_vllm.snapshot`).
 
 *Load*: a fresh engine is configured with a snapshot (``load``), or a request names one in
 ``SamplingParams(extra_args={"kv_transfer_params": {"agentsnap_snapshot": id}})``. The scheduler matches
@@ -24,7 +26,8 @@ LoRA adapter (name + content digest), multimodal input hashes and ``cache_salt``
 matches a base-model page. A request preempted and resumed reloads its pages (``scheduled_cached_reqs`` with
 ``resumed_req_ids``); a page that cannot be read is reported through ``get_block_ids_with_load_errors`` and
 vLLM recomputes it (``kv_load_failure_policy="recompute"``, set by :func:`agentsnap_vllm.kv_transfer_config`).
-Tensor/pipeline/context parallel engines are refused: pages hold one rank's shard.
+Tensor/pipeline/context parallel engines are refused at start: pages hold one rank's shard (the fingerprint
+names each dimension's rank and size). Counters go to vLLM's connector stats (:class:`AgentsnapStats`).
 
 The code uses only the connector API, so the CUDA build of vLLM (>= 0.32) runs the same connector; the
 fingerprint keeps CPU and CUDA pages apart (their layouts differ).
@@ -34,8 +37,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import queue
 import re
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +52,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorMetadata,
     KVConnectorRole,
 )
+from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -60,6 +66,9 @@ FORMAT = "agentsnap-vllm"
 SNAPSHOT_PARAM = "agentsnap_snapshot"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+MAX_SAVED_RECORDS = 1024  # records kept for the next snapshot; the oldest go first (counted: records_dropped)
+MAX_SAVED_PREFIXES = 65536  # saved chains remembered by the scheduler to skip re-saving
+SAVE_QUEUE = 4  # saves staged in host memory for the writer thread
 
 
 def _file_digest(path: Path) -> str:
@@ -102,8 +111,25 @@ def weights_digest(model: str, revision: str | None = None) -> str:
     return h.hexdigest()
 
 
+def _rank(group: str) -> int:
+    """This process's rank in vLLM's tensor / pipeline parallel group (0 where none is initialised: the
+    scheduler, or a unit test)."""
+    from vllm.distributed import parallel_state
+
+    try:
+        return int(parallel_state.get_tp_group().rank_in_group if group == "tp" else parallel_state.get_pp_group().rank_in_group)
+    except (AssertionError, AttributeError):
+        return 0
+
+
 def parallel_layout(vllm_config: VllmConfig) -> str:
-    """The engine's parallel layout; refused (InvalidInput) unless every rank holds the whole KV (one rank)."""
+    """The engine's parallel layout and this process's shard in it (``tp=rank/size;pp=rank/size;dcp=..;pcp=..``),
+    part of the fingerprint, so a page never loads into another rank's shard or pipeline stage.
+
+    Refused (InvalidInput, at connector start) unless every rank holds the whole KV (one rank): with tensor
+    parallelism each rank holds only its heads of every page, with pipeline parallelism only its stage's layers,
+    with context parallelism only some tokens; restoring those needs every rank's record and is not supported.
+    """
     pc = vllm_config.parallel_config
     sizes = {
         "tp": pc.tensor_parallel_size,
@@ -117,7 +143,7 @@ def parallel_layout(vllm_config: VllmConfig) -> str:
             f"AgentsnapConnector cannot save or restore a sharded KV cache ({', '.join(f'{k}={v}' for k, v in split.items())}):"
             " each rank holds only its shard of every page; run the engine with tensor/pipeline/context parallel size 1"
         )
-    return ";".join(f"{k}={v}" for k, v in sizes.items())
+    return f"tp={_rank('tp')}/{sizes['tp']};pp={_rank('pp')}/{sizes['pp']};dcp={sizes['dcp']};pcp={sizes['pcp']}"
 
 
 @functools.cache
@@ -171,6 +197,8 @@ class _Transfer:
     block_ids: list[int]
     pages: list[dict[str, Any]] = field(default_factory=list)  # load: the snapshot pages to write
     keys: list[str] = field(default_factory=list)  # save: the request's extra page-hash keys
+    first: int = 0  # save: blocks before this one are in the worker's previous record of the request
+    final: bool = False  # save: the request has finished (its blocks are held until the save is copied)
 
 
 @dataclass
@@ -180,12 +208,44 @@ class _Running:
     prompt: list[int]
     block_ids: list[int]
     saved: bool = False
+    worker_blocks: int = 0  # blocks of this request in the worker's last record of it (0: none)
 
 
 @dataclass
 class AgentsnapConnectorMetadata(KVConnectorMetadata):
     loads: list[_Transfer] = field(default_factory=list)
     saves: list[_Transfer] = field(default_factory=list)
+    forget: list[str] = field(default_factory=list)  # finished requests whose worker record can go
+
+
+@dataclass
+class AgentsnapStats(KVConnectorStats):
+    """Connector counters for vLLM's KV connector logging (``KV Transfer metrics: ...``), summed over workers."""
+
+    FIELDS = ("pages_saved", "bytes_saved", "pages_loaded", "bytes_loaded", "load_errors", "save_failures",
+              "records_dropped", "match_hashed", "match_cached")
+
+    def __post_init__(self) -> None:
+        for k in self.FIELDS:
+            self.data.setdefault(k, 0)
+
+    def reset(self) -> None:
+        self.data = dict.fromkeys(self.FIELDS, 0)
+
+    def aggregate(self, other: KVConnectorStats) -> AgentsnapStats:
+        for k, v in other.data.items():
+            self.data[k] = self.data.get(k, 0) + v
+        return self
+
+    def reduce(self) -> dict[str, int | float]:
+        return dict(self.data)
+
+    def is_empty(self) -> bool:
+        return not any(self.data.values())
+
+    def add(self, **counts: int) -> None:
+        for k, v in counts.items():
+            self.data[k] = self.data.get(k, 0) + v
 
 
 class AgentsnapConnector(KVConnectorBase_V1):
@@ -201,22 +261,37 @@ class AgentsnapConnector(KVConnectorBase_V1):
         self._save = bool(extra.get("save", True))
         self._fp = engine_fingerprint(vllm_config, kv_cache_config)
         self._lock = threading.Lock()
+        self._stats = AgentsnapStats()  # since the last get_kv_connector_stats
+        self.totals = AgentsnapStats()  # since start (diagnostics)
         # scheduler side
         self._indexes: dict[str, dict[str, list[dict[str, Any]]]] = {}  # snapshot id -> last page hash -> pages
         self._default = str(extra["load"]) if extra.get("load") else None
         self._need_load: dict[str, _Transfer] = {}
         self._running: dict[str, _Running] = {}
         self._keys: dict[str, list[str]] = {}  # request id -> extra page-hash keys (LoRA, multimodal, salt)
-        self._saved_prefixes: set[str] = set()
+        self._matches: dict[str, tuple[str, list[dict[str, Any]]]] = {}  # request id -> (snapshot spec, pages)
+        self._saved_prefixes: OrderedDict[str, None] = OrderedDict()  # last page hashes saved (bounded, LRU)
+        self._finals: list[_Transfer] = []  # saves of finished requests for the next step
+        self._forget: list[str] = []
         self.loaded_tokens: dict[str, int] = {}
         if self._default and role == KVConnectorRole.SCHEDULER:
             self._default = self._index(self._default)  # refuse a mismatched snapshot at engine start
         # worker side
         self._kv_caches: dict[str, torch.Tensor] = {}
-        self._pending: dict[str, dict[str, torch.Tensor]] = {}
-        self._saved: list[dict[str, Any]] = []
+        self._max_records = int(extra.get("max_saved_records", MAX_SAVED_RECORDS))
+        self._saved: OrderedDict[str, dict[str, Any]] = OrderedDict()  # request id -> its latest record
+        self._last: dict[str, dict[str, Any]] = {}  # writer thread: request id -> its previous record
+        self._jobs: queue.Queue[Any] = queue.Queue(maxsize=int(extra.get("save_queue", SAVE_QUEUE)))
+        self._writer: threading.Thread | None = None
+        self._finished_sending: set[str] = set()
         self._load_errors: set[int] = set()
         self.load_failures: list[str] = []  # why pages could not be loaded (their blocks were recomputed)
+        self.save_failures: list[str] = []  # why a save was not written (nothing half-written is recorded)
+
+    def _count(self, **counts: int) -> None:
+        with self._lock:
+            self._stats.add(**counts)
+            self.totals.add(**counts)
 
     # ------------------------------------------------------------------ scheduler side
     def _index(self, spec: str) -> str:
@@ -244,23 +319,36 @@ class AgentsnapConnector(KVConnectorBase_V1):
     def _request_keys(request: Request) -> list[str]:
         return request_keys(request.lora_request, request.mm_features, getattr(request, "cache_salt", None))
 
+    def _hashes(self, tokens: list[int], keys: list[str]) -> list[str]:
+        return kvcache.page_hashes(tokens, self._block, [kvcache.fingerprint_key(self._fp), *keys])
+
     def _match(self, request: Request) -> list[dict[str, Any]]:
+        """The snapshot pages matching the request's prompt; hashed once per request (the scheduler asks on every
+        scheduling attempt of a waiting request)."""
         params = getattr(request, "kv_transfer_params", None) or {}
         spec = params.get(SNAPSHOT_PARAM) or self._default
         if not spec:
             return []
+        cached = self._matches.get(request.request_id)
+        if cached is not None and cached[0] == spec:
+            self._count(match_cached=1)
+            return cached[1]
         index = self._indexes[self._index(str(spec))]
         tokens = list(request.prompt_token_ids or [])
         usable = (len(tokens) - 1) // self._block  # always leave the last prompt token to compute
         keys = self._keys.get(request.request_id)
         if keys is None:
             keys = self._keys[request.request_id] = self._request_keys(request)
-        hashes = kvcache.page_hashes(tokens[: usable * self._block], self._block, [kvcache.fingerprint_key(self._fp), *keys])
+        hashes = self._hashes(tokens[: usable * self._block], keys)
+        self._count(match_hashed=1)
+        pages: list[dict[str, Any]] = []
         for n in range(len(hashes), 0, -1):
-            pages = index.get(hashes[n - 1])
-            if pages is not None:
-                return pages
-        return []
+            found = index.get(hashes[n - 1])
+            if found is not None:
+                pages = found
+                break
+        self._matches[request.request_id] = (spec, pages)
+        return pages
 
     def get_num_new_matched_tokens(self, request: Request, num_computed_tokens: int) -> tuple[int | None, bool]:
         pages = self._match(request)
@@ -293,7 +381,20 @@ class AgentsnapConnector(KVConnectorBase_V1):
                 state.block_ids.extend(new_ids[0])
             self._plan(meta, req_id, state, cached.num_computed_tokens[i] + scheduled.get(req_id, 0))
         self._need_load.clear()
+        meta.saves.extend(self._finals)
+        meta.forget, self._finals, self._forget = self._forget, [], []
         return meta
+
+    def _new_prefix(self, tokens: list[int], keys: list[str]) -> bool:
+        """True (and remembered) unless a save of exactly these full blocks was already planned (bounded LRU)."""
+        key = self._hashes(tokens, keys)[-1]
+        if key in self._saved_prefixes:
+            self._saved_prefixes.move_to_end(key)
+            return False
+        self._saved_prefixes[key] = None
+        while len(self._saved_prefixes) > MAX_SAVED_PREFIXES:
+            self._saved_prefixes.popitem(last=False)
+        return True
 
     def _plan(self, meta: AgentsnapConnectorMetadata, req_id: str, state: _Running, computed_after: int) -> None:
         """Add this step's load (pages matched at scheduling) and save (prefill complete after this step)."""
@@ -306,20 +407,45 @@ class AgentsnapConnector(KVConnectorBase_V1):
             return  # saving off, already saved, or a prefill chunk that does not finish the prompt yet
         state.saved = True
         full = len(state.prompt) // self._block * self._block
-        if full == 0:
-            return
         keys = self._keys.get(req_id, [])
-        key = kvcache.page_hashes(state.prompt[:full], self._block, [kvcache.fingerprint_key(self._fp), *keys])[-1]
-        if key in self._saved_prefixes:
+        if full == 0 or not self._new_prefix(state.prompt[:full], keys):
             return
-        self._saved_prefixes.add(key)
-        meta.saves.append(_Transfer(req_id, state.prompt[:full], state.block_ids[: full // self._block], keys=keys))
+        state.worker_blocks = full // self._block
+        meta.saves.append(_Transfer(req_id, state.prompt[:full], state.block_ids[: state.worker_blocks], keys=keys))
 
     def request_finished(self, request: Request, block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
-        """Forget the request's scheduler state (its blocks are freed by vLLM right after)."""
-        for table in (self._running, self._keys, self._need_load, self.loaded_tokens):
-            table.pop(request.request_id, None)
+        """Save the turn's whole context (prompt + decoded tokens, full blocks whose KV is computed) and forget the
+        request. When there is something new to save, vLLM keeps the blocks until the worker has copied them
+        (``get_finished``)."""
+        rid = request.request_id
+        state = self._running.pop(rid, None)
+        keys = self._keys.pop(rid, [])
+        for table in (self._need_load, self.loaded_tokens, self._matches):
+            table.pop(rid, None)
+        if state is None or not self._save:
+            return False, None
+        done = request.num_computed_tokens - getattr(request, "num_in_flight_tokens", 0)
+        tokens = list(request.all_token_ids)
+        n = min(max(done, 0) // self._block, len(tokens) // self._block, len(block_ids))
+        full = n * self._block
+        if n > state.worker_blocks and full > len(state.prompt) // self._block * self._block and self._new_prefix(tokens[:full], keys):
+            first = state.worker_blocks
+            self._finals.append(_Transfer(rid, tokens[:full], list(block_ids[:n]), keys=keys, first=first, final=True))
+            return True, None
+        if state.worker_blocks:
+            self._forget.append(rid)
         return False, None
+
+    def get_kv_connector_stats(self) -> KVConnectorStats | None:
+        with self._lock:
+            if self._stats.is_empty():
+                return None
+            out, self._stats = self._stats, AgentsnapStats()
+        return out
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> KVConnectorStats | None:
+        return AgentsnapStats(data=dict(data or {}))
 
     # ------------------------------------------------------------------ worker side
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
@@ -328,6 +454,10 @@ class AgentsnapConnector(KVConnectorBase_V1):
     def _layers(self, forward_context: ForwardContext | None = None) -> dict[str, torch.Tensor]:
         if self._kv_caches:
             return self._kv_caches
+        if forward_context is None:
+            from vllm.forward_context import get_forward_context, is_forward_context_available
+
+            forward_context = get_forward_context() if is_forward_context_available() else None
         layers = {}
         for name, layer in (forward_context.no_compile_layers if forward_context else {}).items():
             kv = getattr(layer, "kv_cache", None)
@@ -352,11 +482,13 @@ class AgentsnapConnector(KVConnectorBase_V1):
             for page_no, page in enumerate(load.pages):
                 try:
                     self._load_page(layers, names, page, load.block_ids[page_no])
+                    self._count(pages_loaded=1, bytes_loaded=int(page.get("nbytes", 0)))
                 except (AgentSnapError, ValueError, RuntimeError) as exc:
                     # vLLM recomputes the failed block and every later one of this request
                     # (kv_load_failure_policy="recompute"); the engine keeps serving.
                     self._load_errors.update(load.block_ids[page_no:])
                     self.load_failures.append(f"request {load.req_id} page {page_no}: {type(exc).__name__}: {exc}")
+                    self._count(load_errors=1)
                     break
 
     def _load_page(self, layers: dict[str, torch.Tensor], names: list[str], page: dict[str, Any], block_id: int) -> None:
@@ -384,43 +516,112 @@ class AgentsnapConnector(KVConnectorBase_V1):
         return
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any) -> None:
-        meta = self._get_connector_metadata()
-        assert isinstance(meta, AgentsnapConnectorMetadata)
-        for save in meta.saves:
-            idx, off = self._slots(save.block_ids, len(save.tokens), kv_layer.device)
-            self._pending.setdefault(save.req_id, {})[layer_name] = kv_layer[idx, :, off].detach().to("cpu").contiguous()
+        return  # saved after the forward pass, all layers at once (wait_for_save)
 
     def wait_for_save(self) -> None:
+        """After the forward pass: copy the blocks to save out of the paged cache (one gather per layer, only the
+        blocks the worker has not saved for the request before) and hand them to the writer thread, which hashes,
+        compresses and stores them off the forward path. The staging queue is bounded (``save_queue``): when the
+        writer falls behind, this waits instead of holding more copies."""
         meta = self._get_connector_metadata()
         assert isinstance(meta, AgentsnapConnectorMetadata)
+        if not meta.saves and not meta.forget:
+            return
+        layers = self._layers()
         for save in meta.saves:
-            per_layer = self._pending.pop(save.req_id, {})
-            if not per_layer:
-                continue
-            names = sorted(per_layer)
+            blocks = save.block_ids[save.first :]
+            host = {}
+            for name in sorted(layers):
+                kv = layers[name]
+                idx, off = self._slots(blocks, len(blocks) * self._block, kv.device)
+                host[name] = kv[idx, :, off].detach().to("cpu")  # advanced indexing copies: the blocks may be reused
+            self._enqueue(("save", save, host))
+            if save.final:
+                self._finished_sending.add(save.req_id)  # copied: vLLM may free the blocks
+        for req_id in meta.forget:
+            self._enqueue(("forget", req_id, None))
 
-            def page_bytes(start: int, end: int, per_layer: dict[str, torch.Tensor] = per_layer, names: list[str] = names) -> bytes:
-                return b"".join(per_layer[n][start:end].view(torch.uint8).numpy().tobytes() for n in names)
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
+        out, self._finished_sending = self._finished_sending, set()
+        return (out or None), None
 
-            record = kvcache.write_cache(
-                self._repo.objects, self._fp, save.tokens, self._block, page_bytes, extra=save.keys,
-                meta={"layers": names, "token_shape": list(per_layer[names[0]].shape[1:]),
-                      "dtype": str(per_layer[names[0]].dtype).removeprefix("torch.")},
-            )
-            with self._lock:
-                self._saved.append(record)
+    def _enqueue(self, job: Any) -> None:
+        if self._writer is None or not self._writer.is_alive():
+            self._writer = threading.Thread(target=self._write_loop, name="agentsnap-kv-writer", daemon=True)
+            self._writer.start()
+        self._jobs.put(job)
+
+    def _write_loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                if job is None:
+                    return
+                kind, arg, host = job
+                if kind == "forget":
+                    self._last.pop(arg, None)
+                else:
+                    self._write(arg, host)
+            except Exception as exc:  # a failed save must not stop the engine (or this thread); reported, not recorded
+                self.save_failures.append(f"request {getattr(job[1], 'req_id', job[1])}: {type(exc).__name__}: {exc}")
+                self._count(save_failures=1)
+            finally:
+                self._jobs.task_done()
+
+    def _write(self, save: _Transfer, host: dict[str, torch.Tensor]) -> None:
+        names = sorted(host)
+        if not names:
+            raise InvalidInput("no KV cache layers registered with the connector")
+        base = save.first * self._block
+        written = [0, 0]
+
+        def page_bytes(start: int, end: int) -> bytes:
+            if start < base:
+                raise InvalidInput(f"page at token {start} is neither copied nor in the request's previous record")
+            data = b"".join(host[n][start - base : end - base].view(torch.uint8).numpy().tobytes() for n in names)
+            written[0] += 1
+            written[1] += len(data)
+            return data
+
+        previous = self._last.pop(save.req_id, None) if save.first else None
+        record = kvcache.write_cache(
+            self._repo.objects, self._fp, save.tokens, self._block, page_bytes, extra=save.keys, previous=previous,
+            meta={"layers": names, "token_shape": list(host[names[0]].shape[1:]),
+                  "dtype": str(host[names[0]].dtype).removeprefix("torch.")},
+        )
+        if not save.final:
+            self._last[save.req_id] = record
+        dropped = 0
+        with self._lock:
+            self._saved[save.req_id] = record  # supersedes the request's earlier record (a prefix of this one)
+            self._saved.move_to_end(save.req_id)
+            while len(self._saved) > self._max_records:
+                self._saved.popitem(last=False)
+                dropped += 1
+        self._count(pages_saved=written[0], bytes_saved=written[1], records_dropped=dropped)
+
+    def flush(self) -> None:
+        """Wait until every save handed to the writer thread is in the store."""
+        if self._writer is not None:
+            self._jobs.join()
 
     # ------------------------------------------------------------------ diagnostics (collective_rpc)
     def take_saved(self) -> list[dict[str, Any]]:
         """The records saved since the last call (the worker's side of :func:`agentsnap_vllm.snapshot`)."""
+        self.flush()
         with self._lock:
-            out, self._saved = self._saved, []
+            out, self._saved = list(self._saved.values()), OrderedDict()
         return out
 
     def read_page(self, content_id: str) -> bytes:
         return content.get_bytes(self._repo.objects, content_id)
 
     def shutdown(self) -> None:
+        if self._writer is not None:
+            self.flush()
+            self._jobs.put(None)
+            self._writer.join()
+            self._writer = None
         try:
             self._repo.close()
         except AgentSnapError:
@@ -428,4 +629,3 @@ class AgentsnapConnector(KVConnectorBase_V1):
         super_shutdown = getattr(super(), "shutdown", None)
         if super_shutdown:
             super_shutdown()
-
