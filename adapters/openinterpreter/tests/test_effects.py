@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from agentsnap_core.effects import Effects
+from agentsnap_core.layers.effects import Effects
 from agentsnap_core.testing.effects import EffectsCase, assert_effects
 from agentsnap_openinterpreter import attach, session_of
 from conftest import new_interpreter
@@ -64,7 +64,7 @@ def test_effects_kit_passes_for_an_open_interpreter_email_language(tmp_path):
 
 
 def test_forks_defer_an_irreversible_shell_command_until_one_is_applied(work, repo, interpreters, tmp_path):
-    from agentsnap_core.effects import apply_deferred
+    from agentsnap_core.layers.effects import apply_deferred
     from agentsnap_openinterpreter import restore
     from conftest import scripted
 

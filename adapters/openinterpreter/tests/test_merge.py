@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentsnap_core.merge import merge
+from agentsnap_core.operations.merge import merge
 from agentsnap_openinterpreter import attach, restore
 from conftest import scripted
 

@@ -8,7 +8,7 @@ Open Interpreter 0.4.3 runs two extra Python snippets around every Python cell w
 from __future__ import annotations
 
 import pytest
-from agentsnap_core.effects_ledger import Ledger
+from agentsnap_core.layers.effects_ledger import Ledger
 from agentsnap_openinterpreter import CommandClassifier, attach, session_of
 from conftest import scripted
 

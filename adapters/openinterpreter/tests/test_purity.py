@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from agentsnap_core.effects import Effects
+from agentsnap_core.layers.effects import Effects
 from agentsnap_openinterpreter import attach, restore, session_of
 from conftest import scripted
 

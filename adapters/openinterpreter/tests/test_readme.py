@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from agentsnap_core.testing.readme import code_blocks
+
 README = Path(__file__).parents[1] / "README.md"
 
 
 def test_readme_example_runs_offline(tmp_path, monkeypatch, capsys):
-    code = re.findall(r"^```python\n(.*?)^```$", README.read_text(), flags=re.S | re.M)[0]
+    code = code_blocks(README)[0]
     monkeypatch.chdir(tmp_path)  # the example chdirs into its own temporary directory; this puts the cwd back
     exec(compile(code, str(README), "exec"), {"__name__": "readme"})
     out = capsys.readouterr().out

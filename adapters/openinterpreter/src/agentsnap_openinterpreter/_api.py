@@ -17,11 +17,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.effects import IRREVERSIBLE, Effects
-from agentsnap_core.effects_ledger import KeyState, Ledger
 from agentsnap_core.errors import AgentSnapError, InvalidInput, InvalidRefName
-from agentsnap_core.repo import check_ref_name
-from agentsnap_core.store import ANY, RefUpdate
+from agentsnap_core.layers.effects import IRREVERSIBLE, Effects
+from agentsnap_core.layers.effects_ledger import KeyState, Ledger
+from agentsnap_core.repository.repo import check_ref_name
+from agentsnap_core.stores.base import ANY, RefUpdate
 
 from ._classify import CommandClassifier
 from ._session import REPLAY_MODES, Session, merge_chunks
@@ -153,7 +153,7 @@ def attach(
         repo: the agentsnap repository (its working tree is the interpreter's world).
         classifier: decides which cells are irreversible (default :class:`CommandClassifier`).
         effects: guard irreversible cells with the repository's effects ledger (or with this
-            :class:`agentsnap_core.effects.Effects` session).
+            :class:`agentsnap_core.layers.effects.Effects` session).
         on_divergence: what a guarded cell does when the command at a recorded position differs:
             ``run`` (default: it is a new command), ``replay`` or ``raise``.
         replay: the default for ``checkout`` and ``Repo.restore_into``: ``none`` or ``pure``.

@@ -18,8 +18,8 @@ import shlex
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from agentsnap_core.effects import IDEMPOTENT, IRREVERSIBLE, PURE
 from agentsnap_core.errors import InvalidInput
+from agentsnap_core.layers.effects import IDEMPOTENT, IRREVERSIBLE, PURE
 
 __all__ = ["CommandClassifier", "Verdict"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentsnap_core.merge import LayerMerge
+from agentsnap_core.operations.merge import LayerMerge
 
 from ._api import CELLS_FORMAT
 

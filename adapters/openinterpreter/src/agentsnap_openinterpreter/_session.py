@@ -19,8 +19,8 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.effects import IRREVERSIBLE, EffectCall, Effects, register_tool
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.layers.effects import IRREVERSIBLE, EffectCall, Effects, register_tool
 
 from ._classify import CommandClassifier
 

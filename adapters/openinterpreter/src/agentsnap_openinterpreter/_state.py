@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentsnap_core.redact import REDACTED, redact
+from agentsnap_core.layers.redact import REDACTED, redact
 
 __all__ = ["SETTINGS", "capture_settings", "restore_settings", "cells_from_messages", "plain_messages"]
 

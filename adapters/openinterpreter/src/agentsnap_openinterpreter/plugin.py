@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap_core.hookspecs import hookimpl
-from agentsnap_core.merge import register_layer_merger
+from agentsnap_core.operations.merge import register_layer_merger
+from agentsnap_core.plugins.hookspecs import hookimpl
 
 from ._api import capture_layers, is_interpreter, restore_layers
 from ._merge import merge_cells
