@@ -59,7 +59,7 @@ def _read(root: Path) -> dict[str, bytes]:
 
 def test_gc_packs_small_objects_into_o1_files_and_everything_restores(repo: Repo, tmp_path: Path) -> None:
     files = _tree(repo.root, 300)
-    big = os.urandom(200_000)  # chunked, chunks over the pack threshold: stay loose
+    big = os.urandom(600_000)  # chunked: chunks below the pack threshold are packed, larger ones stay loose
     (repo.root / "big.bin").write_bytes(big)
     files["big.bin"] = big
     snap = repo.snapshot("first")
@@ -303,3 +303,29 @@ def test_push_from_and_into_packed_stores(tmp_path: Path) -> None:
         fetch(b, "origin")
         b.restore(snap.id, to=tmp_path / "out")
     assert _read(tmp_path / "out") == files
+
+
+def test_packing_recompresses_harder_same_id_same_bytes(repo: Repo) -> None:
+    raw = b"".join(f"def handler_{i}(request, value={i}):\n    return request.get({i!r}) or value\n".encode()
+                   for i in range(150))
+    oid = repo.objects.put(Kind.BLOB, raw)
+    loose = repo.objects.get_stored(oid)
+    repo.objects.pack_live({oid}, None)
+    packed = repo.objects.get_stored(oid)
+    assert len(packed) < len(loose)
+    assert objects.decode(oid, packed) == (Kind.BLOB, raw)
+    assert repo.verify()["objects"] == 1
+
+
+def test_a_small_flush_does_not_copy_a_large_pack_and_packs_stay_few(repo: Repo) -> None:
+    big = [repo.objects.put(Kind.BLOB, os.urandom(2000)) for _ in range(200)]
+    repo.objects.pack_live(set(big), None)
+    (first,) = _packs(repo)
+    live = set(big)
+    for i in range(packmod.MAX_PACKS + 3):  # many small flushes, each gc'd
+        live.add(repo.objects.put(Kind.BLOB, os.urandom(100) + bytes([i])))
+        repo.objects.pack_live(live, None)
+        assert first in _packs(repo) or i >= packmod.MAX_PACKS  # the large pack is not rewritten for a small flush
+        assert len(_packs(repo)) <= packmod.MAX_PACKS + 1
+    assert _loose(repo) == [] and set(repo.objects.iter_oids()) == live
+    assert repo.objects.verify_packs()[1] == []

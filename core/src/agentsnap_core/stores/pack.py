@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import blake3
+import zstandard
 
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import objects
@@ -37,8 +38,12 @@ TRAILER = struct.Struct("<4sIQQ32s")
 TRAILER_MAGIC = b"ASPX"
 PREFIX, SUFFIX = "pack-", ".pack"
 TMP_PREFIX = ".tmp-pack-"
-#: gc packs loose objects whose stored size is below this; larger ones stay one file each
-PACK_MAX_STORED = 16 * 1024
+#: gc packs loose objects whose stored size is below this (whole small files, and most chunks of large ones once
+#: compressed); larger ones stay one file each
+PACK_MAX_STORED = 64 * 1024
+#: packing re-compresses an object at this zstd level when that makes it smaller (new objects use level 1: fast
+#: snapshots; gc has time). Same id, same raw bytes: only the stored form changes, as in ``git repack -f``.
+PACK_ZSTD_LEVEL = 7
 #: a pack that a gc renamed aside to retire it (put back when a writer re-used it meanwhile)
 TRASH_PREFIX = ".tmp-gc-pack-"
 
@@ -124,6 +129,47 @@ class Pack:
             self.mm.close()
         except (BufferError, ValueError):  # a reader still holds a slice view; the map goes with it
             pass
+
+
+#: at most this many packs are left beside a new one: past it, gc merges them all (files on disk stay O(1))
+MAX_PACKS = 8
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _geometric(packs: list[Pack], new_bytes: int) -> list[Pack]:
+    """The packs to merge into a new one holding ``new_bytes``: smallest first, each while it is at most twice
+    what is merged so far, like git's geometric repack. A large old pack is not copied again for a small flush;
+    all of them are merged when more than :data:`MAX_PACKS` would be left."""
+    merged, out = new_bytes, list[Pack]()
+    for pk in sorted(packs, key=lambda p: p.mm.size()):
+        if pk.mm.size() > 2 * merged and len(packs) - len(out) <= MAX_PACKS:
+            break
+        out.append(pk)
+        merged += pk.mm.size()
+    return out
+
+
+def tighten(oid: str, stored: bytes, squeeze: zstandard.ZstdCompressor) -> bytes:
+    """Verify a loose object's stored bytes; return them re-compressed harder when that is smaller.
+
+    Encrypted objects (only the key holder can open them) are checked as far as possible and kept as they are.
+    """
+    if len(stored) > objects.HEADER.size and stored[:3] == objects.MAGIC and stored[5] == objects.CODEC_ENCRYPTED:
+        objects.verify_stored(oid, stored)
+        return stored
+    kind, raw = objects.decode(oid, stored)  # raises ObjectCorrupt: a damaged object is not packed
+    if len(raw) < 64:
+        return stored
+    payload = squeeze.compress(raw)
+    if objects.HEADER.size + len(payload) >= len(stored):
+        return stored
+    return objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, kind, 1, len(raw)) + payload
 
 
 def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str) -> str | None:
@@ -331,11 +377,15 @@ class PackSet:
                 drop_before is None and (seen_ns is None or st.st_mtime_ns == seen_ns))
             if drop is not None and old_enough and any(drop(o) for o, _, _ in pk.entries()):
                 dropping.add(pk.path)
-        rewrite = [pk for pk in packs if pk.path in mtimes and (consolidate or pk.path in dropping)]
+        rewrite = [pk for pk in packs if pk.path in dropping]
+        if consolidate:
+            rewrite += _geometric([pk for pk in packs if pk.path in mtimes and pk.path not in dropping],
+                                  sum(_size(p) for p in add.values()))
         if not add and not dropping and len(rewrite) <= 1:
             return {"packed": 0, "dropped": 0, "packs": len(packs)}
         written: set[str] = set()
         packed_loose: list[str] = []
+        squeeze = zstandard.ZstdCompressor(level=PACK_ZSTD_LEVEL)
         dropped = 0
 
         def items() -> Iterator[tuple[str, bytes]]:
@@ -355,8 +405,7 @@ class PackSet:
                     continue
                 try:
                     with open(path, "rb") as f:
-                        stored = f.read()
-                    objects.verify_stored(oid, stored)
+                        stored = tighten(oid, f.read(), squeeze)
                 except (OSError, AgentSnapError):
                     continue  # gone, or damaged (verify reports it): stays as it is
                 written.add(oid)
