@@ -126,6 +126,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pf-repeat", type=int, default=1, help="processfork's first snapshot takes minutes; measure it fewer times")
     ap.add_argument("--no-processfork", action="store_true")
+    ap.add_argument("--size-small", type=int, default=100_000,
+                    help="store size rows (store_size_bench.py): the stdlib tree and this many small files; -1 skips")
     args = ap.parse_args()
     files, size = tree_stats(args.tree)
     print(f"tree: {args.tree} ({files} files, {size / 1e6:.0f} MB), {os.cpu_count()} cores, repeat {args.repeat}")
@@ -151,6 +153,11 @@ def main() -> None:
         row += "".join(f"{results['agentsnap'][step] / results[t.name][step]:>15.2f}x" for t in tools[1:])
         print(row)
     print("\nratios are agentsnap time / peer time: below 1.00x agentsnap is faster. Targets: first <= 0.5x git, incremental <= 0.8x git.")
+    if args.size_small >= 0:  # store size on disk after gc vs .git after git gc, same trees, same run
+        import store_size_bench
+
+        print()
+        store_size_bench.report([Path(sysconfig.get_paths()["stdlib"])], args.size_small)
 
 
 if __name__ == "__main__":
