@@ -166,3 +166,23 @@ def test_connector_stats_go_through_vllms_kv_connector_stats(setup):
     other = AgentsnapConnector.build_kv_connector_stats(dict(stats.data))  # how vLLM rebuilds a worker's payload
     assert other.aggregate(stats).reduce()["pages_saved"] == 2 and not other.is_empty()
     worker.shutdown()
+
+
+def test_an_engine_dropped_without_shutdown_frees_its_connector_and_writer(setup):
+    """The writer thread must not keep a dropped engine's connector (and its paged KV caches) alive."""
+    import gc
+    import weakref
+
+    model, repo = setup
+    worker = connector(model, repo, role="worker")
+    worker.register_kv_caches(kv_layers())
+    worker.bind_connector_metadata(saves_meta([("d", list(range(BLOCK)), [2])]))
+    worker.wait_for_save()
+    worker.flush()
+    ref, thread = weakref.ref(worker), worker._writer
+    assert thread is not None and thread.is_alive()
+    del worker
+    gc.collect()
+    assert ref() is None
+    thread.join(timeout=60)
+    assert not thread.is_alive()

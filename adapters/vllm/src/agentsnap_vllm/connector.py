@@ -40,6 +40,7 @@ import hashlib
 import queue
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,6 +247,27 @@ class AgentsnapStats(KVConnectorStats):
     def add(self, **counts: int) -> None:
         for k, v in counts.items():
             self.data[k] = self.data.get(k, 0) + v
+
+
+def _stop_writer(jobs: queue.Queue[Any]) -> None:
+    try:
+        jobs.put_nowait(None)
+    except queue.Full:  # the writer drains it and stops at the next job (its connector is gone)
+        pass
+
+
+def _write_loop(ref: weakref.ref[AgentsnapConnector], jobs: queue.Queue[Any]) -> None:
+    """The writer thread: run the connector's save jobs in order until told to stop (None) or the connector is gone."""
+    while True:
+        job = jobs.get()
+        try:
+            conn = ref() if job is not None else None
+            if conn is None:
+                return
+            conn._run_job(job)
+            del conn
+        finally:
+            jobs.task_done()
 
 
 class AgentsnapConnector(KVConnectorBase_V1):
@@ -547,26 +569,24 @@ class AgentsnapConnector(KVConnectorBase_V1):
 
     def _enqueue(self, job: Any) -> None:
         if self._writer is None or not self._writer.is_alive():
-            self._writer = threading.Thread(target=self._write_loop, name="agentsnap-kv-writer", daemon=True)
+            # the thread holds the connector weakly: an engine dropped without shutdown() frees its KV caches, and
+            # the thread is told to stop when the connector goes
+            self._writer = threading.Thread(target=_write_loop, args=(weakref.ref(self), self._jobs),
+                                            name="agentsnap-kv-writer", daemon=True)
+            weakref.finalize(self, _stop_writer, self._jobs)
             self._writer.start()
         self._jobs.put(job)
 
-    def _write_loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            try:
-                if job is None:
-                    return
-                kind, arg, host = job
-                if kind == "forget":
-                    self._last.pop(arg, None)
-                else:
-                    self._write(arg, host)
-            except Exception as exc:  # a failed save must not stop the engine (or this thread); reported, not recorded
-                self.save_failures.append(f"request {getattr(job[1], 'req_id', job[1])}: {type(exc).__name__}: {exc}")
-                self._count(save_failures=1)
-            finally:
-                self._jobs.task_done()
+    def _run_job(self, job: Any) -> None:
+        kind, arg, host = job
+        try:
+            if kind == "forget":
+                self._last.pop(arg, None)
+            else:
+                self._write(arg, host)
+        except Exception as exc:  # a failed save must not stop the engine (or the writer); reported, not recorded
+            self.save_failures.append(f"request {getattr(arg, 'req_id', arg)}: {type(exc).__name__}: {exc}")
+            self._count(save_failures=1)
 
     def _write(self, save: _Transfer, host: dict[str, torch.Tensor]) -> None:
         names = sorted(host)
