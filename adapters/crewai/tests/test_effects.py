@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from agentsnap_core import AgentSnapError, Repo
-from agentsnap_core.effects import Effects
+from agentsnap_core.layers.effects import Effects
 from agentsnap_crewai.effects import guard_tool
 from crewai import Agent, Crew, Task
 from crewai.tools import BaseTool, tool

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from agentsnap_core.testing.readme import code_blocks, run_python
 from agentsnap_crewai import AgentsnapCheckpointProvider, AgentsnapStorage
 from crewai import Agent, Crew, Task
 from crewai.memory.unified_memory import Memory
@@ -17,16 +15,10 @@ from crewai_fakes import ScriptedLLM, embed
 README = Path(__file__).parents[1] / "README.md"
 
 
-def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
-
-
 def test_readme_examples_run_word_for_word_in_one_process(tmp_path: Path) -> None:
-    blocks = python_blocks()
+    blocks = code_blocks(README)
     assert len(blocks) >= 2
-    script = "\n".join(blocks)
-    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_python("\n".join(blocks), tmp_path, timeout=600)
     assert "Auto-checkpoint failed" not in proc.stderr and "PydanticSerializationError" not in proc.stderr
     assert "Poseidonia" in proc.stdout
 

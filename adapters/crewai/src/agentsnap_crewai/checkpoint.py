@@ -22,11 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentsnap_core import Repo, content
+from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError, InvalidRefName, UnknownSnapshot
-from agentsnap_core.objects import is_oid
-from agentsnap_core.redact import redact
-from agentsnap_core.repo import check_ref_name
+from agentsnap_core.format import content
+from agentsnap_core.format.objects import is_oid
+from agentsnap_core.layers.redact import redact
+from agentsnap_core.repository.repo import check_ref_name
 from crewai.hooks.dispatch import HookAborted
 from crewai.state.provider.json_provider import JsonProvider
 from pydantic import Field, PrivateAttr, field_validator

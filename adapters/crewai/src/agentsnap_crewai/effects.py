@@ -1,7 +1,7 @@
 """CrewAI tools guarded by the agentsnap effects ledger (exactly-once across restore and fork).
 
 ``guard_tool(send_email)`` returns a copy of a CrewAI tool whose calls go through
-:func:`agentsnap_core.effects.effect`: run inside ``with agentsnap_core.effects.Effects(repo):``, an
+:func:`agentsnap_core.layers.effects.effect`: run inside ``with agentsnap_core.layers.effects.Effects(repo):``, an
 irreversible call is recorded before and after it runs, and a restored or forked crew that makes
 the same call gets the recorded result instead of a second email.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap_core.effects import IRREVERSIBLE, Effects, effect
+from agentsnap_core.layers.effects import IRREVERSIBLE, Effects, effect
 
 
 def guard_tool(
@@ -25,7 +25,7 @@ def guard_tool(
 
     Args:
         kind: ``pure`` / ``idempotent`` / ``irreversible`` (only irreversible calls are guarded by default).
-        simulate: what a deferred call returns in a fork (see :mod:`agentsnap_core.effects`).
+        simulate: what a deferred call returns in a fork (see :mod:`agentsnap_core.layers.effects`).
         key: an idempotency key, or a function of the call's arguments.
         session: a fixed :class:`Effects`; default: the one active when the tool runs.
     """

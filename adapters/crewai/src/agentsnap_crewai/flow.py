@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core import InvalidInput, Repo
-from agentsnap_core.repo import check_ref_name
-from agentsnap_core.store import RefUpdate
+from agentsnap_core.repository.repo import check_ref_name
+from agentsnap_core.stores.base import RefUpdate
 from crewai.flow.persistence.base import FlowPersistence
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 

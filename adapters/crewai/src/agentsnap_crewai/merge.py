@@ -94,12 +94,12 @@ def merge_memory(base: Any, ours: Any, theirs: Any) -> MemoryMerge:
 def merge_storages(ours: AgentsnapStorage, theirs: AgentsnapStorage | str, message: str | None = None) -> MemoryMerge:
     """Merge ``theirs`` (a storage or a branch/snapshot spec) into ``ours`` and snapshot the result.
 
-    Both sides are snapshotted first when they have unsnapshotted writes; ``agentsnap_core.merge.plan_merge``
+    Both sides are snapshotted first when they have unsnapshotted writes; ``agentsnap_core.operations.merge.plan_merge``
     (the core engine) computes the merge against the common ancestor. The merge snapshot has
     two parents and lands on ``ours``' branch, conflicts or not (they are in the result and in
     the snapshot's ``meta``); ``ours`` then holds the merged records.
     """
-    from agentsnap_core.merge import plan_merge
+    from agentsnap_core.operations.merge import plan_merge
 
     from .storage import AgentsnapStorage
 

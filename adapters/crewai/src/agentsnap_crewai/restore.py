@@ -14,8 +14,8 @@ from typing import Any
 
 from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.redact import REDACTED
-from agentsnap_core.repo import check_ref_name
+from agentsnap_core.layers.redact import REDACTED
+from agentsnap_core.repository.repo import check_ref_name
 
 from .checkpoint import AgentsnapCheckpointProvider, checkpoint_data, checkpoint_path
 

@@ -23,9 +23,9 @@ from typing import Any
 import msgpack
 import numpy as np
 from agentsnap_core import InvalidInput, Repo, Snapshot
-from agentsnap_core.encoding import pack
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.repo import check_ref_name
+from agentsnap_core.format.encoding import pack
+from agentsnap_core.repository.repo import check_ref_name
 from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
 from crewai.memory.types import MemoryRecord, ScopeInfo
 from pydantic_core import SchemaSerializer, core_schema
@@ -515,7 +515,7 @@ class AgentsnapStorage:
         snap = spec if isinstance(spec, Snapshot) else self.repo.get(spec)
         rows = rows_from_payload(_memory_part(self.repo.read_layer(snap, "state")))
         with self._locked():
-            from agentsnap_core.store import ANY, RefUpdate
+            from agentsnap_core.stores.base import ANY, RefUpdate
 
             self.repo.update_refs([RefUpdate(self.ref, snap.id, ANY)], f"crewai memory: restore {snap.id[:12]}")
             self._clear_journal()
@@ -528,7 +528,7 @@ class AgentsnapStorage:
 
         The fork and this storage then change independently.
         """
-        from agentsnap_core.store import RefUpdate
+        from agentsnap_core.stores.base import RefUpdate
 
         check_ref_name(branch)
         oid = self.repo.resolve(at) if at else self.snapshot(f"crewai memory: fork to {branch}").id
