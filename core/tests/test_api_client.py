@@ -266,3 +266,28 @@ def test_client_on_a_postgresql_store_two_checkouts_share_timeline_and_ttl(postg
         assert c2.verify()["ok"]
     one.close()
     two.close()
+
+
+def test_a_save_outlasted_by_many_concurrent_saves_keeps_re_parenting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Twenty saves in a row beat this one to the session (a loaded machine, many writers): it backs off and
+    re-parents until it lands, instead of giving up after 8 immediate re-tries ("written too fast to append to")."""
+    from agentsnap_core import client as client_mod
+    from agentsnap_core.errors import RefConflict
+    from agentsnap_core.repository.repo import Repo
+
+    real = Repo.snapshot
+    lost = {"n": 0}
+
+    def crowded(self: Repo, *args: Any, **kw: Any) -> Any:
+        if lost["n"] < 20:
+            lost["n"] += 1
+            raise RefConflict(kw.get("ref") or "refs/x", "someone else", "moved")
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(client_mod, "_backoff", lambda attempt: 0.0)
+    with agentsnap_core.Client(tmp_path) as c:
+        monkeypatch.setattr(Repo, "snapshot", crowded)
+        bot = Bot()
+        bot.turn("x")
+        sid = c.save(bot, agent_id="bot")
+    assert lost["n"] == 20 and sid

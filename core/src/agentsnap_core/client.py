@@ -13,7 +13,9 @@ Every call works on an ordinary agentsnap store, so the CLI sees the same snapsh
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +34,14 @@ __all__ = ["AsyncClient", "Client", "SnapshotInfo", "session_ref"]
 AGENTS = "refs/agents/"
 DEFAULT_SESSION = "default"
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
-_RETRIES = 8
+#: how long a save keeps re-parenting on concurrent saves to the same session before it gives up
+_RETRY_SECONDS = 30.0
+
+
+def _backoff(attempt: int) -> float:
+    """Jittered, growing pause between re-tries: writers that retried in lock-step kept beating each other on a
+    loaded machine (8 immediate re-tries ran out)."""
+    return random.uniform(0, min(0.25, 0.002 * 2 ** min(attempt, 8)))
 T = TypeVar("T")
 
 
@@ -192,13 +201,16 @@ class Client:
         layers = dict(layers)
         trace = layers.pop("trace", [])
         ref = session_ref(agent_id, session_id)
-        for _attempt in range(_RETRIES):
+        deadline = time.monotonic() + _RETRY_SECONDS
+        for attempt in itertools.count():
             try:
                 snap = self.repo.snapshot(message, agent=agent_id, layers=layers, trace=trace, capture_world=world,
                                           ref=ref, move_head=False, meta=meta)
                 return snap.id
-            except RefConflict:
-                continue  # another writer saved to the same session first: re-parent on its snapshot
+            except RefConflict:  # another writer saved to the same session first: re-parent on its snapshot
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(_backoff(attempt))
         raise AgentSnapError(f"session {agent_id}/{session_id} is being written too fast to append to; retry")
 
     def _expiry(self, ttl: float) -> float:
@@ -252,14 +264,17 @@ class Client:
         trace = layers.pop("trace", None) or []
         ref = session_ref(target_agent_id, session)
         text = message or f"handoff: {src.manifest.get('agent', '') or src.id[:12]} -> {target_agent_id}"
-        for _attempt in range(_RETRIES):
+        deadline = time.monotonic() + _RETRY_SECONDS
+        for attempt in itertools.count():
             tip = self.repo.refs.get_ref(ref)
             parents = [src.id] + ([tip] if tip and tip != src.id else [])
             try:
                 return self.repo.snapshot(text, agent=target_agent_id, layers=layers, trace=trace, capture_world=False,
                                           parents=parents, ref=ref, move_head=False, meta=meta).id
             except RefConflict:
-                continue
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(_backoff(attempt))
         raise AgentSnapError(f"session {target_agent_id}/{session} is being written too fast to hand off into; retry")
 
     def lineage(self, snapshot: str) -> list[SnapshotInfo]:
