@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
-
-import pluggy
+from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.plugins import hookspecs
-from agentsnap_core.plugins.hookspecs import HookContext
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from agentsnap_core.plugins.hookspecs import HookContext
+
+# pluggy, the hook specs and entry-point discovery load with the first hook call, not with this module: the
+# repository imports it, and `agentsnap status` never calls a hook.
 
 ENTRY_POINT_GROUP = "agentsnap"
 ENV_ALLOW = "AGENTSNAP_PLUGINS"
@@ -39,6 +43,10 @@ def get_plugin_manager() -> pluggy.PluginManager:
     global _pm
     with _lock:
         if _pm is None:
+            import pluggy
+
+            from agentsnap_core.plugins import hookspecs
+
             pm = pluggy.PluginManager("agentsnap")
             pm.add_hookspecs(hookspecs)
             from agentsnap_core.plugins import defaults
@@ -64,9 +72,11 @@ def get_plugin_manager() -> pluggy.PluginManager:
 def check_hooks(pm: pluggy.PluginManager) -> None:
     """Refuse a plugin implementing a hook agentsnap does not define (a typo, or a hook a newer core removed):
     pluggy would otherwise never call it, and the plugin would fail silently."""
+    from pluggy import PluginValidationError
+
     try:
         pm.check_pending()
-    except pluggy.PluginValidationError as exc:
+    except PluginValidationError as exc:
         name = str(pm.get_name(exc.plugin) or getattr(exc.plugin, "__name__", repr(exc.plugin)))
         raise AgentSnapError(
             f"plugin {name} ({_dists.get(name, 'registered at run time')}): {exc}; see docs/PLUGINS.md for the hooks "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgpack
 
+from agentsnap_core import plugins
 from agentsnap_core.errors import (
     AgentSnapError,
     AmbiguousId,
@@ -41,6 +42,9 @@ from agentsnap_core.repository import writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 from agentsnap_core.stores.local import LocalStore
+
+if TYPE_CHECKING:
+    from agentsnap_core.plugins.hookspecs import HookContext
 
 STORE_DIR = ".agentsnap"
 MANIFEST_FORMAT = 1
@@ -123,8 +127,6 @@ def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-if TYPE_CHECKING:
-    from agentsnap_core.plugins.hookspecs import HookContext
 
 def _lock_wait_from_env() -> float:
     raw = os.environ.get("AGENTSNAP_LOCK_WAIT") or "0"
@@ -537,8 +539,6 @@ class Repo:
             symref, head_oid = self.head()
             target_ref = ref or symref
             expected = self.refs.get_ref(target_ref) if target_ref else head_oid
-            from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
-
             context = plugins.hook_context(self, redact=redact_env, include_secrets=include_secrets)
             manifest_layers: dict[str, Any] = {}
             if capture_world:
@@ -613,8 +613,6 @@ class Repo:
         target_entries = world.load_tree(self.objects, rec["tree"])  # validates before any write
         allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
         norm_paths = [self._norm_path(p) for p in paths] if paths else None
-        from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
-
         context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
         if to is not None:
             dest = Path(to).resolve()
@@ -848,8 +846,6 @@ class Repo:
     # ---------------------------------------------------------------- objects via plugins
     def capture(self, obj: Any, message: str = "", *, agent: str = "", world_: bool = False, **kw: Any) -> Snapshot:
         """Snapshot a live object through the adapter that handles it."""
-        from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
-
         layers = plugins.capture(obj, self)
         if layers is None:
             raise AgentSnapError(f"no installed adapter handles {type(obj).__name__} objects (see 'agentsnap plugins')")
@@ -865,8 +861,6 @@ class Repo:
         for name, obj in objs.items():
             if not name or "@" in name:
                 raise InvalidInput(f"object name {name!r} must be non-empty and contain no '@'")
-            from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
-
             layers = plugins.capture(obj, self, name=name)
             if layers is None:
                 raise AgentSnapError(f"no installed adapter handles {name!r} ({type(obj).__name__})")
@@ -882,8 +876,6 @@ class Repo:
             layers = {k.rsplit("@", 1)[0]: self.read_layer(snap, k) for k in snap.layers if k.endswith("@" + name)}
             if not layers:
                 raise AgentSnapError(f"snapshot {snap.id[:12]} holds no object named {name!r}")
-            from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
-
             if not plugins.restore(obj, layers, self, snapshot=snap, name=name):
                 raise AgentSnapError(f"no installed adapter could restore {name!r} ({type(obj).__name__})")
         return snap
@@ -896,8 +888,6 @@ class Repo:
         snap = self.get(spec)
         _refuse_dead(self, snap)
         layers = {name: self.read_layer(snap, name) for name in snap.layers if name != "world"}
-        from agentsnap_core import plugins  # pluggy and entry points load only when a hook runs
-
         if not plugins.restore(obj, layers, self, snapshot=snap, options=options):
             raise AgentSnapError(f"no installed adapter could restore into {type(obj).__name__}")
         return snap
