@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import tinyllama
-from agentsnap_core import Repo, content
+from agentsnap_core import Repo
+from agentsnap_core.testing.kv import corrupted_copy
 from agentsnap_core.testing.servers import need_module
 
 HERE = Path(__file__).parent
@@ -26,20 +27,6 @@ def engine(*args: str) -> dict:
     lines = [x for x in proc.stdout.splitlines() if x.startswith("ENGINE ")]
     assert proc.returncode == 0 and lines, proc.stderr[-4000:]
     return json.loads(lines[-1][len("ENGINE "):])
-
-
-def corrupted_copy(repo: Repo, snap_id: str, page: int) -> str:
-    import torch
-
-    layer = repo.read_layer(snap_id, "cache")
-    for rec in layer["requests"]:
-        p = rec["pages"][page]
-        raw = bytearray(content.get_bytes(repo.objects, p["content"]))
-        torch.frombuffer(raw, dtype=torch.float32).add_(0.25)
-        p["content"] = content.put_bytes(repo.objects, bytes(raw))
-        rec["refs"] = list(dict.fromkeys(x["content"] for x in rec["pages"]))
-    layer["refs"] = list(dict.fromkeys(r for rec in layer["requests"] for r in rec["refs"]))
-    return repo.snapshot("corrupted page", layers={"cache": layer}, capture_world=False, move_head=False).id
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 import tinyllama
-from agentsnap_core import Repo, content
+from agentsnap_core import Repo
+from agentsnap_core.testing.kv import corrupted_copy
 from agentsnap_core.testing.servers import need_module
 
 HERE = Path(__file__).parent
@@ -66,21 +67,14 @@ def test_preempted_requests_reload_their_pages_and_match_an_engine_without_conne
     assert loaded["load_failures"] == []
 
 
-def corrupt_snapshot(repo: Repo, snap_id: str, page: int) -> str:
-    """A copy of ``snap_id`` whose page ``page`` (every request) is stored truncated: unreadable as KV."""
-    layer = repo.read_layer(snap_id, "cache")
-    for rec in layer["requests"]:
-        p = rec["pages"][page]
-        raw = content.get_bytes(repo.objects, p["content"])
-        p["content"] = content.put_bytes(repo.objects, raw[: len(raw) // 2])
-        rec["refs"] = list(dict.fromkeys(x["content"] for x in rec["pages"]))
-    layer["refs"] = list(dict.fromkeys(r for rec in layer["requests"] for r in rec["refs"]))
-    return repo.snapshot("corrupt page", layers={"cache": layer}, capture_world=False, move_head=False).id
+def truncated(raw: bytes) -> bytes:
+    """A page stored truncated: unreadable as KV."""
+    return raw[: len(raw) // 2]
 
 
 def test_corrupt_page_is_recomputed_and_the_engine_keeps_serving(tmp_path, saved):
     model, repo, out = saved
-    bad = corrupt_snapshot(repo, out["snapshot"], page=2)
+    bad = corrupted_copy(repo, out["snapshot"], page=2, change=truncated)
     reference = out["batches"][0][0]
     result = scenario(tmp_path, {"model": str(model), "connector": {"repo": str(repo.root), "save": False},
                                  "batches": [[{"prompt": PROMPTS[0], "snapshot": bad}],

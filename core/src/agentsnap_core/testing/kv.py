@@ -3,12 +3,13 @@
 A KV ``cache`` layer holds page records (``{"content": <oid>, ...}``) in ``pages`` lists, at the top or nested under
 per-sequence / per-request records; each record with pages lists their ids in ``refs`` (gc roots), and the layer's
 own ``refs`` is the union. :func:`corrupted_copy` changes one page in every such list into a *valid, different* page
-(float32 values + 0.25), so a test can show that the restored output changes, i.e. the pages are really used.
+(float32 values + 0.25) or whatever ``change`` makes of it, so a test can show that the restored output changes, i.e. the pages are really used.
 """
 
 from __future__ import annotations
 
 import array
+from collections.abc import Callable
 from typing import Any
 
 from agentsnap_core.format import content
@@ -21,8 +22,7 @@ def perturb_float32(raw: bytes, delta: float = 0.25) -> bytes:
     values.frombytes(raw[: len(raw) - len(raw) % 4])
     for i in range(len(values)):
         values[i] += delta
-    out = values.tobytes() + raw[len(raw) - len(raw) % 4 :]
-    return out
+    return values.tobytes() + raw[len(raw) - len(raw) % 4 :]
 
 
 def _page_lists(node: Any) -> list[dict[str, Any]]:
@@ -40,9 +40,11 @@ def _page_lists(node: Any) -> list[dict[str, Any]]:
     return found
 
 
-def corrupted_copy(repo: Repo, snap_id: str, page: int, *, layer: str = "cache", delta: float = 0.25) -> str:
+def corrupted_copy(repo: Repo, snap_id: str, page: int, *, layer: str = "cache",
+                   change: Callable[[bytes], bytes] = perturb_float32) -> str:
     """A new snapshot (HEAD does not move) equal to ``snap_id`` except that page ``page`` of every page list in its
-    ``layer`` is perturbed; the other layers (state, trace...) are kept as they are."""
+    ``layer`` holds ``change(bytes)`` (default: a valid, different page; e.g. ``lambda b: b[: len(b) // 2]`` makes it
+    unreadable as KV); the other layers (state, trace...) are kept as they are."""
     snap = repo.get(snap_id)
     layers = {name: repo.read_layer(snap, name) for name in snap.layers if name not in ("world", "trace")}
     record = layers[layer]
@@ -52,7 +54,7 @@ def corrupted_copy(repo: Repo, snap_id: str, page: int, *, layer: str = "cache",
     for holder in holders:
         entry = holder["pages"][page]
         raw = content.get_bytes(repo.objects, entry["content"])
-        entry["content"] = content.put_bytes(repo.objects, perturb_float32(raw, delta))
+        entry["content"] = content.put_bytes(repo.objects, change(raw))
         holder["refs"] = list(dict.fromkeys(p["content"] for p in holder["pages"]))
     if holders[0] is not record:  # nested lists: the layer's refs are their union (and its own pages', if any)
         record["refs"] = list(dict.fromkeys(r for h in holders for r in h["refs"]))
