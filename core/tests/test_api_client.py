@@ -284,7 +284,7 @@ def test_a_save_outlasted_by_many_concurrent_saves_keeps_re_parenting(tmp_path: 
             raise RefConflict(kw.get("ref") or "refs/x", "someone else", "moved")
         return real(self, *args, **kw)
 
-    monkeypatch.setattr(client_mod, "_backoff", lambda attempt: 0.0)
+    monkeypatch.setattr(client_mod, "_backoff", lambda attempt: 0.0, raising=False)  # no pauses in this test
     with agentsnap_core.Client(tmp_path) as c:
         monkeypatch.setattr(Repo, "snapshot", crowded)
         bot = Bot()

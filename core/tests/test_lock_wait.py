@@ -39,6 +39,13 @@ def holder(tmp_path: Path):
     proc.join(60)
 
 
+def _has_open(pid: int, path: str) -> bool:
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}") == path for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
 def _cli(root: Path, *args: str, **env: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "agentsnap_core", *args], cwd=root, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -48,8 +55,11 @@ def _cli(root: Path, *args: str, **env: str) -> subprocess.Popen[str]:
 def test_cli_snapshot_waits_for_the_other_process_then_snapshots(holder) -> None:
     root, release = holder
     proc = _cli(root, "snapshot", "-m", "second", AGENTSNAP_LOCK_WAIT="300")
-    time.sleep(0.5)  # whether or not it is already waiting, it must not fail while the lock is held
-    assert proc.poll() is None or proc.returncode == 0
+    lock = str(root / ".agentsnap" / "wt" / "_" / "tree.lock")
+    while proc.poll() is None and not _has_open(proc.pid, lock):  # it reached the lock (however slow its start)
+        time.sleep(0.02)
+    time.sleep(0.2)
+    assert proc.poll() is None, proc.communicate()  # still waiting while the other process holds the lock
     release.touch()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
