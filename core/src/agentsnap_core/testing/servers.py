@@ -74,10 +74,16 @@ class ServerUnavailable(RuntimeError):
 class PostgresServer:
     """A throwaway PostgreSQL (Debian's packages, ``pg_config --bindir``) owned by user ``postgres``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, survives_kill: bool = False) -> None:
+        """``survives_kill``: a commit reaches the kernel before it returns (``synchronous_commit=on``), so what a
+        client saw committed is still there after the server is SIGKILLed and restarted. Off by default (faster):
+        with ``synchronous_commit=off`` a commit can sit in the server's shared WAL buffers for up to three
+        ``wal_writer_delay`` periods, and a kill loses it (longer on a loaded machine). ``fsync`` stays off either
+        way: the tests kill the server, never the kernel."""
         import shutil
         import subprocess
 
+        self.survives_kill = survives_kill
         self.port = 0
         self.base = ""
         pg_config = shutil.which("pg_config")
@@ -129,8 +135,8 @@ class PostgresServer:
             f"--pwfile={d}/pw", "--no-sync", "-E", "UTF8",
         )  # fmt: skip
         opts = (
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {d} -c fsync=off -c synchronous_commit=off "
-            "-c max_connections=200"
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {d} -c fsync=off "
+            f"-c synchronous_commit={'on' if self.survives_kill else 'off'} -c max_connections=200"
         )
         self._opts = opts
         return self.restart()
