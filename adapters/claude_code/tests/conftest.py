@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,61 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     h = tmp_path / "home"
     h.mkdir()
     monkeypatch.setenv("HOME", str(h))
-    for var in ("CLAUDE_CONFIG_DIR", "CLAUDE_PROJECT_DIR", "AGENTSNAP_DIR"):
+    for var in ("CLAUDE_CONFIG_DIR", "CLAUDE_PROJECT_DIR", "AGENTSNAP_DIR", "AGENTSNAP_HOOK_DAEMON", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(var, raising=False)
     return h
+
+
+@pytest.fixture(autouse=True)
+def helper_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """The warm helper process (agentsnap_claude_code.daemon): off, except in the tests marked ``helper``.
+
+    Where it is on, the helper a test's hooks start lives in the test's own socket folder and ends with the test.
+    """
+    run = tmp_path / "run"
+    monkeypatch.setenv("AGENTSNAP_HOOK_RUN_DIR", str(run))
+    monkeypatch.setenv("AGENTSNAP_HOOK_IDLE", "120")
+    if request.node.get_closest_marker("helper") is None:
+        monkeypatch.setenv("AGENTSNAP_HOOK_DAEMON", "0")
+    yield run
+    stop_helpers(run)
+
+
+def stop_helpers(run: Path) -> None:
+    """End the helpers this test's hooks started: the processes whose AGENTSNAP_HOOK_RUN_DIR is ``run``.
+
+    A hook starts its helper before it exits, so by the end of the test the process exists (perhaps still starting).
+    """
+    import os
+    import signal
+    import time
+
+    mark = f"AGENTSNAP_HOOK_RUN_DIR={run}".encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if b"agentsnap_claude_code" in (d / "cmdline").read_bytes() and mark in (d / "environ").read_bytes().split(b"\0"):
+                    pids.append(int(d.name))
+            except OSError:
+                continue
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        for _ in range(100):
+            if not alive(pid):
+                break
+            time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie nobody reaps yet counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture
@@ -104,3 +157,7 @@ def run_plugin_hook(project: Path, transcript: Path | None, event: str, env: dic
 def tree(root: Path) -> dict[str, bytes]:
     """Every file under root (ignored ones and .git included, the store link excluded) with its bytes."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and p.name != ".agentsnap"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "helper: the plugin's warm helper process is on (as for a user), not off as in the other tests")

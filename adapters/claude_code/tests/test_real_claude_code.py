@@ -23,6 +23,8 @@ from agentsnap_core.testing.servers import need
 from conftest import helper_env, tree
 from fake_messages_api import FakeMessagesAPI
 
+pytestmark = pytest.mark.helper  # as a user runs it: the warm helper on (the second call may go through it)
+
 VERSION = "2.1.197"
 REPO_ROOT = Path(__file__).resolve().parents[3]
 #: computed at import, before the autouse fixture points HOME at a temporary folder

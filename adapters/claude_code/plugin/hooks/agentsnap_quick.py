@@ -195,13 +195,114 @@ def harmless(payload):
     return isinstance(tool, str)  # a tool the hook does not watch
 
 
+# ---------------------------------------------------------------- the warm helper (agentsnap_claude_code.daemon)
+PROTOCOL = 1  # the same as agentsnap_claude_code.daemon.PROTOCOL (and run_dir, socket_name: a test holds them together)
+MAGIC = b"AGSNAP%d" % PROTOCOL
+
+
+def run_dir():
+    d = os.environ.get("AGENTSNAP_HOOK_RUN_DIR")
+    if not d:
+        rt = os.environ.get("XDG_RUNTIME_DIR")
+        d = os.path.join(rt, "agentsnap") if rt else f"/tmp/agentsnap-{os.getuid()}"
+    return d
+
+
+def socket_name(executable=None):
+    h = 0xCBF29CE484222325
+    for b in os.fsencode(executable or sys.executable):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"hook-{h:016x}-p{PROTOCOL}.sock"
+
+
+def _private(d):
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return False
+    return st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+
+
+def ask_helper(text, event):
+    """``(exit status, stdout, stderr)`` from the warm helper process, or None when it cannot answer this call.
+
+    None (missing, dead, stale, another user's socket folder, killed mid-call, past the time limit) sends
+    the call to the in-process path, which snapshots or asks as it always did.
+    """
+    if os.environ.get("AGENTSNAP_HOOK_DAEMON", "1") == "0":
+        return None
+    d = run_dir()
+    if not _private(d):
+        return None
+    try:
+        import _socket
+    except ImportError:
+        return None
+    name = socket_name()
+    try:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    except OSError:
+        return None
+    try:
+        s.settimeout(float(os.environ.get("AGENTSNAP_HOOK_DAEMON_TIMEOUT") or 48))
+        path = os.path.join(d, name)
+        if len(os.fsencode(path)) < 100:
+            s.connect(path)
+        else:  # a socket path has a length limit: connect by the name relative to its folder
+            here = os.open(".", os.O_RDONLY)
+            try:
+                os.chdir(d)
+                s.connect(name)
+            finally:
+                os.fchdir(here)
+                os.close(here)
+        try:
+            cwd = os.getcwd()
+        except OSError:
+            cwd = "/"
+        env = b"\0".join(os.fsencode(k) + b"=" + os.fsencode(v) for k, v in os.environ.items())
+        s.sendall(b"\0".join([MAGIC, os.fsencode(event or ""), os.fsencode(cwd), env]) + b"\0\0" + text.encode("utf-8", "surrogateescape"))
+        s.shutdown(_socket.SHUT_WR)
+        chunks = []
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            chunks.append(b)
+    except (OSError, ValueError):
+        return None
+    finally:
+        s.close()
+    data = b"".join(chunks)
+    head = data.split(b"\0", 4)
+    if len(head) != 5 or head[0] != MAGIC or not data.endswith(b"END"):
+        return None  # stale, garbled or cut short
+    try:
+        code, n_out, n_err = int(head[1]), int(head[2]), int(head[3])
+    except ValueError:
+        return None
+    body = head[4]
+    if len(body) != n_out + n_err + 3:
+        return None
+    return code, body[:n_out].decode("utf-8", "surrogateescape"), body[n_out : n_out + n_err].decode("utf-8", "surrogateescape")
+
+
 def main():
     text = sys.stdin.read()
+    event = sys.argv[1] if len(sys.argv) > 1 else None
     payload = parse(text)
     if payload is not None:
-        payload.setdefault("hook_event_name", sys.argv[1] if len(sys.argv) > 1 else None)
+        payload.setdefault("hook_event_name", event)
         if harmless(payload):
             return 0
+    answer = ask_helper(text, event)
+    if answer is not None:
+        code, out, err = answer
+        if out:
+            sys.stdout.write(out + "\n")
+        if err:
+            sys.stderr.write(err + "\n")
+        return code
     # the full entry point, with the module search path a normal start has (site-packages, .pth files)
     if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]  # this script's folder (not there under -P / PYTHONSAFEPATH)
@@ -212,7 +313,7 @@ def main():
     from agentsnap_claude_code.gate import main as gate
 
     sys.stdin = io.StringIO(text)
-    return gate(sys.argv[1:])
+    return gate(sys.argv[1:], start_helper=True)
 
 
 if __name__ == "__main__":

@@ -91,11 +91,8 @@ def _alarm(signum: int, frame: object) -> None:
     raise TimeoutError("the snapshot did not finish within snapshot_timeout")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``agentsnap-claude-code-hook EVENT`` with Claude Code's JSON on stdin; always exit status 0."""
-    args = sys.argv[1:] if argv is None else argv
-    text = sys.stdin.read()
-    event = args[0] if args else None
+def respond(text: str, event: str | None) -> tuple[int, str, str]:
+    """Exit status, stdout and stderr of the hook for ``text`` (Claude Code's JSON); the helper process answers the same."""
     settings: Settings = DEFAULTS
     try:
         payload = json.loads(text) if text.strip() else {}
@@ -103,22 +100,40 @@ def main(argv: list[str] | None = None) -> int:
             payload.setdefault("hook_event_name", event)
             settings = load_settings(project_root(str(payload.get("cwd") or os.getcwd())))
             if not needs_helper(payload, settings):
-                return 0
+                return 0, "", ""
     except (ValueError, InvalidInput, OSError):
         pass  # the full hook reports bad input and bad settings
     if hasattr(signal, "SIGALRM"):
         signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(int(settings["snapshot_timeout"]))
-    from .hooks import run_hook
+    try:
+        from .hooks import run_hook
 
-    result = run_hook(text, event)
-    if hasattr(signal, "SIGALRM"):
-        signal.alarm(0)
-    if result.stdout:
-        print(result.stdout)
-    if result.stderr:
-        print(result.stderr, file=sys.stderr)
-    return result.exit_code
+        result = run_hook(text, event)
+    finally:
+        if hasattr(signal, "SIGALRM"):
+            signal.alarm(0)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def main(argv: list[str] | None = None, *, start_helper: bool = False) -> int:
+    """``agentsnap-claude-code-hook EVENT`` with Claude Code's JSON on stdin; always exit status 0.
+
+    ``start_helper``: the quick script found no warm helper process (:mod:`.daemon`); start one for the next calls.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    text = sys.stdin.read()
+    code, out, err = respond(text, args[0] if args else None)
+    if out:
+        print(out)
+    if err:
+        print(err, file=sys.stderr)
+    if start_helper:
+        sys.stdout.flush()
+        from .daemon import spawn
+
+        spawn()
+    return code
 
 
 if __name__ == "__main__":

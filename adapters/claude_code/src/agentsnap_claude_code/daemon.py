@@ -1,0 +1,246 @@
+"""The warm helper: one long-lived process per user and Python that answers the plugin's hooks over a unix socket.
+
+A hook call that the plugin's quick script (``plugin/hooks/agentsnap_quick.py``) cannot answer alone
+would otherwise start the helper's Python, import agentsnap and open the store on every call (~300 ms
+CPU). Instead the quick script sends the call to this process, which has everything imported and
+answers it exactly as the in-process entry point does (:func:`.gate.respond`, with the caller's
+environment and working directory), then goes idle and exits after ``AGENTSNAP_HOOK_IDLE`` seconds
+(default 900) without a call.
+
+It is an optimisation only, never the protection itself: the quick script falls back to the
+in-process path whenever this process is missing, dead, of another protocol version, stale (its code
+changed on disk since it started: it says so and exits), killed mid-call or slower than its time limit,
+and that path snapshots or asks as before. A snapshot cut short by a kill leaves the store as the core
+leaves any interrupted snapshot (objects first, the ref last), and the fallback takes the snapshot anew.
+
+Security: the socket lives in a directory only the user can enter (``$AGENTSNAP_HOOK_RUN_DIR``, else
+``$XDG_RUNTIME_DIR/agentsnap``, else ``/tmp/agentsnap-<uid>``; mode 0700, owned by the user, not a link:
+anything else and neither side uses it), a call from another user id is refused (``SO_PEERCRED``), and
+nothing listens on the network. Started by the in-process entry point when it had to run
+(``python -m agentsnap_claude_code.daemon``, detached); one per socket (a lock file holds its pid).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+
+#: the request/reply format; part of the socket's name, so a client and a helper of different versions never meet
+PROTOCOL = 1
+MAGIC = b"AGSNAP%d" % PROTOCOL
+IDLE_SECONDS = 900
+
+
+def run_dir() -> str:
+    """The folder of the socket (the quick script computes the same; a test holds them together)."""
+    d = os.environ.get("AGENTSNAP_HOOK_RUN_DIR")
+    if not d:
+        rt = os.environ.get("XDG_RUNTIME_DIR")
+        d = os.path.join(rt, "agentsnap") if rt else f"/tmp/agentsnap-{os.getuid()}"
+    return d
+
+
+def socket_name(executable: str | None = None) -> str:
+    """``hook-<FNV-1a of the Python's path>-p<PROTOCOL>.sock``: one helper per Python (that is, per installation)."""
+    h = 0xCBF29CE484222325
+    for b in os.fsencode(executable or sys.executable):
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"hook-{h:016x}-p{PROTOCOL}.sock"
+
+
+def private_dir(d: str, create: bool = False) -> bool:
+    """True when ``d`` is a real directory owned by this user that nobody else may enter (made so if ``create``)."""
+    if create:
+        try:
+            os.makedirs(d, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return False
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return False
+    return st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+
+
+def _sources() -> list[str]:
+    """The source files of every agentsnap module loaded now."""
+    return sorted(
+        str(mod.__file__)
+        for name, mod in list(sys.modules.items())
+        if name.split(".")[0] in ("agentsnap_claude_code", "agentsnap_core") and getattr(mod, "__file__", None)
+    )
+
+
+def _fingerprint(paths: list[str]) -> list[tuple[int, int]]:
+    """Identity of ``paths`` (modification time, inode): a reinstall or an edit of agentsnap's code changes it."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((st.st_mtime_ns, st.st_ino))
+        except OSError:
+            out.append((-1, -1))
+    return out
+
+
+def _parse(data: bytes) -> tuple[str, str, dict[str, str], str]:
+    """``MAGIC\\0event\\0cwd\\0K=V\\0...\\0\\0stdin text`` -> (event, cwd, environment, text)."""
+    head, sep, text = data.partition(b"\0\0")
+    fields = head.split(b"\0")
+    if not sep or len(fields) < 3 or fields[0] != MAGIC:
+        raise ValueError("not a hook request")
+    env = {}
+    for item in fields[3:]:
+        k, eq, v = item.partition(b"=")
+        if eq:
+            env[os.fsdecode(k)] = os.fsdecode(v)
+    return os.fsdecode(fields[1]), os.fsdecode(fields[2]), env, text.decode("utf-8", "surrogateescape")
+
+
+def _reply(code: int, out: str, err: str) -> bytes:
+    """``MAGIC\\0code\\0len(out)\\0len(err)\\0`` out err ``END`` (a reply cut short is told from a whole one)."""
+    o, e = out.encode("utf-8", "surrogateescape"), err.encode("utf-8", "surrogateescape")
+    return b"\0".join([MAGIC, b"%d" % code, b"%d" % len(o), b"%d" % len(e), o + e + b"END"])
+
+
+def _recv_all(conn: socket.socket) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        b = conn.recv(1 << 16)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, int]]) -> bool:
+    """Answer one call; False when this helper is stale and must exit."""
+    from .gate import respond
+
+    uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+    if uid != os.getuid():
+        return True  # not ours: say nothing
+    conn.settimeout(10)
+    event, cwd, env, text = _parse(_recv_all(conn))
+    if _fingerprint(sources) != started:
+        conn.sendall(MAGIC + b"\0stale")  # the client falls back to the in-process path
+        return False
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            os.chdir("/")
+        code, out, err = respond(text, event or None)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        os.chdir("/")
+    conn.settimeout(10)
+    conn.sendall(_reply(code, out, err))
+    return True
+
+
+def serve(idle: float | None = None) -> int:
+    """Bind the socket and answer calls until idle (or stale); 0 when another helper already serves it."""
+    d = run_dir()
+    if not private_dir(d, create=True):
+        return 1
+    name = socket_name()
+    os.umask(0o077)
+    lock = os.open(os.path.join(d, name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return 0  # another helper holds this socket
+    os.ftruncate(lock, 0)
+    os.pwrite(lock, b"%d\n" % os.getpid(), 0)
+    import agentsnap_core.plugins as plugins  # everything a call may need, loaded once, before the first call
+    from agentsnap_core import Repo  # noqa: F401
+
+    from . import hooks  # noqa: F401
+
+    plugins.get_plugin_manager()
+    sources = _sources()
+    started = _fingerprint(sources)
+    os.chdir(d)  # bind by a relative name: a socket path has a length limit
+    try:
+        os.unlink(name)  # left by a helper that died (we hold the lock, so none serves it)
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(name)
+    ident = os.stat(name).st_ino
+    srv.listen(16)
+    os.chdir("/")
+    srv.settimeout(float(os.environ.get("AGENTSNAP_HOOK_IDLE") or IDLE_SECONDS) if idle is None else idle)
+    try:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                return 0
+            with conn:
+                try:
+                    if not _handle(conn, sources, started):
+                        return 0
+                except (OSError, ValueError):
+                    pass  # a client gone or garbled: it falls back on its own
+    finally:
+        srv.close()
+        try:
+            if os.stat(os.path.join(d, name)).st_ino == ident:
+                os.unlink(os.path.join(d, name))
+        except OSError:
+            pass
+        os.close(lock)
+
+
+def spawn() -> None:
+    """Start a helper in the background, detached from the hook (its stdio closed); errors are ignored."""
+    if os.environ.get("AGENTSNAP_HOOK_DAEMON", "1") == "0":
+        return
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "agentsnap_claude_code.daemon"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True, cwd="/",
+        )
+    except OSError:
+        pass
+
+
+def helper_pid() -> int | None:
+    """The pid of the helper serving this Python's socket, if one runs (read from its lock file)."""
+    path = os.path.join(run_dir(), socket_name() + ".lock")
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None  # nobody holds it
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).strip()
+            return int(text) if text.isdigit() else None
+    finally:
+        os.close(fd)
+
+
+def main() -> int:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

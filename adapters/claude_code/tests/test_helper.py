@@ -1,0 +1,253 @@
+"""The warm helper process (agentsnap_claude_code.daemon; issue 20, item 5: a snapshotting call at git's cost).
+
+Through the plugin's real hook command (hooks.json, JSON on stdin): once a call has started the helper,
+the hook's own Python imports nothing of agentsnap and the helper answers exactly as the in-process path
+would. The helper is an optimisation, never the protection: killed mid-snapshot, stale, too slow, or
+reachable through a socket folder others can enter, the hook falls back to the in-process path, which
+snapshots (or asks) as before, and the store stays whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+from agentsnap_claude_code import daemon
+from agentsnap_claude_code.install import plugin_root
+from conftest import alive, helper_env, run_plugin_hook
+from test_quick import _imports
+
+QUICK = plugin_root() / "hooks" / "agentsnap_quick.py"
+pytestmark = pytest.mark.helper  # the helper on (conftest turns it off elsewhere)
+
+quick = types.ModuleType("agentsnap_quick")
+quick.__file__ = str(QUICK)
+exec(compile(QUICK.read_text(encoding="utf-8"), str(QUICK), "exec"), quick.__dict__)
+
+
+def _rm(n: int) -> dict:
+    return {"tool_name": "Bash", "tool_input": {"command": "rm -rf src"}, "tool_use_id": f"toolu_helper{n}"}
+
+
+def _hook(project: Path, transcript: Path, **extra: object) -> tuple[set[str], dict, str]:
+    proc, out = run_plugin_hook(project, transcript, "PreToolUse", env=helper_env(PYTHONPROFILEIMPORTTIME="1"), **extra)
+    return {m.split(".")[0] for m in _imports(proc.stderr)}, out, proc.stderr
+
+
+def _snap_id(out: dict) -> str:
+    m = re.search(r"undo with: agentsnap-claude-code restore ([0-9a-f]{12}) ", out.get("systemMessage", ""))
+    assert m, out
+    return m.group(1)
+
+
+def _wait_for_helper(run: Path) -> int:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        pid = _pid(run)
+        if pid and (run / daemon.socket_name()).exists():
+            return pid
+        time.sleep(0.05)
+    raise AssertionError("no helper started")
+
+
+def _pid(run: Path) -> int | None:
+    lock = run / (daemon.socket_name() + ".lock")
+    text = lock.read_text().strip() if lock.exists() else ""
+    return int(text) if text.isdigit() and alive(int(text)) else None
+
+
+def _start_helper(patch: str) -> subprocess.Popen[bytes]:
+    """A helper process with ``patch`` applied to its code (how a test makes it die, hang or go stale)."""
+    code = f"import sys\n{patch}\nfrom agentsnap_claude_code.daemon import main\nsys.exit(main())\n"
+    return subprocess.Popen([sys.executable, "-c", code], env=helper_env(), start_new_session=True, stdin=subprocess.DEVNULL)
+
+
+def _head(project: Path) -> tuple[str, dict]:
+    from agentsnap_claude_code.config import load_settings
+    from agentsnap_claude_code.projectstore import open_project_repo
+
+    with open_project_repo(project, load_settings(project), create=False) as repo:
+        head = repo.head()[1]
+        assert head
+        return head, {"verify": repo.verify()}
+
+
+def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_agentsnap(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    first, out, _ = _hook(project, transcript, **_rm(1))
+    assert "agentsnap_core" in first and "undo with" in out["systemMessage"]  # no helper yet: in-process, and it starts one
+    _wait_for_helper(helper_run_dir)
+    (project / "src" / "app.py").write_text("print('changed')\n")
+    imported, out, _ = _hook(project, transcript, **_rm(2))
+    assert not imported & {"site", "agentsnap_core", "agentsnap_claude_code", "json", "re"}, sorted(imported)
+    snap = _snap_id(out)
+    assert "before tool call" in out["systemMessage"] or "before this call" in out["systemMessage"]
+    head, info = _head(project)
+    assert head.startswith(snap) and info["verify"]["ok"]
+    # the snapshot holds the change: restoring it after the rm brings the changed file back
+    import shutil
+
+    shutil.rmtree(project / "src")
+    proc = subprocess.run(["agentsnap-claude-code", "restore", snap, "-C", str(project)], capture_output=True, text=True, env=helper_env())
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "src" / "app.py").read_text() == "print('changed')\n"
+    # a harmless call the quick script does not know is answered by the helper too
+    imported, out, _ = _hook(project, transcript, tool_name="Bash", tool_input={"command": "make test"})
+    assert out == {} and "site" not in imported
+
+
+def test_a_helper_killed_mid_snapshot_leaves_the_store_whole_and_the_call_protected(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    killer = _start_helper(
+        "import os, signal\nfrom agentsnap_core.layers import world\nput = world.put_tree\n"
+        "def dying(*a, **k):\n    put(*a, **k)  # the tree object is written, the manifest and the ref are not\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\nworld.put_tree = dying\n"
+    )
+    _wait_for_helper(helper_run_dir)
+    imported, out, _ = _hook(project, transcript, **_rm(3))
+    assert killer.wait(timeout=60) == -9  # the helper died inside the snapshot
+    assert "agentsnap_core" in imported  # the hook's own Python took the snapshot instead
+    snap = _snap_id(out)
+    head, info = _head(project)
+    assert head.startswith(snap)
+    assert info["verify"]["ok"], info["verify"]["problems"]
+    # the next call works (a helper started by the fallback, or in-process)
+    (project / "src" / "app.py").write_text("print('again')\n")
+    _, out, _ = _hook(project, transcript, **_rm(4))
+    assert _snap_id(out) != snap and _head(project)[0].startswith(_snap_id(out))
+
+
+def test_a_stale_helper_steps_aside(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    """Its code changed on disk since it started (a pip upgrade): it says so and exits; the call goes in-process."""
+    stale = _start_helper("from agentsnap_claude_code import daemon\nn = iter(range(10**9))\ndaemon._fingerprint = lambda paths: [next(n)]\n")
+    _wait_for_helper(helper_run_dir)
+    imported, out, _ = _hook(project, transcript, **_rm(5))
+    assert stale.wait(timeout=60) == 0
+    assert "agentsnap_core" in imported and _head(project)[0].startswith(_snap_id(out))
+
+
+def test_a_helper_past_its_time_limit_leaves_the_call_to_the_in_process_path(project: Path, transcript: Path, helper_run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hung = _start_helper("import time\nfrom agentsnap_claude_code import gate\ngate.respond = lambda *a: time.sleep(600)\n")
+    try:
+        _wait_for_helper(helper_run_dir)
+        monkeypatch.setenv("AGENTSNAP_HOOK_DAEMON_TIMEOUT", "1")
+        imported, out, _ = _hook(project, transcript, **_rm(6))
+        assert "agentsnap_core" in imported and _head(project)[0].startswith(_snap_id(out))
+    finally:
+        hung.kill()
+        hung.wait()
+
+
+class _Forger:
+    """A socket at the helper's address that answers every call with a forged "nothing to do" (or a cut reply)."""
+
+    def __init__(self, run: Path, reply: bytes) -> None:
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        here = os.getcwd()
+        os.chdir(run)
+        try:
+            self.srv.bind(daemon.socket_name())
+        finally:
+            os.chdir(here)
+        self.srv.listen(4)
+        self.calls = 0
+        self.reply = reply
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            with conn:
+                self.calls += 1
+                conn.sendall(self.reply)
+
+    def close(self) -> None:
+        self.srv.close()
+
+
+NOTHING_TO_DO = daemon._reply(0, "", "")
+
+
+def _forged(project: Path, transcript: Path, folder: Path, reply: bytes) -> tuple[int, dict]:
+    """A destructive call with a forger at the helper's address in ``folder``: (calls it got, the hook's JSON)."""
+    forger = _Forger(folder, reply)
+    try:
+        _, out, _ = _hook(project, transcript, **_rm(7))
+        return forger.calls, out
+    finally:
+        forger.close()
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o711, 0o770])
+def test_a_socket_folder_others_can_enter_is_never_trusted(project: Path, transcript: Path, helper_run_dir: Path, mode: int) -> None:
+    helper_run_dir.mkdir()
+    helper_run_dir.chmod(mode)
+    calls, out = _forged(project, transcript, helper_run_dir, NOTHING_TO_DO)
+    assert calls == 0 and "undo with" in out["systemMessage"]
+
+
+def test_a_linked_socket_folder_is_never_trusted(project: Path, transcript: Path, helper_run_dir: Path, tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere"
+    real.mkdir(mode=0o700)
+    helper_run_dir.symlink_to(real)
+    calls, out = _forged(project, transcript, real, NOTHING_TO_DO)
+    assert calls == 0 and "undo with" in out["systemMessage"]
+
+
+@pytest.mark.parametrize("reply", [NOTHING_TO_DO[:-1], NOTHING_TO_DO[:9], b"", daemon.MAGIC + b"\0stale", b"AGSNAP0\x000\x000\x000\x00END"])
+def test_a_reply_cut_short_or_of_another_version_sends_the_call_in_process(project: Path, transcript: Path, helper_run_dir: Path, reply: bytes) -> None:
+    helper_run_dir.mkdir(mode=0o700)
+    calls, out = _forged(project, transcript, helper_run_dir, reply)
+    assert calls == 1 and "undo with" in out["systemMessage"]
+
+
+def test_the_quick_script_and_the_helper_agree_on_the_socket(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert quick.PROTOCOL == daemon.PROTOCOL and quick.MAGIC == daemon.MAGIC
+    for env in ({"AGENTSNAP_HOOK_RUN_DIR": str(tmp_path)}, {"XDG_RUNTIME_DIR": str(tmp_path)}, {}):
+        for var in ("AGENTSNAP_HOOK_RUN_DIR", "XDG_RUNTIME_DIR"):
+            monkeypatch.delenv(var, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        assert quick.run_dir() == daemon.run_dir()
+    assert quick.socket_name() == daemon.socket_name() and quick.socket_name("/other/python") != daemon.socket_name()
+
+
+def test_one_helper_per_socket_and_it_leaves_when_idle(helper_run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTSNAP_HOOK_IDLE", "1")
+    first = _start_helper("")
+    pid = _wait_for_helper(helper_run_dir)
+    second = _start_helper("")
+    assert second.wait(timeout=60) == 0  # the lock is held: it leaves at once
+    assert first.wait(timeout=60) == 0 and pid == first.pid  # idle: it leaves, and takes its socket along
+    assert not (helper_run_dir / daemon.socket_name()).exists()
+    assert (helper_run_dir.stat().st_mode & 0o777) == 0o700
+
+
+def test_the_helper_answers_as_the_in_process_path(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    """Same JSON for the same calls, whichever answers (settings file, ask about the store, bad input)."""
+    (project / ".claude").mkdir()
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"extra_patterns": [r"^ls\b"]}))
+    calls = [
+        {"tool_name": "Bash", "tool_input": {"command": f"rm -rf {Path.home()}"}},
+        {"tool_name": "Bash", "tool_input": {"command": "make test"}},
+        {"tool_name": "Bash", "tool_input": {"command": "npm run lint"}},
+    ]
+    cold = [run_plugin_hook(project, transcript, "PreToolUse", env=helper_env(AGENTSNAP_HOOK_DAEMON="0"), **c)[1] for c in calls]
+    _start_helper("")
+    _wait_for_helper(helper_run_dir)
+    warm = []
+    for c in calls:
+        proc, out = run_plugin_hook(project, transcript, "PreToolUse", env=helper_env(PYTHONPROFILEIMPORTTIME="1"), **c)
+        assert "site" not in _imports(proc.stderr)
+        warm.append(out)
+    assert warm == cold and cold[0]["hookSpecificOutput"]["permissionDecision"] == "ask"
