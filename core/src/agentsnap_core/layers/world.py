@@ -19,7 +19,8 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,9 @@ TIMESTAMP_GRANULARITY_NS = 1
 MAX_PATH = 4096
 NAME_MAX = 255
 HASH_THREADS = min(4, (os.cpu_count() or 2) + 1)
-SCAN_THREADS = min(4, (os.cpu_count() or 2) + 1)
+#: threads walking the top-level directories: on 2 cores the walk is bound by Python's per-entry work under the
+#: GIL, and 3 threads measured slower than one (stdlib tree: 16 ms in one thread, 23-33 ms in three; issue 19)
+SCAN_THREADS = 1 if (os.cpu_count() or 1) <= 2 else min(4, (os.cpu_count() or 2) + 1)
 
 Entry = tuple[str, str, int, int, str]  # path, kind, mode, size, ref
 
@@ -340,11 +343,16 @@ def capture(
             size = 0
         batches[-1].append(item)
         size += item[2].st_size
-    threads = 1 if len(batches) < 2 else HASH_THREADS
-    from concurrent.futures import ThreadPoolExecutor
+    if len(batches) < 2 or HASH_THREADS <= 1:  # a few changed files (status, small snapshots): no thread pool
+        results: Iterable[list[tuple[int, str, str, int, os.stat_result, bool]]] = map(work, batches)
+        pool = None
+    else:
+        from concurrent.futures import ThreadPoolExecutor  # (and its logging import) only when it pays
 
-    with ThreadPoolExecutor(threads) as pool:
-        for result in pool.map(work, batches):
+        pool = ThreadPoolExecutor(HASH_THREADS)
+        results = pool.map(work, batches)
+    with pool or nullcontext():
+        for result in results:
             for idx, rel, oid, stored, st, changed in result:
                 if not oid:
                     stats.files -= 1
@@ -413,45 +421,62 @@ def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
 
 
 def validate_entries(entries: list[Entry]) -> None:
-    """Refuse paths that escape the root, duplicates, and entries nested under files or links."""
+    """Refuse paths that escape the root, duplicates, and entries nested under files or links.
+
+    One pass over the entries (the common case, a sorted tree, needs no second one): this runs on every tree
+    a status, diff or restore loads, so the per-entry work is a handful of C-level checks.
+    """
     seen: dict[str, str] = {}
+    in_order = True
+    last = ""
     for path, kind, mode, size, ref in entries:
         if not isinstance(path, str) or not path:
             raise UnsafeSnapshot(repr(path), "path is not a non-empty string")
         if len(path) > MAX_PATH or "\x00" in path:
             raise UnsafeSnapshot(path[:80], "path too long or contains NUL")
-        if path.startswith("/") or (len(path) > 1 and path[1] == ":"):
+        if path[0] == "/" or (len(path) > 1 and path[1] == ":"):
             raise UnsafeSnapshot(path, "absolute path")
         parts = path.split("/")
-        if any(p in ("", ".", "..") for p in parts):
+        if "" in parts or "." in parts or ".." in parts:
             raise UnsafeSnapshot(path, "path escapes the root or is not normalised")
-        if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
+        if 4 * max(map(len, parts)) > NAME_MAX and any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
             raise UnsafeSnapshot(path[:80], f"a path component is longer than {NAME_MAX} bytes")
         if ".agentsnap" in parts:  # like git's .git: a nested store (or worktree link) would redirect commands
             raise UnsafeSnapshot(path, "'.agentsnap' (a store directory or worktree link) as a path component")
         if kind not in ("f", "l", "d"):
             raise UnsafeSnapshot(path, f"unknown entry kind {kind!r} (devices, FIFOs and hard links are refused)")
-        if not isinstance(mode, int) or not 0 <= mode <= 0o777:
-            raise UnsafeSnapshot(path, f"bad mode {mode!r}")
-        if not isinstance(size, int) or size < 0:
-            raise UnsafeSnapshot(path, f"bad size {size!r}")
-        if kind == "f" and not is_oid(ref):
-            raise UnsafeSnapshot(path, "file entry without a valid content id")
-        if kind == "l" and (not isinstance(ref, str) or not ref or "\x00" in ref):
+        if type(mode) is not int or not 0 <= mode <= 0o777:
+            if not isinstance(mode, int) or not 0 <= mode <= 0o777:
+                raise UnsafeSnapshot(path, f"bad mode {mode!r}")
+        if type(size) is not int or size < 0:
+            if not isinstance(size, int) or size < 0:
+                raise UnsafeSnapshot(path, f"bad size {size!r}")
+        if kind == "f":
+            if not is_oid(ref):
+                raise UnsafeSnapshot(path, "file entry without a valid content id")
+        elif kind == "l" and (not isinstance(ref, str) or not ref or "\x00" in ref):
             raise UnsafeSnapshot(path, "symlink without a valid target")
         if path in seen:
             raise UnsafeSnapshot(path, "duplicate path")
-        for i in range(1, len(parts)):
-            parent = "/".join(parts[:i])
-            pk = seen.get(parent)
-            if pk is not None and pk != "d":
-                raise UnsafeSnapshot(path, f"nested under {'symlink' if pk == 'l' else 'file'} {parent!r}")
+        if len(parts) > 1:  # every ancestor seen so far must be a directory
+            i = path.find("/")
+            while i != -1:
+                pk = seen.get(path[:i])
+                if pk is not None and pk != "d":
+                    raise UnsafeSnapshot(path, f"nested under {'symlink' if pk == 'l' else 'file'} {path[:i]!r}")
+                i = path.find("/", i + 1)
         seen[path] = kind
+        if in_order:
+            in_order = path > last
+            last = path
+    if in_order:  # sorted: every ancestor came before its descendants and was checked above
+        return
     # a later entry could be the parent of an earlier one when the list is unsorted
     paths = sorted(seen)
     for a, b in zip(paths, paths[1:], strict=False):
         if b.startswith(a + "/") and seen[a] != "d":
             raise UnsafeSnapshot(b, f"nested under non-directory {a!r}")
+
 
 
 def symlink_escapes(path: str, target: str) -> bool:
@@ -516,13 +541,17 @@ def materialize(
     allow_external_symlinks: bool = False,
     paths: list[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    validated: bool = False,
 ) -> Changes:
     """Make the directory ``root`` (whose non-ignored content is ``current``) equal ``target``.
 
     Ignored paths are never touched. Every path is checked before anything is written.
-    With ``paths``, only entries at or below those paths are restored.
+    With ``paths``, only entries at or below those paths are restored. Only what differs is written: an entry
+    ``current`` already has (same kind, content and mode) costs nothing. ``validated``: ``target`` came from
+    :func:`load_tree` (already validated; not checked again).
     """
-    validate_entries(target)
+    if not validated:
+        validate_entries(target)
     if not allow_external_symlinks:
         for path, kind, _, _, ref in target:
             if kind == "l" and symlink_escapes(path, ref):
@@ -554,10 +583,9 @@ def materialize(
             exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)
             raise exc
     # 1. remove what the target does not have, or has with another kind (deepest first)
-    for p in sorted(cur, key=lambda s: s.count("/"), reverse=True):
+    gone = [p for p, old in cur.items() if (t := tgt.get(p)) is None or t[1] != old[1]]
+    for p in sorted(gone, key=lambda s: s.count("/"), reverse=True):
         old, t = cur[p], tgt.get(p)
-        if t is not None and t[1] == old[1]:
-            continue
         full = os.path.join(root, p)
         if old[1] == "d":
             try:
@@ -570,17 +598,21 @@ def materialize(
                 os.unlink(full)
             except FileNotFoundError:
                 pass
-    # 2. create directories, files and links in path order
+    # 2. create directories, files and links in path order; what is already there as the target has it is skipped
+    real_dirs: set[str] = set()  # parents checked to be real directories (a restore writes ~ what differs)
+    touched_dirs: list[str] = []
     for p in sorted(tgt):
         path, kind, mode, size, ref = tgt[p]
         c = cur.get(p)
+        if c is not None and c[1] == kind and c[2] == mode and (kind == "d" or c[4] == ref):
+            continue  # present with the same kind, mode and content (the stat walk just saw it there)
         full = os.path.join(root, p)
-        _check_parents(root, p)
+        _check_parents(root, p, real_dirs)
         if kind == "d":
             if (c is None or c[1] != "d") and not _is_real_dir(full):
                 os.mkdir(full, 0o700)
-            if c is None or c[2] != mode:
-                os.chmod(full, mode | 0o700)
+            os.chmod(full, mode | 0o700)
+            touched_dirs.append(p)
         elif kind == "l":
             if c is not None and c[1] == "l" and c[4] == ref:
                 continue
@@ -622,10 +654,9 @@ def materialize(
                 raise
             if progress:
                 progress(size)
-    # directory modes last (a read-only dir must be filled first)
-    for p in sorted(tgt, reverse=True):
-        if tgt[p][1] == "d":
-            os.chmod(os.path.join(root, p), tgt[p][2])
+    # directory modes last (a read-only dir must be filled first); directories left as they were keep theirs
+    for p in reversed(touched_dirs):
+        os.chmod(os.path.join(root, p), tgt[p][2])
     return changes
 
 
@@ -645,14 +676,18 @@ def check_content(store: ObjectStore, path: str, ref: str, size: int) -> None:
         raise
 
 
-def _check_parents(root: Path, rel: str) -> None:
+def _check_parents(root: Path, rel: str, real_dirs: set[str] | None = None) -> None:
     parts = rel.split("/")[:-1]
     cur = str(root)
     for part in parts:
         cur = os.path.join(cur, part)
+        if real_dirs is not None and cur in real_dirs:
+            continue
         try:
             st = os.lstat(cur)
         except FileNotFoundError:
             raise UnsafeSnapshot(rel, f"parent {part!r} is not a directory entry of the tree") from None
         if not stat.S_ISDIR(st.st_mode):
             raise UnsafeSnapshot(rel, f"parent {cur!r} is not a real directory (a symlink would lead outside)")
+        if real_dirs is not None:
+            real_dirs.add(cur)

@@ -175,6 +175,10 @@ class Repo:
         self.progress: Progress | None = None
         self._tree_lock_fd: int | None = None
         self._tree_lock_mutex = threading.RLock()
+        #: world trees already loaded and validated by this object (content-addressed, so never stale; a few)
+        self._trees: dict[str, list[world.Entry]] = {}
+        #: set by restore around its undo snapshot: the default world capture leaves the entries it found here
+        self._capture_sink: list[list[world.Entry]] | None = None
 
     @contextmanager
     def tree_lock(self, verb: str) -> Iterator[None]:
@@ -390,7 +394,18 @@ class Repo:
         rec = s.layers.get("world")
         if rec and "tree" not in rec:
             raise ObjectCorrupt(s.id, "manifest", "world layer has no tree")
-        return world.load_tree(self.objects, rec["tree"]) if rec else []
+        return self.load_tree(rec["tree"]) if rec else []
+
+    def load_tree(self, tree: str) -> list[world.Entry]:
+        """A world tree's entries, read and validated once per tree by this object (a restore reads its target
+        tree three times: to check it, in the restore hook and to compare; status, diff and log read HEAD's)."""
+        entries = self._trees.get(tree)
+        if entries is None:
+            entries = world.load_tree(self.objects, tree)
+            if len(self._trees) >= _TREES_KEPT:
+                self._trees.pop(next(iter(self._trees)))
+            self._trees[tree] = entries
+        return list(entries)
 
     # ---------------------------------------------------------------- trace (pending)
     @property
@@ -444,6 +459,8 @@ class Repo:
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
         context["entries"] = entries
         context["statcache"] = (cache_path, new_cache) if Path(root) == self.root else None
+        if self._capture_sink is not None and Path(root) == self.root:
+            self._capture_sink.append(entries)
         rec = {
             "tree": tree,
             "env": env,
@@ -483,7 +500,7 @@ class Repo:
         return tree in self.own_trees()
 
     def _restore_world_default(self, root: str, rec: dict[str, Any], context: HookContext) -> dict[str, Any]:
-        target = world.load_tree(self.objects, rec["tree"])
+        target = self.load_tree(rec["tree"])
         current = context.get("current")
         if current is None:
             current, _, _ = world.capture(Path(root), None, self._ignore())
@@ -495,6 +512,7 @@ class Repo:
             allow_external_symlinks=context.get("allow_external_symlinks", False) or self.links_allowed(rec["tree"]),
             paths=context.get("paths"),
             progress=self._advance,
+            validated=True,  # load_tree validated it
         )
         return changes.as_dict()
 
@@ -610,7 +628,7 @@ class Repo:
         rec = snap.layers.get("world")
         if rec is None:
             raise AgentSnapError(f"snapshot {snap.id[:12]} has no world layer to restore")
-        target_entries = world.load_tree(self.objects, rec["tree"])  # validates before any write
+        target_entries = self.load_tree(rec["tree"])  # validates before any write (once: the hook reuses it)
         allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
         norm_paths = [self._norm_path(p) for p in paths] if paths else None
         context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
@@ -622,14 +640,15 @@ class Repo:
                 return {"id": snap.id, "to": str(dest), "dry_run": True, "changes": {"added": [e[0] for e in target_entries if e[1] != "d"]}}
             made = not dest.exists()
             try:
-                world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths, self._advance)
+                world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths,
+                                  self._advance, validated=True)
             except BaseException:  # a refused restore (corrupt or missing object) leaves the target as it was
                 _empty_dir(dest, remove=made)
                 raise
             return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f")}
         with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
-            current = self.working_entries()
             if dry_run:
+                current = self.working_entries()
                 subset = target_entries if norm_paths is None else [e for e in target_entries if _under(e[0], norm_paths)]
                 cur = current if norm_paths is None else [e for e in current if _under(e[0], norm_paths)]
                 return {"id": snap.id, "dry_run": True, "changes": world.compare(cur, subset).as_dict()}
@@ -637,13 +656,20 @@ class Repo:
                 for path, kind, _, _, ref in target_entries:
                     if kind == "l" and world.symlink_escapes(path, ref):
                         raise UnsafeSnapshot(path, f"symlink points outside the restore root ({ref!r})")
-            undo = self.snapshot(
-                f"pre-restore: state before restoring {snap.id[:12]}",
-                ref="refs/undo/restore",
-                parents=[p for p in [self.head()[1]] if p],
-                meta={"undo_of": snap.id},
-            )
-            context["current"] = self.working_entries()
+            sink: list[list[world.Entry]] = []
+            self._capture_sink = sink
+            try:
+                undo = self.snapshot(
+                    f"pre-restore: state before restoring {snap.id[:12]}",
+                    ref="refs/undo/restore",
+                    parents=[p for p in [self.head()[1]] if p],
+                    meta={"undo_of": snap.id},
+                )
+            finally:
+                self._capture_sink = None
+            # the tree as the undo snapshot just walked it (under the same lock): no second walk (a plugin that
+            # captures the world itself leaves nothing here: then walk it)
+            context["current"] = sink[-1] if len(sink) == 1 else self.working_entries()
             try:
                 changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
             except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
@@ -895,6 +921,8 @@ class Repo:
 
 #: file in the store directory listing the world trees with outside links this store captured itself
 OWN_TREES = "own-trees"
+#: validated world trees a Repo keeps (a restore's target and HEAD; bounded for long-lived Repo objects)
+_TREES_KEPT = 4
 
 
 def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
