@@ -3,7 +3,6 @@ live in their own modules (``LAZY_VERBS``). The console script enters through :f
 
 from __future__ import annotations
 
-import errno
 import importlib
 import json
 import os
@@ -17,11 +16,20 @@ from typing import Any
 import click
 
 from agentsnap_core import __version__
+from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable from the application as before
+    _REMOTE_CLIENT_MODULES,
+    _UNCHANGED,
+    CLI_LOCK_WAIT,
+    JSON_VERSION,
+    _is_remote,
+    environment_error_line,
+    json_line,
+    left_out_line,
+    short,
+    status_lines,
+)
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.repository.repo import Repo, Snapshot
-
-JSON_VERSION = 1
-
 
 #: verbs whose module is imported only when that verb runs (or for --help): `--version`, `status`, `snapshot`
 #: do not pay for fan-out, remotes, the UI server... Each module calls `register()` for its verbs when imported.
@@ -68,63 +76,14 @@ class _Group(click.Group):
             ctx.exit(2)
 
 
-#: libraries whose errors mean "the remote store went away" (PostgreSQL, S3)
-_REMOTE_CLIENT_MODULES = frozenset({"psycopg", "psycopg_pool", "botocore", "boto3", "urllib3"})
-_UNCHANGED = "nothing past the last completed step was committed"
-
-
-def environment_error_line(exc: BaseException) -> str:
-    """One line for a failure of the machine, disk or network (not of agentsnap): what happened and what to do."""
-    if isinstance(exc, MemoryError):
-        return f"out of memory; {_UNCHANGED}: free memory and re-run"
-    if isinstance(exc, sqlite3.Error):
-        text = str(exc)
-        if "readonly" in text or "read-only" in text:
-            return "the store is read-only and this verb writes to it; run it as a user who can write the store"
-        if "disk is full" in text or "disk I/O" in text:
-            return f"the disk holding the store is full or failing ({text}); {_UNCHANGED}: free space and re-run"
-        return f"the store's index cannot be used ({text}); run 'agentsnap verify'"
-    if isinstance(exc, OSError) and not _is_remote(exc):
-        where = f": {os.fsdecode(exc.filename)}" if exc.filename else ""
-        reason = exc.strerror or type(exc).__name__
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return f"no space left on the device{where}; {_UNCHANGED}: free space and re-run"
-        if exc.errno in (errno.EACCES, errno.EPERM) and f"{os.sep}.agentsnap{os.sep}" in where:
-            return f"the store is not writable by this user and this verb writes to it{where}; {_UNCHANGED}"
-        if exc.errno in (errno.EACCES, errno.EPERM):
-            return f"permission denied{where}; give this user access (or leave the path out) and re-run"
-        if exc.errno == errno.EROFS:
-            return f"read-only file system{where}; {_UNCHANGED}"
-        if exc.errno == errno.ENAMETOOLONG:
-            return f"file name too long{where}; choose a shorter name"
-        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP):
-            return f"{reason}{where}: something not in the snapshot (an ignored file or link?) is in the way; move it and re-run"
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return f"{reason}{where}; check that the path can be created and re-run"
-        return f"{reason}{where}; {_UNCHANGED}"
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return (
-        f"lost the connection to the remote store ({first}); nothing already stored is lost: "
-        "re-run the command and it resumes where it stopped"
-    )
-
-
-def _is_remote(exc: BaseException) -> bool:
-    return type(exc).__module__.partition(".")[0] in _REMOTE_CLIENT_MODULES or isinstance(exc, ConnectionError)
-
-
 def emit(data: Any) -> None:
-    click.echo(json.dumps(data, indent=None, sort_keys=True, default=str))
+    click.echo(json_line(data))
 
 
 def in_dir(ctx: click.Context, path: str) -> str:
     """``path`` as the user meant it: relative paths are relative to ``-C DIR`` when given (as in git)."""
     base = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
     return path if base is None or os.path.isabs(path) else os.path.join(base, path)
-
-
-#: seconds a command waits for another agentsnap process working on the same tree (AGENTSNAP_LOCK_WAIT overrides)
-CLI_LOCK_WAIT = 10.0
 
 
 def open_repo(ctx: click.Context) -> Repo:
@@ -151,10 +110,6 @@ def progress(repo: Repo, label: str, enabled: bool) -> Iterator[None]:
             yield
         finally:
             repo.progress = None
-
-
-def short(oid: str | None) -> str:
-    return oid[:12] if oid else "-"
 
 
 def fmt_time(t: float) -> str:
@@ -196,20 +151,8 @@ def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show what changed in the working tree since the current snapshot."""
     repo = open_repo(ctx)
-    st = repo.status()
-    if as_json:
-        emit({"v": JSON_VERSION, **st})
-        return
-    click.echo(f"On branch {st['branch'] or '(detached)'} at {short(st['head'])}")
-    w = st["world"]
-    for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
-        for p in w[key]:
-            click.echo(f"  {mark} {p}")
-    if st["trace"]["pending"]:
-        click.echo(f"  {st['trace']['pending']} new trace message(s)")
-    if st["clean"]:
-        click.echo("nothing changed")
-    _say_left_out(st["left_out"])
+    for line, err in status_lines(repo.status(), as_json):  # the fast path (cli/fast.py) prints the same lines
+        click.echo(line, err=err)
 
 
 @main.command()
@@ -235,10 +178,9 @@ def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, incl
 
 def _say_left_out(names: list[str]) -> None:
     """Name the files the secrets policy left out (stderr: stdout stays the id for scripts)."""
-    if names:
-        first = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
-        click.echo(f"left out {len(names)} secret file(s): {first}; "
-                   "capture them with 'snapshot --include-secrets' (docs/SECURITY.md)", err=True)
+    line = left_out_line(names)
+    if line:
+        click.echo(line, err=True)
 
 
 def _world_summary(snap: Snapshot) -> dict[str, Any]:

@@ -1,0 +1,95 @@
+"""What the click application and the click-free fast path (:mod:`agentsnap_core.cli.fast`) share: the one-line
+error messages, and the text of the read-only verbs the fast path answers, so that both print the same bytes.
+Imports nothing heavy (no click, no repository)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sqlite3
+from typing import Any
+
+JSON_VERSION = 1
+#: seconds a command waits for another agentsnap process working on the same tree (AGENTSNAP_LOCK_WAIT overrides)
+CLI_LOCK_WAIT = 10.0
+
+
+#: libraries whose errors mean "the remote store went away" (PostgreSQL, S3)
+_REMOTE_CLIENT_MODULES = frozenset({"psycopg", "psycopg_pool", "botocore", "boto3", "urllib3"})
+_UNCHANGED = "nothing past the last completed step was committed"
+
+
+def environment_error_line(exc: BaseException) -> str:
+    """One line for a failure of the machine, disk or network (not of agentsnap): what happened and what to do."""
+    if isinstance(exc, MemoryError):
+        return f"out of memory; {_UNCHANGED}: free memory and re-run"
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if "readonly" in text or "read-only" in text:
+            return "the store is read-only and this verb writes to it; run it as a user who can write the store"
+        if "disk is full" in text or "disk I/O" in text:
+            return f"the disk holding the store is full or failing ({text}); {_UNCHANGED}: free space and re-run"
+        return f"the store's index cannot be used ({text}); run 'agentsnap verify'"
+    if isinstance(exc, OSError) and not _is_remote(exc):
+        where = f": {os.fsdecode(exc.filename)}" if exc.filename else ""
+        reason = exc.strerror or type(exc).__name__
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"no space left on the device{where}; {_UNCHANGED}: free space and re-run"
+        if exc.errno in (errno.EACCES, errno.EPERM) and f"{os.sep}.agentsnap{os.sep}" in where:
+            return f"the store is not writable by this user and this verb writes to it{where}; {_UNCHANGED}"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return f"permission denied{where}; give this user access (or leave the path out) and re-run"
+        if exc.errno == errno.EROFS:
+            return f"read-only file system{where}; {_UNCHANGED}"
+        if exc.errno == errno.ENAMETOOLONG:
+            return f"file name too long{where}; choose a shorter name"
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ELOOP):
+            return f"{reason}{where}: something not in the snapshot (an ignored file or link?) is in the way; move it and re-run"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"{reason}{where}; check that the path can be created and re-run"
+        return f"{reason}{where}; {_UNCHANGED}"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"lost the connection to the remote store ({first}); nothing already stored is lost: "
+        "re-run the command and it resumes where it stopped"
+    )
+
+
+def _is_remote(exc: BaseException) -> bool:
+    return type(exc).__module__.partition(".")[0] in _REMOTE_CLIENT_MODULES or isinstance(exc, ConnectionError)
+
+
+def short(oid: str | None) -> str:
+    return oid[:12] if oid else "-"
+
+
+def json_line(data: Any) -> str:
+    return json.dumps(data, indent=None, sort_keys=True, default=str)
+
+
+def left_out_line(names: list[str]) -> str | None:
+    """The stderr line naming the files the secrets policy left out (stdout stays the id for scripts), or None."""
+    if not names:
+        return None
+    first = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
+    return (f"left out {len(names)} secret file(s): {first}; "
+            "capture them with 'snapshot --include-secrets' (docs/SECURITY.md)")
+
+
+def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
+    """``agentsnap status``'s output for :meth:`Repo.status`'s answer: ``(line, to stderr)`` in order."""
+    if as_json:
+        return [(json_line({"v": JSON_VERSION, **st}), False)]
+    out = [(f"On branch {st['branch'] or '(detached)'} at {short(st['head'])}", False)]
+    w = st["world"]
+    for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
+        out += [(f"  {mark} {p}", False) for p in w[key]]
+    if st["trace"]["pending"]:
+        out.append((f"  {st['trace']['pending']} new trace message(s)", False))
+    if st["clean"]:
+        out.append(("nothing changed", False))
+    left = left_out_line(st["left_out"])
+    if left:
+        out.append((left, True))
+    return out

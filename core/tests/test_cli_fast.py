@@ -1,0 +1,85 @@
+"""`agentsnap [-C DIR] status [--json]` is answered without click (agentsnap_core.cli.fast, issue 19): the same bytes
+on stdout and stderr and the same exit status as the click application gives for the same tree, whatever the tree
+holds; anything else on the command line goes to click."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FAST = "from agentsnap_core.cli import run\nimport sys\nrun(sys.argv[1:])\n"
+CLICK = "from agentsnap_core.cli.app import main\nimport sys\nmain(sys.argv[1:])\n"
+LOADED = ("from agentsnap_core.cli import run\nimport sys, json\ntry:\n    run(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+          "print(json.dumps(sorted(sys.modules)))\n")
+
+
+def both(cwd: Path, *args: str) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+    out = []
+    for code in (FAST, CLICK):
+        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+        out.append((proc.returncode, proc.stdout, proc.stderr))
+    return out[0], out[1]
+
+
+def agentsnap(cwd: Path, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "work"
+    (root / "sub").mkdir(parents=True)
+    for i in range(6):
+        (root / f"f{i}.txt").write_text(f"file {i}\n")
+    (root / "sub" / "g.txt").write_text("g\n")
+    agentsnap(root, "init")
+    agentsnap(root, "snapshot", "-m", "first")
+    return root
+
+
+def changed(root: Path) -> None:
+    (root / "f0.txt").write_text("changed\n")
+    (root / "f1.txt").unlink()
+    (root / "new.txt").write_text("new\n")
+    os.chmod(root / "f2.txt", 0o600)
+    (root / ".env").write_text("TOKEN=x\n")  # left out by the secrets policy: named on stderr
+    (root / "caf\u00e9 \x1b[31mred\x1b[0m.txt").write_text("escape in a name\n")  # click strips ANSI off a terminal
+
+
+@pytest.mark.parametrize("args", [["status"], ["status", "--json"]])
+def test_fast_status_prints_what_click_prints(tree: Path, args: list[str]) -> None:
+    fast, slow = both(tree, *args)
+    assert fast == slow and fast[0] == 0
+    changed(tree)
+    fast, slow = both(tree, *args)
+    assert fast == slow, (fast, slow)
+    assert "new.txt" in fast[1] and ".env" in fast[1] + fast[2]
+    if args[1:]:
+        assert json.loads(fast[1])["world"]["deleted"] == ["f1.txt"]
+
+
+def test_fast_status_with_dash_c_and_its_errors_match_click(tree: Path, tmp_path: Path) -> None:
+    changed(tree)
+    assert both(tmp_path, "-C", str(tree), "status") == both(tree, "status")
+    assert both(tmp_path, "-C", "work", "status", "--json")[0] == both(tmp_path, "-C", "work", "status", "--json")[1]
+    fast, slow = both(tmp_path, "status")  # no store here: one line, exit status 2
+    assert fast == slow and fast[0] == 2 and fast[2].count("\n") == 1 and "agentsnap init" in fast[2]
+    (tmp_path / "afile").write_text("x")
+    fast, slow = both(tmp_path, "-C", "afile", "status")  # click's own usage error: the fast path leaves it to click
+    assert fast == slow and fast[0] == 2
+    fast, slow = both(tmp_path, "-C", str(tmp_path / "nowhere"), "status")
+    assert fast == slow and fast[0] == 2
+
+
+def test_fast_status_loads_no_click_and_other_forms_go_to_click(tree: Path) -> None:
+    for args, click_expected in ((["status"], False), (["status", "--json"], False), (["-C", ".", "status"], False),
+                                 (["status", "--help"], True), (["log"], True), (["status", "--jsn"], True)):
+        proc = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=tree, capture_output=True, text=True, timeout=120)
+        loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+        assert ("click" in loaded) == click_expected, args
