@@ -212,10 +212,21 @@ def _stat_key(st: os.stat_result) -> list[Any]:
     return [st.st_size, _tick(st.st_mtime_ns), _tick(st.st_ctime_ns), st.st_ino, st.st_mode]
 
 
+#: with only the default rules, a name that none of these start or end with is never ignored (the dot covers
+#: .agentsnap, .git, the temp files, .env* and the dotted credential files): :func:`_scan_tree` asks
+#: :meth:`Ignore.ignored` only about the rest, which keeps the per-entry work of the walk to its stat
+_MAY_IGNORE_PREFIXES = (".", "id_", "credentials")
+_MAY_IGNORE_SUFFIXES = (*KEY_SUFFIXES, ".p12", ".pfx")
+
+
 def _scan_tree(rel_root: str, abs_root: str, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
     """Every non-ignored entry below one directory (unordered; :func:`scan` sorts)."""
     out: list[tuple[str, os.stat_result]] = []
+    append = out.append
     stack = [(rel_root, abs_root)]
+    by_name = ignore.defaults_only
+    ignored = ignore.ignored
+    isdir = stat.S_ISDIR
     while stack:
         rel_dir, abs_dir = stack.pop()
         try:
@@ -224,15 +235,17 @@ def _scan_tree(rel_root: str, abs_root: str, ignore: Ignore) -> list[tuple[str, 
             continue
         with it:
             for item in it:
-                rel = f"{rel_dir}/{item.name}"
+                name = item.name
+                rel = f"{rel_dir}/{name}"
                 try:
                     st = item.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                is_dir = stat.S_ISDIR(st.st_mode)
-                if ignore.ignored(rel, is_dir):
+                is_dir = isdir(st.st_mode)
+                if (not by_name or name.startswith(_MAY_IGNORE_PREFIXES) or name.endswith(_MAY_IGNORE_SUFFIXES)) and \
+                        ignored(rel, is_dir):
                     continue
-                out.append((rel, st))
+                append((rel, st))
                 if is_dir:
                     stack.append((rel, item.path))
     return out
@@ -297,15 +310,19 @@ def capture(
     entries: list[Entry] = []
     stats = CaptureStats()
     todo: list[tuple[int, str, os.stat_result]] = []
+    exact = TIMESTAMP_GRANULARITY_NS <= 1  # (tests raise it to simulate coarse filesystems)
+    isreg = stat.S_ISREG
     for rel, st in scan(root, ignore):
         mode = st.st_mode
-        if stat.S_ISREG(mode):
+        if isreg(mode):
+            size = st.st_size
             stats.files += 1
-            stats.bytes_total += st.st_size
-            key = _stat_key(st)
+            stats.bytes_total += size
             hit = old.get(rel)
-            if hit is not None and hit[:5] == key and not hit[6]:
-                entries.append((rel, "f", mode & 0o777, st.st_size, hit[5]))
+            if hit is not None and hit[0] == size and hit[3] == st.st_ino and hit[4] == mode and (
+                (hit[1] == st.st_mtime_ns and hit[2] == st.st_ctime_ns) if exact else hit[:5] == _stat_key(st)
+            ) and not hit[6]:  # (the stat key of _stat_key, compared field by field: no list per file)
+                entries.append((rel, "f", mode & 0o777, size, hit[5]))
                 new[rel] = hit
             else:
                 todo.append((len(entries), rel, st))
