@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from agentsnap_core.layers.redact import REDACTED, is_secret_key, redact, redact_text
+from agentsnap_core.layers.redact import REDACTED, is_secret_key, may_hold_secret, redact, redact_text
 
 PASS = "hunter2-Very-Secret"
 
@@ -81,3 +81,72 @@ def test_whole_replaces_the_entire_value_with_the_adapters_marker():
     got = redact({"base_url": f"https://u:{PASS}@h", "n": 1}, whole=lambda key, path: {"$marker": key})
     assert got.value == {"base_url": {"$marker": "base_url"}, "n": 1}
     assert list(got.paths) == ["base_url"]
+
+
+# ------------------------------------------------------------------ may_hold_secret: the shared fast pre-check
+SHAPED = [
+    f"https://alice:{PASS}@api.example.com/v1", f"redis://:{PASS}@cache:6379/0", f"https://h/p?api_key={PASS}",
+    f"https://h/?key={PASS}", f"https://h/?code={PASS}", f"https://bucket.s3/x?X-Amz-Signature={PASS}",
+    f"https://h/?x-goog-credential={PASS}", f"https://h/?sig={PASS}", f"Bearer {PASS}", f"basic {PASS}",
+    f"Token {PASS}", f"TOKEN\t{PASS}", f"token\n{PASS}", f"token\u00a0{PASS}", "sk-abcdefghijklmnopqrstuvwx1234",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123", "github_pat_abcdefghijklmnopqrstuvwxyz", "xoxb-1234567890-abcdef",
+    "AKIAABCDEFGHIJKLMNOP", "AIzaSyabcdefghijklmnopqrstuvwxyz012345", "glpat-abcdefghijklmnopqrstuv",
+    "hf_abcdefghijklmnopqrstuvwxyz0123456", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkw.abcdefghijklmnop",
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", f"see https://u:{PASS}@h and more",
+]
+SECRET_KEYS = ["api_key", "OPENAI_API_KEY", "password", "db-password", "Authorization", "token", "refresh_token",
+               "client_secret", "connection_string", "connection string", "private_key", "sessionKey", "x-api-key",
+               "sig", "cookie", "credentials", "bearer", "signature", "apikey", "id-token"]
+ORDINARY = ["https://api.example.com/v1", "https://h/p?model=gpt-4o&temperature=0", "user@example.com", "gpt-4o-mini",
+            "/home/alice/project", "git@github.com:o/r.git", "Step 3: answer the question.", "tokenizer max_tokens 10"]
+
+
+@pytest.mark.parametrize("text", SHAPED)
+def test_may_hold_secret_finds_every_value_shape_redact_finds(text):
+    import json
+
+    assert redact({"field": text}).paths  # redact finds it ...
+    assert may_hold_secret(text)  # ... so the pre-check must not skip it: as a value,
+    assert may_hold_secret({"model": "m", "nested": [{"field": text}]})  # inside a config,
+    assert may_hold_secret(json.dumps({"entities": [{"field": text}]}))  # and in the JSON text of one
+    assert may_hold_secret(text.encode())
+
+
+@pytest.mark.parametrize("key", SECRET_KEYS)
+def test_may_hold_secret_finds_secret_key_names_in_configs_and_json_text(key):
+    import json
+
+    config = {"llm": {key: "plain-looking-value", "model": "m"}}
+    assert redact(config).paths and may_hold_secret(config)
+    assert may_hold_secret(json.dumps(config)) and may_hold_secret(json.dumps(config, separators=(",", ":")))
+    assert may_hold_secret(json.dumps({key: ["a", "b"]}))  # a list under a secret key is redacted item by item
+
+
+def test_may_hold_secret_is_false_for_ordinary_configs_and_text():
+    import json
+
+    config = {"model": "gpt-4o", "max_tokens": 10, "tools": ORDINARY, "keywords": ["a"], "nested": {"n": 1.5}}
+    assert not redact(config).paths
+    assert not may_hold_secret(config) and not may_hold_secret(json.dumps(config))
+    assert not any(may_hold_secret(text) for text in ORDINARY)
+    assert may_hold_secret({"api_key": _Secret(PASS)}) and may_hold_secret(_Secret(PASS))
+
+
+def test_may_hold_secret_never_misses_what_redact_finds_in_generated_values():
+    """A conservative superset, checked on values built from the pieces every rule looks at."""
+    import itertools
+    import json
+    import random
+
+    pieces = ["https://", "u", ":", PASS, "@", "h", "?", "&", "=", "key", "token", "sig", "code", "Bearer ", "Token\t",
+              "sk-", "abcdefghijklmnopqrstuvwxyz", "ghp_", "AKIA", "ABCDEFGHIJKLMNOP", "eyJ", ".", "-----BEGIN ",
+              "PRIVATE KEY-----", "x-amz-signature", " ", "password", "_", "/"]
+    rng = random.Random(23)
+    values = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 8))) for _ in range(3000)]
+    values += ["".join(p) for p in itertools.product(["Bearer ", "token ", "https://a:"], [PASS], ["", "@h"])]
+    keys = ["field", "api_key", "name", "auth-token", "sig", "url"]
+    for value, key in zip(values, itertools.cycle(keys)):
+        config = {"outer": [{key: value}]}
+        if redact(config).paths:
+            assert may_hold_secret(config), config
+            assert may_hold_secret(json.dumps(config)), config
