@@ -17,7 +17,7 @@ from agentsnap_crewai import (
     inject_live_objects,
     resume_crew,
 )
-from agentsnap_crewai.checkpoint import checkpoint_data, checkpoint_runtime
+from agentsnap_crewai.checkpoint import checkpoint_data, checkpoint_runtime, resolve_checkpoint
 from crewai import Agent, Crew, Task
 from crewai.events.event_bus import crewai_event_bus
 from crewai.state.checkpoint_config import CheckpointConfig
@@ -54,10 +54,15 @@ def test_checkpoints_are_snapshots_with_lineage(checkpointed: tuple[Repo, list[s
     repo, (first, second) = checkpointed
     assert repo.get(first).parents == []
     assert repo.get(second).parents == [first]
-    assert repo.get(second).manifest["meta"] == {"crewai_branch": "main", "trigger": "task_completed", "crewai_parent": first}
+    meta = repo.get(second).manifest["meta"]
+    first_id = repo.get(first).manifest["meta"]["crewai_id"]  # the id CrewAI was given (written behind)
+    assert meta == {"crewai_branch": "main", "trigger": "task_completed", "crewai_parent": first_id,
+                    "crewai_id": meta["crewai_id"]}
+    assert resolve_checkpoint(repo, first_id) == first and resolve_checkpoint(repo, meta["crewai_id"]) == second
     data = checkpoint_runtime(repo, second)
     assert [t["output"]["raw"] if t["output"] else None for t in data["entities"][0]["tasks"]] == ["Poseidonia", "about 12000 souls"]
-    assert data["parent_id"] == first  # CrewAI's own lineage field names the agentsnap snapshot
+    assert data["parent_id"] == first_id  # CrewAI's own lineage field names the checkpoint before
+    assert checkpoint_runtime(repo, first_id) == checkpoint_runtime(repo, first)
     assert repo.verify()["ok"]
 
 
@@ -178,7 +183,8 @@ def test_a_checkpoint_without_secrets_is_stored_as_crewai_wrote_it(checkpointed:
 
 def test_the_scan_of_later_checkpoints_still_finds_a_secret_in_a_new_segment() -> None:
     """Only segments not seen before are scanned again: a secret arriving later is still found."""
-    from agentsnap_crewai.checkpoint import _SECRET_HINTS, _SEGMENT, _CleanSegments, redact_checkpoint
+    from agentsnap_core.layers.redact import _JSON_KEY_HINTS, _VALUE_HINTS
+    from agentsnap_crewai.checkpoint import _SEGMENT, _CleanSegments, redact_checkpoint
 
     clean = _CleanSegments()
     tasks = [{"description": f"step {i}", "output": None} for i in range(5)]
@@ -186,5 +192,6 @@ def test_the_scan_of_later_checkpoints_still_finds_a_secret_in_a_new_segment() -
     tasks[3]["output"] = "connect with postgresql://app:s3cretpw@db/prod"
     data, paths = redact_checkpoint(json.dumps({"tasks": tasks}), clean)
     assert "s3cretpw" not in data and list(paths) == ["tasks[3].output"]
-    sep = _SEGMENT  # no hint contains or overlaps the separator, so every hint lies within one segment
-    assert not any(sep in h or any(h[-k:] == sep[:k] or h[:k] == sep[-k:] for k in range(1, len(sep))) for h in _SECRET_HINTS)
+    sep = _SEGMENT  # no hint of core's may_hold_secret contains or overlaps the separator: each lies within one segment
+    hints = _VALUE_HINTS + _JSON_KEY_HINTS
+    assert not any(sep in h or any(h[-k:] == sep[:k] or h[:k] == sep[-k:] for k in range(1, len(sep))) for h in hints)

@@ -10,29 +10,34 @@ from .checkpoint import (
     NoCheckpoint,
     checkpoint_failures,
     checkpoint_path,
+    resolve_checkpoint,
 )
 from .effects import guard_tool, guard_tools
 from .flow import AgentsnapFlowPersistence
 from .merge import MemoryMerge, merge_memory, merge_storages
 from .restore import MissingLiveObjects, inject_live_objects, resume_crew
 from .storage import AgentsnapStorage
+from .writer import CheckpointWriteFailed, flush_all
 
 __all__ = [
     "AgentsnapCheckpointProvider",
     "AgentsnapFlowPersistence",
     "AgentsnapStorage",
     "CheckpointFailed",
+    "CheckpointWriteFailed",
     "MemoryMerge",
     "MissingLiveObjects",
     "NoCheckpoint",
     "checkpoint_failures",
     "checkpoint_path",
+    "flush_all",
     "guard_tool",
     "guard_tools",
     "inject_live_objects",
     "merge_memory",
     "merge_storages",
     "register_memory_storage",
+    "resolve_checkpoint",
     "resume_crew",
 ]
 

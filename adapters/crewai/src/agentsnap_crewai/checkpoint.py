@@ -6,6 +6,11 @@ previous checkpoint (CrewAI's ``parent_id``). Checkpoint ids are snapshot ids.
 
 The checkpoint JSON CrewAI hands over is stored as it is, as one content-addressed blob (FastCDC chunks,
 zstd): consecutive checkpoints of a growing run share most chunks, and nothing is parsed or re-encoded.
+By default a checkpoint is written behind (:mod:`agentsnap_crewai.writer`): the call queues CrewAI's JSON and returns
+a checkpoint id at once (32 hex digits, resolvable wherever a snapshot id is taken here), a background writer commits
+the snapshots in order; durable by the end of ``kickoff()``, on ``flush()``, at exit and before any read through this
+package. ``AgentsnapCheckpointProvider(durable=True)`` commits in the call and returns the snapshot id.
+
 CrewAI 1.15 accepts only its own provider types in ``CheckpointConfig.provider`` and ``Crew.from_checkpoint``
 reads a file path, so this provider is a ``JsonProvider`` subclass (``provider_type == "json"``); the
 location it returns names ``<store>/crewai/checkpoints/<id>.json``, a file written only on demand by
@@ -19,6 +24,7 @@ import json
 import re
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,31 +32,32 @@ from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError, InvalidRefName, UnknownSnapshot
 from agentsnap_core.format import content
 from agentsnap_core.format.objects import is_oid
-from agentsnap_core.layers.redact import redact
+from agentsnap_core.layers.redact import may_hold_secret, redact
 from agentsnap_core.repository.repo import check_ref_name
 from crewai.hooks.dispatch import HookAborted
 from crewai.state.provider.json_provider import JsonProvider
 from pydantic import Field, PrivateAttr, field_validator
 
 from .storage import _open_or_init
+from .writer import CheckpointWriteFailed, Pending, existing_writer, known_ids, settle, writer_for
 
 CHECKPOINT_KIND = "crewai.checkpoint"
 DEFAULT_PREFIX = "crewai/"
 _WRITE_LOCK = threading.Lock()  # CrewAI writes checkpoints from event-bus worker threads
 #: CrewAI appends ``"trigger": "<event type>"`` last to the checkpoint JSON (``checkpoint_listener._do_checkpoint``)
 _TRIGGER = re.compile(r'"trigger":\s*"([A-Za-z0-9_.:-]{1,100})"\s*}\s*$')
+_TOKEN = re.compile(r"[0-9a-f]{32}")  # the id a written-behind checkpoint is known by (uuid4().hex)
+#: the secret-free segments seen by each store's writer (used by that writer's thread only)
+_CLEAN: dict[str, _CleanSegments] = {}
 
 
-#: lower-case substrings of the JSON text, one of which every secret core's ``redact`` finds contains: a key ending
-#: in a secret-looking name with a string (or list) value, a URL password, a secret query parameter, a credential
-#: after ``Bearer``/``Basic``/``Token`` (JSON escapes the whitespace), a token shape (``sk-``, ``ghp_``, a JWT ...)
-_SECRET_HINTS = tuple(f"{name}{sep}" for name in ('key"', 'token"', 'sig"') for sep in (': "', ':"', ": [", ":[")) + (
-    "secret", "password", "passwd", "bearer", "authorization", "credential", "connection_string", "connection-string",
-    "cookie", "signature", "://", "key=", "token=", "sig=", "code=", "x-amz-", "x-goog-", "basic", "token ",
-    "token\\t", "token\\n", "token\\r", "token\\u", "sk-", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
-    "xox", "akia", "asia", "aiza", "glpat-", "hf_", "eyj", "-----begin")
-#: between the objects of a list in CrewAI's JSON (json.dumps): tasks, agents, events. No hint contains or overlaps
-#: it (none starts with "{" or " {" or ends with "}" or "},"), so every hint in the JSON lies within one segment
+def is_checkpoint_token(value: object) -> bool:
+    """True for the id of a written-behind checkpoint (as CrewAI's ``parent_id`` and ``checkpoint_id`` carry it)."""
+    return isinstance(value, str) and _TOKEN.fullmatch(value) is not None
+
+
+#: between the objects of a list in CrewAI's JSON (json.dumps): tasks, agents, events. A secret core's ``redact`` finds
+#: never spans it (``may_hold_secret``'s hints hold no brace, its URL shape no space), so scanning segments suffices
 _SEGMENT = "}, {"
 
 
@@ -69,8 +76,7 @@ class _CleanSegments:
         """True when ``data`` holds no secret hint (then its segments are remembered as clean)."""
         segments = data.split(_SEGMENT)
         new = [seg for seg in segments if hash(seg) not in self.seen]
-        text = "\0".join(new).lower()
-        if any(hint in text for hint in _SECRET_HINTS):
+        if may_hold_secret("\0".join(new)):
             return False
         if len(self.seen) > self.limit:
             self.seen.clear()
@@ -103,6 +109,7 @@ def _failure_log(repo: Repo) -> Path:
 
 def checkpoint_failures(repo: Repo) -> list[dict[str, Any]]:
     """The checkpoints CrewAI failed to write at this repository, oldest first (``at``, ``branch``, ``trigger``, ``error``)."""
+    settle(repo.root)  # a background commit that fails is noted here
     try:
         lines = _failure_log(repo).read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -156,10 +163,36 @@ class CheckpointFailed(HookAborted):
         )
 
 
+def _find_token(repo: Repo, token: str) -> str | None:
+    """The snapshot of the written-behind checkpoint ``token`` (committed by any process), or None."""
+    known = known_ids(repo.root).get(token)
+    if known:
+        return known
+    heads = list(repo.refs.list_refs("refs/heads/").values())
+    for snap in repo.walk(heads):
+        if snap.manifest.get("meta", {}).get("crewai_id") == token:
+            return snap.id
+    return None
+
+
+def resolve_checkpoint(repo: Repo, spec: str) -> str:
+    """The snapshot id of checkpoint ``spec`` (a checkpoint id as CrewAI reports it, a snapshot id, branch or tag).
+
+    Every checkpoint this process handed to the background writer is committed first (read-your-writes).
+    """
+    settle(repo.root)
+    if is_checkpoint_token(spec):
+        oid = _find_token(repo, spec)
+        if oid is None:
+            raise UnknownSnapshot(spec)
+        return oid
+    return repo.resolve(spec)
+
+
 def checkpoint_data(repo: Repo, spec: str) -> str:
-    """The CrewAI checkpoint JSON held by snapshot ``spec`` (id, branch or tag)."""
+    """The CrewAI checkpoint JSON held by checkpoint ``spec`` (checkpoint id, snapshot id, branch or tag)."""
     try:
-        snap = repo.get(spec)
+        snap = repo.get(resolve_checkpoint(repo, spec))
     except UnknownSnapshot:
         failures = checkpoint_failures(repo)
         if failures:
@@ -181,10 +214,10 @@ def checkpoint_runtime(repo: Repo, spec: str) -> dict[str, Any]:
 def checkpoint_path(repo: Repo | str | Path, spec: str) -> str:
     """A path for ``CheckpointConfig(restore_from=...)`` for snapshot ``spec`` (the JSON is written there now).
 
-    ``spec`` may be a snapshot id, an agentsnap branch (``crewai/main``) or tag.
+    ``spec`` may be a checkpoint id, a snapshot id, an agentsnap branch (``crewai/main``) or tag.
     """
     repo = repo if isinstance(repo, Repo) else Repo.open(repo)
-    oid = repo.resolve(spec)
+    oid = resolve_checkpoint(repo, spec)
     path = _materialised(repo, oid)
     if not path.exists():
         data = checkpoint_data(repo, oid)
@@ -196,14 +229,20 @@ def checkpoint_path(repo: Repo | str | Path, spec: str) -> str:
 
 
 class AgentsnapCheckpointProvider(JsonProvider):
-    """Writes CrewAI checkpoints as agentsnap snapshots (``location`` = the repository path)."""
+    """Writes CrewAI checkpoints as agentsnap snapshots (``location`` = the repository path).
+
+    ``durable=False`` (default): written behind, see :mod:`agentsnap_crewai.writer` for the durability;
+    ``durable=True``: each call returns once its snapshot is committed and fsync'd. ``max_pending``: checkpoints
+    a store's background writer may hold queued before a call waits (what a killed process can lose, plus one).
+    """
 
     branch_prefix: str = Field(default=DEFAULT_PREFIX, description="agentsnap branch = prefix + CrewAI branch")
+    durable: bool = Field(default=False, description="commit each checkpoint in the call instead of writing behind")
+    max_pending: int = Field(default=32, ge=1, description="checkpoints queued for the background writer at most")
     _repos: dict[str, Repo] = PrivateAttr(default_factory=dict)
     _failures: list[dict[str, Any]] = PrivateAttr(default_factory=list)  # of the current run, raised at its end
     _started: list[tuple[str, str | None, str | None]] = PrivateAttr(default_factory=list)  # (location, branch, trigger)
     _ended: int = PrivateAttr(default=0)  # checkpoints of the current run that completed or failed
-    _clean: _CleanSegments = PrivateAttr(default_factory=_CleanSegments)
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -261,39 +300,58 @@ class AgentsnapCheckpointProvider(JsonProvider):
             taken, self._failures = self._failures, []
             return taken
 
+    def _roots(self) -> list[Path]:
+        with _WRITE_LOCK:
+            return [repo.root for repo in self._repos.values()]
+
+    def flush(self) -> None:
+        """Commit every checkpoint this provider's stores have queued; raise :class:`CheckpointWriteFailed` if any failed."""
+        failures: list[tuple[str, BaseException]] = []
+        for root in self._roots():
+            writer = existing_writer(root)
+            try:
+                if writer is not None:
+                    writer.flush()
+            except CheckpointWriteFailed as exc:
+                failures += exc.failures
+        if failures:
+            raise CheckpointWriteFailed(failures)
+
+    def _settle(self) -> None:
+        """Commit every queued checkpoint of this provider's stores; failures are already noted, and dropped here."""
+        try:
+            self.flush()
+        except CheckpointWriteFailed:
+            pass  # each was noted (on_error) in this run's failures and in the store's failure log
+
     def close(self) -> None:
-        """Close the repositories this provider opened."""
+        """Commit what is queued, then close the repositories this provider opened."""
+        self._settle()
         with _WRITE_LOCK:
             for repo in self._repos.values():
                 repo.close()
             self._repos.clear()
 
     def checkpoint(self, data: str, location: str, *, parent_id: str | None = None, branch: str = "main") -> str:
+        """Hand checkpoint ``data`` to the store's writer; the location of the checkpoint (its id is the file stem).
+
+        Written behind (default): returns at once with a new checkpoint id. ``durable``: returns once committed,
+        with the snapshot id. Raises :class:`CheckpointWriteFailed` when an earlier background commit failed.
+        """
         ref = self._ref(branch)  # before anything is created
         with _WRITE_LOCK:
             repo = self._repo(location)
-            head = repo.refs.get_ref(ref)
-            if parent_id and is_oid(parent_id) and repo.objects.has(parent_id):
-                parents = [parent_id]
-            else:
-                parents = [head] if head else []
-            found = _TRIGGER.search(data[-200:])
-            trigger = found.group(1) if found else None
-            data, redacted = redact_checkpoint(data, self._clean)
-            blob = content.put_bytes(repo.objects, data.encode("utf-8"))
-            snap = repo.snapshot(
-                f"crewai checkpoint ({trigger or 'manual'}) on {branch}",
-                agent="crewai.checkpoint",
-                layers={"state": {"kind": CHECKPOINT_KIND, "v": 2, "branch": branch, "runtime": blob, "refs": [blob]}},
-                trace=[],
-                capture_world=False,
-                parents=parents,
-                ref=ref,
-                move_head=False,
-                meta={"crewai_branch": branch, "trigger": trigger, "crewai_parent": parent_id,
-                      **({"redacted": redacted} if redacted else {})},
-            )
-            return str(_materialised(repo, snap.id))
+        found = _TRIGGER.search(data[-200:])
+        trigger = found.group(1) if found else None
+        token = None if self.durable else uuid.uuid4().hex
+
+        def on_error(exc: BaseException) -> None:
+            if token is not None:  # a durable call raises to CrewAI, which reports the failure itself
+                self._record_failure(location, branch, trigger, f"background write: {type(exc).__name__}: {exc}")
+
+        item = Pending(data, ref, branch, parent_id, trigger, token, on_error)
+        writer_for(repo.root, _commit, self.max_pending).submit(item, wait=self.durable)
+        return str(_materialised(repo, token or str(item.oid)))
 
     async def acheckpoint(self, data: str, location: str, *, parent_id: str | None = None, branch: str = "main") -> str:
         return await asyncio.to_thread(self.checkpoint, data, location, parent_id=parent_id, branch=branch)
@@ -309,7 +367,8 @@ class AgentsnapCheckpointProvider(JsonProvider):
 
     def _is_ours(self, location: str) -> bool:
         path = Path(location)
-        return path.parent.name == "checkpoints" and path.parent.parent.name == "crewai" and is_oid(path.stem)
+        return (path.parent.name == "checkpoints" and path.parent.parent.name == "crewai"
+                and (is_oid(path.stem) or is_checkpoint_token(path.stem)))
 
     def from_checkpoint(self, location: str) -> str:
         """The checkpoint JSON at ``location``: an agentsnap checkpoint, or a plain JSON checkpoint file (JsonProvider's)."""
@@ -330,9 +389,12 @@ class AgentsnapCheckpointProvider(JsonProvider):
         The snapshots themselves stay in the branch's history (agentsnap never rewrites it);
         ``checkpoint_path`` writes a dropped file again on demand.
         """
+        ref = self._ref(branch)
         with _WRITE_LOCK:
             repo = self._repo(location)
-            head = repo.refs.get_ref(self._ref(branch))
+        settle(repo.root)
+        with _WRITE_LOCK:
+            head = repo.refs.get_ref(ref)
             if head is None:
                 return 0
             chain = [s.id for s in repo.walk([head]) if s.manifest.get("meta", {}).get("crewai_branch") == branch]
@@ -343,6 +405,38 @@ class AgentsnapCheckpointProvider(JsonProvider):
                     p.unlink()
                     removed += 1
             return removed
+
+
+def _parent(repo: Repo, parent_id: str | None, ids: dict[str, str]) -> str | None:
+    """The snapshot of CrewAI's ``parent_id`` (a checkpoint id or snapshot id), or None when it names none."""
+    if not parent_id:
+        return None
+    if is_checkpoint_token(parent_id):
+        return ids.get(parent_id) or _find_token(repo, parent_id)
+    return parent_id if is_oid(parent_id) and repo.objects.has(parent_id) else None
+
+
+def _commit(repo: Repo, item: Pending, ids: dict[str, str]) -> str:
+    """Commit one checkpoint as a snapshot on its branch (run by the store's writer thread); its id."""
+    parent = _parent(repo, item.parent_id, ids)
+    head = repo.refs.get_ref(item.ref)
+    parents = [parent] if parent else [head] if head else []
+    clean = _CLEAN.setdefault(str(repo.root), _CleanSegments())
+    data, redacted = redact_checkpoint(item.data, clean)
+    blob = content.put_bytes(repo.objects, data.encode("utf-8"))
+    snap = repo.snapshot(
+        f"crewai checkpoint ({item.trigger or 'manual'}) on {item.branch}",
+        agent="crewai.checkpoint",
+        layers={"state": {"kind": CHECKPOINT_KIND, "v": 2, "branch": item.branch, "runtime": blob, "refs": [blob]}},
+        trace=[],
+        capture_world=False,
+        parents=parents,
+        ref=item.ref,
+        move_head=False,
+        meta={"crewai_branch": item.branch, "trigger": item.trigger, "crewai_parent": item.parent_id,
+              **({"crewai_id": item.token} if item.token else {}), **({"redacted": redacted} if redacted else {})},
+    )
+    return snap.id
 
 
 _GUARD: list[Any] = []
@@ -425,10 +519,14 @@ def _raise_on_failed_checkpoints(ctx: Any) -> None:
 
     entity = getattr(ctx, "crew", None) or getattr(ctx, "flow", None)
     provider = _provider_of(entity)
-    if provider is None or getattr(ctx, "status", "completed") != "completed":
-        return None  # a failed run raises its own error
+    if provider is None:
+        return None
+    if getattr(ctx, "status", "completed") != "completed":
+        provider._settle()  # durable at the end of every run; a failed run raises its own error
+        return None
     crewai_event_bus.flush()  # the checkpoint workers still running...
     crewai_event_bus.flush()  # ...and the CheckpointFailedEvent handlers they emitted
+    provider._settle()  # every checkpoint of the run committed (durable) before kickoff() returns
     failures = provider._take_failures()
     if failures:
         raise CheckpointFailed(failures, output=getattr(ctx, "output", None))
