@@ -100,7 +100,7 @@ def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_
     assert proc.returncode == 0, proc.stderr
     assert (project / "src" / "app.py").read_text() == "print('changed')\n"
     # a harmless call the quick script does not know is answered by the helper too
-    imported, out, _ = _hook(project, transcript, tool_name="Bash", tool_input={"command": "make test"})
+    imported, out, _ = _hook(project, transcript, tool_name="Bash", tool_input={"command": "docker compose ps"})
     assert out == {} and "site" not in imported
 
 
@@ -239,7 +239,7 @@ def test_the_helper_answers_as_the_in_process_path(project: Path, transcript: Pa
     (project / ".claude" / "agentsnap.json").write_text(json.dumps({"extra_patterns": [r"^ls\b"]}))
     calls = [
         {"tool_name": "Bash", "tool_input": {"command": f"rm -rf {Path.home()}"}},
-        {"tool_name": "Bash", "tool_input": {"command": "make test"}},
+        {"tool_name": "Bash", "tool_input": {"command": "docker compose ps"}},
         {"tool_name": "Bash", "tool_input": {"command": "npm run lint"}},
     ]
     cold = [run_plugin_hook(project, transcript, "PreToolUse", env=helper_env(AGENTSNAP_HOOK_DAEMON="0"), **c)[1] for c in calls]

@@ -27,11 +27,37 @@ _REDIRECTS = ("2>&1", "1>&2", ">&2", "2>/dev/null", ">/dev/null", "1>/dev/null",
 # read-only whatever their arguments (none writes a file or runs another command)
 _READ_ONLY = frozenset(
     "cd pwd ls cat head tail wc echo printf grep egrep fgrep which type stat du df whoami uname printenv true false"
-    " cmp diff basename dirname realpath readlink id nl cut tr jq".split()
+    " cmp diff basename dirname realpath readlink id nl cut tr jq date hostname nproc uptime sleep file"
+    " sha256sum sha1sum sha512sum md5sum cksum b2sum od hexdump strings column fold rev paste comm seq expr".split()
 )
-_GIT_READ_ONLY = frozenset("status log diff show rev-parse ls-files blame describe shortlog".split())
-# test and check runs: they write build and test output only (the helper's matcher has no rule for them either)
-_RUNS = {"cargo": ("test", "check"), "go": ("test", "vet"), "npm": ("test",)}
+_GIT_READ_ONLY = frozenset(
+    "status log diff show rev-parse ls-files blame describe shortlog cat-file ls-tree rev-list merge-base name-rev"
+    " show-ref for-each-ref count-objects check-ignore whatchanged version".split()
+)
+# read-only only with these exact first arguments (git tag/stash/remote/config/reflog write with others)
+_GIT_LISTS = {"stash": (("list",), ("show",)), "remote": ((), ("-v",), ("show",), ("get-url",)), "tag": ((), ("-l",), ("--list",)),
+              "reflog": ((), ("show",)), "config": (("--get",), ("--list",), ("-l",), ("--get-all",), ("--show-origin", "--list"))}
+# test, build and check runs: they write build and test output only (the helper's matcher has no rule for them
+# either), with the first argument from this list; options that write a named file or fix sources are refused
+_RUNS = {
+    "cargo": ("test", "check", "build", "clippy", "bench", "doc", "tree", "metadata"), "go": ("test", "vet", "list", "env", "version", "doc"),
+    "npm": ("test", "t", "ls", "list", "outdated", "view", "explain", "why"), "yarn": ("test", "build", "why", "list", "info"),
+    "pnpm": ("test", "t", "ls", "list", "outdated", "why"), "bun": ("test",), "deno": ("test", "check", "lint"),
+    "make": ("test", "tests", "check", "build", "all", "typecheck"), "pip": ("list", "show", "freeze", "check"), "pip3": ("list", "show", "freeze", "check"),
+    "mvn": ("test", "verify", "compile"), "gradle": ("test", "check", "build"), "./gradlew": ("test", "check", "build"),
+    "dotnet": ("test", "build"), "tox": (), "nox": (), "ctest": (), "jest": (), "vitest": (), "mocha": (), "rspec": (),
+    "mypy": (), "pyright": (), "flake8": (), "pylint": (), "eslint": (),
+}
+# runners whose every operand is a goal run in order (`mvn test clean` cleans): each must be on the list
+_GOALS = frozenset(("make", "mvn", "gradle", "./gradlew", "dotnet"))
+# `npm run X` and the like: scripts whose usual job is to check or build (lint and format scripts often fix files)
+_RUN_SCRIPTS = frozenset("test tests build typecheck type-check check compile".split())
+# options that write a file they name, fix or update sources, or run something else, whoever takes them
+_WRITES = ("-o", "--o", "-u", "--update", "--fix", "--write", "--junit", "--tee", "--basetemp", "--report", "--html", "--xml",
+           "--cov-report", "--emit", "--install", "--exec", "--pre", "--snapshot", "-w", "--watch", "--outdir", "--out-dir", "--outfile")
+# wrappers that run the command after them as it is (`uv run pytest`, `npx jest`, `timeout 60 make test`)
+_WRAPPERS = {"uv": ("run",), "poetry": ("run",), "pdm": ("run",), "hatch": ("run",), "pnpm": ("exec",), "npx": (), "bunx": (), "time": ()}
+_VERSION_OF = frozenset("python python3 node npm npx yarn pnpm bun deno cargo rustc go java javac gcc g++ clang make cmake pip pip3 uv poetry ruby gem git docker".split())
 _GIT_BRANCH_LIST = frozenset("-a -v -vv -r -l --all --list --remotes --verbose --show-current --no-color".split())
 _FIND_ACTIONS = ("-delete", "-exec", "-ok", "-fprint", "-fls")
 
@@ -101,12 +127,30 @@ def _read_only(words):
         return args[:1] == ["-n"] and len(args) >= 2 and _line_range(args[1]) and not any(a.startswith("-") for a in args[2:])
     if name in ("mkdir", "touch"):  # create, never overwrite content
         return True
-    if name in ("python", "python3") and args[:2] == ["-m", "pytest"]:
-        name, args = "pytest", args[2:]
-    if name == "pytest":  # --basetemp DIR empties DIR first
-        return not any(a.startswith("--basetemp") for a in args)
-    if name in _RUNS:
-        return bool(args) and args[0] in _RUNS[name] and not any(a.startswith(("-o", "--out")) for a in args)
+    if name in ("python", "python3") and args[:2] in (["-m", "pytest"], ["-m", "pip"], ["-m", "mypy"]):
+        name, args = args[1], args[2:]
+    if name == "timeout" and len(args) > 1 and args[0].isdigit():
+        return _read_only(args[1:])
+    if name in _WRAPPERS and args[: len(_WRAPPERS[name])] == list(_WRAPPERS[name]) and len(args) > len(_WRAPPERS[name]):
+        rest = args[len(_WRAPPERS[name]) :]
+        return not rest[0].startswith("-") and _read_only(rest)
+    if name in _VERSION_OF and args in (["--version"], ["-V"]):
+        return True
+    if name in ("npm", "yarn", "pnpm", "bun") and args[:1] == ["run"]:
+        return len(args) == 2 and args[1] in _RUN_SCRIPTS
+    if name == "tsc":  # compiles next to the sources unless told to emit nothing
+        return "--noEmit" in args and not any(a.startswith(_WRITES) for a in args)
+    if name == "pytest" or name in _RUNS:
+        if any(a.startswith(_WRITES) or "=" in a and not a.startswith("-") for a in args):
+            return False
+        verbs = _RUNS.get(name, ())
+        if not verbs:
+            return True
+        if name not in _GOALS:
+            return bool(args) and args[0] in verbs
+        while args and args[0] in ("-k", "-s", "-q", "--keep-going", "--silent", "--quiet", "-j"):  # make -j 4 test, mvn -q test
+            args = args[2:] if args[0] == "-j" and args[1:2] and args[1].isdigit() else args[1:]
+        return bool(args) and all(a in verbs or name == "make" and a[:2] == "-j" and a[2:].isdigit() for a in args)
     if name == "git":
         while args[:1] == ["--no-pager"] or args[:1] == ["-C"]:
             args = args[1:] if args[0] == "--no-pager" else args[2:]
@@ -116,6 +160,8 @@ def _read_only(words):
             return not any(a.startswith(("-O", "--open")) for a in args)
         if args[0] == "branch":
             return all(a in _GIT_BRANCH_LIST for a in args[1:])
+        if args[0] in _GIT_LISTS:
+            return any(tuple(args[1 : 1 + len(form)]) == form and (form or len(args) == 1) for form in _GIT_LISTS[args[0]])
         return args[0] in _GIT_READ_ONLY
     return False
 
