@@ -85,9 +85,13 @@ def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_
     first, out, _ = _hook(project, transcript, **_rm(1))
     assert "agentsnap_core" in first and "undo with" in out["systemMessage"]  # no helper yet: in-process, and it starts one
     _wait_for_helper(helper_run_dir)
+    store = Path.home() / ".local" / "share" / "agentsnap" / "claude-code"
+    modes = {p: p.stat().st_mode for p in store.rglob("*") if p.is_file()}
     (project / "src" / "app.py").write_text("print('changed')\n")
     imported, out, _ = _hook(project, transcript, **_rm(2))
     assert not imported & {"site", "agentsnap_core", "agentsnap_claude_code", "json", "re"}, sorted(imported)
+    new = {p: p.stat().st_mode for p in store.rglob("*") if p.is_file() and p not in modes}
+    assert new and set(new.values()) <= set(modes.values())  # written with the hook's umask, not the socket's 077
     snap = _snap_id(out)
     assert "before tool call" in out["systemMessage"] or "before this call" in out["systemMessage"]
     head, info = _head(project)

@@ -155,7 +155,6 @@ def serve(idle: float | None = None) -> int:
     if not private_dir(d, create=True):
         return 1
     name = socket_name()
-    os.umask(0o077)
     lock = os.open(os.path.join(d, name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -177,7 +176,11 @@ def serve(idle: float | None = None) -> int:
     except FileNotFoundError:
         pass
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(name)
+    umask = os.umask(0o077)  # the socket for the user only; the snapshots keep the umask the hook had
+    try:
+        srv.bind(name)
+    finally:
+        os.umask(umask)
     ident = os.stat(name).st_ino
     srv.listen(16)
     os.chdir("/")
