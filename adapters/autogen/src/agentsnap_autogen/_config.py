@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.layers.redact import may_hold_secret
 from agentsnap_core.layers.redact import redact as core_redact
 from autogen_core import Component, ComponentBase
 from pydantic import BaseModel
@@ -51,6 +52,8 @@ def redact(config: Any) -> tuple[Any, list[str]]:
     ``?api_key=...``, ``sk-...``); each secret value is replaced whole by ``{REDACTED: field name}``, which
     ``load(..., secrets={field name: value})`` fills back.
     """
+    if not may_hold_secret(config):  # core's fast pre-check: nothing to walk for a config without a secret
+        return to_plain(config), []
     found = core_redact(config, whole=lambda key, _path: {REDACTED: key})
     return to_plain(found.value), list(found.paths)
 

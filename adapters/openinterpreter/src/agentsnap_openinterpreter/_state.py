@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from agentsnap_core.layers.redact import REDACTED, redact
+from agentsnap_core.layers.redact import REDACTED, may_hold_secret, redact
 
 __all__ = ["SETTINGS", "capture_settings", "restore_settings", "cells_from_messages", "plain_messages"]
 
@@ -59,8 +59,8 @@ def capture_settings(interpreter: Any) -> tuple[dict[str, dict[str, Any]], list[
             if not _is_plain(value):
                 skipped.append(f"{group}.{name}")
                 continue
-            found = redact({name: value})  # key names and value shapes: the core's one rule for every adapter
-            if found.paths:
+            found = redact({name: value}) if may_hold_secret({name: value}) else None  # core's one rule for every adapter
+            if found is not None and found.paths:
                 value = found.value[name]
                 redacted.append(f"{group}.{name} ({', '.join(dict.fromkeys(found.paths.values()))})")
             values[name] = value
