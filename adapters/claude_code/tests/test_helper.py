@@ -255,3 +255,24 @@ def test_the_helper_answers_as_the_in_process_path(project: Path, transcript: Pa
         assert "site" not in _imports(proc.stderr)
         warm.append(out)
     assert warm == cold and cold[0]["hookSpecificOutput"]["permissionDecision"] == "ask"
+
+
+def test_a_call_from_another_user_gets_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind the 0700 folder, the helper also checks the caller's uid (SO_PEERCRED / LOCAL_PEERCRED)."""
+    request = daemon.MAGIC + b"\0PreToolUse\0/\0HOME=/nonexistent\0\0" + json.dumps({"tool_name": "Bash", "tool_input": {"command": "rm -rf src"}}).encode()
+    for uid, answered in ((os.getuid(), True), (os.getuid() + 1, False)):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        assert daemon._peer_uid(ours) == os.getuid()
+        with monkeypatch.context() as m:
+            m.setattr(daemon, "_peer_uid", lambda conn, uid=uid: uid)
+            m.setattr("agentsnap_claude_code.gate.respond", lambda text, event: (0, "answered", ""))
+            theirs.sendall(request)
+            theirs.shutdown(socket.SHUT_WR)
+            with ours:
+                assert daemon._handle(ours, [], [])
+        try:
+            reply = theirs.recv(1 << 16)
+        except ConnectionResetError:  # closed without reading the call
+            reply = b""
+        assert reply == (daemon._reply(0, "answered", "") if answered else b"")
+        theirs.close()

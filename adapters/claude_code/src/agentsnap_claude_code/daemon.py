@@ -119,12 +119,20 @@ def _recv_all(conn: socket.socket) -> bytes:
         chunks.append(b)
 
 
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The caller's user id (Linux ``SO_PEERCRED``, macOS ``LOCAL_PEERCRED``); None where neither exists (the 0700 folder guards)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        return int(struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1])
+    if sys.platform == "darwin":  # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16];}
+        return int(struct.unpack_from("I", conn.getsockopt(0, 0x001, 76), 4)[0])
+    return None
+
+
 def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, int]]) -> bool:
     """Answer one call; False when this helper is stale and must exit."""
     from .gate import respond
 
-    uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
-    if uid != os.getuid():
+    if _peer_uid(conn) not in (None, os.getuid()):
         return True  # not ours: say nothing
     conn.settimeout(10)
     event, cwd, env, text = _parse(_recv_all(conn))
