@@ -189,3 +189,31 @@ def test_a_broken_helper_behind_the_shortcut_still_makes_a_destructive_command_a
     spec = out["hookSpecificOutput"]
     assert spec["permissionDecision"] == "ask" and "exit status 1" in spec["permissionDecisionReason"]
     assert "half-upgraded install" in proc.stderr
+
+
+def test_what_the_shortcut_calls_harmless_the_matcher_does_too_on_random_commands(tmp_path: Path) -> None:
+    """Thousands of commands built from the shortcut's own vocabulary and the options that make commands write."""
+    import random
+
+    (tmp_path / "existing.txt").write_text("keep me\n")
+    names = sorted({*quick._READ_ONLY, *quick._RUNS, *quick._WRAPPERS, *quick._VERSION_OF, "git", "python", "python3", "pytest", "rg",
+                    "sort", "uniq", "tree", "find", "sed", "mkdir", "touch", "timeout", "tsc", "rm", "mv", "cp", "tee", "curl", "tar"})
+    verbs = sorted({v for vs in quick._RUNS.values() for v in vs} | quick._GIT_READ_ONLY | set(quick._GIT_LISTS) | quick._RUN_SCRIPTS)
+    extra = ["run", "exec", "-m", "pytest", "pip", "mypy", "--", "-j", "4", "-j4", "60", "clean", "install", "fmt", "format", "-delete",
+             "-exec", "--fix", "--write", "-w", "-o", "out", "-u", "--update", "-i", "-n", "1p", "10,20p", "existing.txt", "new.txt", "src/",
+             "--version", "-V", "-l", "--list", "--get", "list", "show", "-v", "drop", "pop", "-D", "-rf", ".", "--noEmit", "X=1", "-C", "sub",
+             "--output=existing.txt", "--basetemp=x", "--junitxml=r.xml", "-p", "--hard", "--", "s/a/b/", "origin", "v1"]
+    joins = [" ", " && ", " ; ", " | ", " || "]
+    matcher = Matcher(cwd=str(tmp_path))
+    rng = random.Random(20)
+    vouched = 0
+    for _ in range(4000):
+        parts = []
+        for _ in range(rng.choice((1, 1, 1, 2))):
+            words = [rng.choice(names)] + [rng.choice(verbs if rng.random() < 0.5 else extra) for _ in range(rng.randint(0, 4))]
+            parts.append(" ".join(words))
+        command = parts[0] if len(parts) == 1 else rng.choice(joins[1:]).join(parts)
+        if quick.harmless_command(command):
+            vouched += 1
+            assert matcher.findings(command) == [], command
+    assert vouched > 300  # the test does reach the shortcut's yes-answers
