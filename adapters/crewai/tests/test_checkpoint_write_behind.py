@@ -165,6 +165,34 @@ def test_a_failed_background_commit_fails_the_kickoff(tmp_path: Path, monkeypatc
     assert err.value.output.raw == "P"
 
 
+def test_prune_after_each_checkpoint_does_not_wait_for_the_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CrewAI prunes after every checkpoint when max_checkpoints is set: that must not make checkpoints synchronous."""
+    import threading
+
+    provider = AgentsnapCheckpointProvider()
+    loc = str(tmp_path / "repo")
+    first = provider.extract_id(provider.checkpoint(_data(0), loc))
+    checkpoint_path(Repo.open(loc), first)  # committed, with its file
+    release = threading.Event()
+    original = Repo.snapshot
+
+    def slow(self: Repo, *args: object, **kwargs: object) -> object:
+        release.wait(120)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Repo, "snapshot", slow)
+    second = provider.extract_id(provider.checkpoint(_data(1), loc, parent_id=first))  # the writer holds it
+    pruned: list[int] = []
+    worker = threading.Thread(target=lambda: pruned.append(provider.prune(loc, 0)))
+    worker.start()
+    worker.join(60)
+    alive = worker.is_alive()
+    release.set()
+    worker.join()
+    assert not alive and pruned == [1]  # returned while the writer was still committing
+    assert resolve_checkpoint(Repo.open(loc), second)
+
+
 def test_durable_mode_commits_in_the_call_and_returns_the_snapshot_id(tmp_path: Path) -> None:
     provider = AgentsnapCheckpointProvider(durable=True)
     loc = str(tmp_path / "repo")

@@ -387,13 +387,13 @@ class AgentsnapCheckpointProvider(JsonProvider):
         """Drop the JSON files :func:`checkpoint_path` wrote for all but the newest ``max_keep`` checkpoints on ``branch``.
 
         The snapshots themselves stay in the branch's history (agentsnap never rewrites it);
-        ``checkpoint_path`` writes a dropped file again on demand.
+        ``checkpoint_path`` writes a dropped file again on demand. Does not wait for checkpoints still queued
+        (CrewAI calls it after every checkpoint when ``max_checkpoints`` is set: waiting would make each one
+        synchronous); those have no file yet, so not counting them only ever keeps more files.
         """
         ref = self._ref(branch)
         with _WRITE_LOCK:
             repo = self._repo(location)
-        settle(repo.root)
-        with _WRITE_LOCK:
             head = repo.refs.get_ref(ref)
             if head is None:
                 return 0
