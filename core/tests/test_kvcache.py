@@ -7,6 +7,8 @@ import random
 
 import pytest
 from agentsnap_core import InvalidInput, Repo
+from agentsnap_core.errors import ObjectCorrupt
+from agentsnap_core.format import content
 from agentsnap_core.layers import kvcache
 from agentsnap_core.layers.kvcache import CacheMismatch
 
@@ -46,14 +48,17 @@ def test_pages_round_trip_through_a_snapshot(tmp_path):
     assert snap.layers["cache"]["refs"] == record["refs"]
 
 
-def test_forks_share_prefix_pages_and_differ_only_in_the_tail(tmp_path):
+def test_forks_share_prefix_pages_and_differ_only_in_the_tail(tmp_path, monkeypatch):
+    monkeypatch.setattr(kvcache, "SEGMENT_BYTES", 2 * PAGE * 32)  # segments of 2 pages
     repo = Repo.init(tmp_path / "r")
     base = list(range(1, 9))
     a = write(repo, base + [50, 51])
     b = write(repo, base + [60, 61])
     assert kvcache.shared_prefix_pages(a, b) == 2
-    assert [p["content"] for p in a["pages"][:2]] == [p["content"] for p in b["pages"][:2]]
-    assert a["pages"][2]["content"] != b["pages"][2]["content"]
+    assert a["segment_pages"] == 2
+    # captured independently, the two forks' aligned prefix segment is the same object (stored once)
+    assert [kvcache.page_ref(p) for p in a["pages"][:2]] == [kvcache.page_ref(p) for p in b["pages"][:2]]
+    assert kvcache.page_ref(a["pages"][2]) != kvcache.page_ref(b["pages"][2])
     # another model's cache for the same tokens never shares a page hash
     other = kvcache.write_cache(repo.objects, {**FP, "weights": "w1"}, base, PAGE, lambda s, e: kv_bytes(base, s, e))
     assert kvcache.shared_prefix_pages(a, other) == 0
@@ -99,19 +104,126 @@ def test_verify_and_gc_see_the_pages(tmp_path):
     got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, repo.read_layer("HEAD", "cache"), FP))
     assert got == kv_bytes(tokens, 0, len(tokens))
     assert repo.verify()["ok"]
-    victim = record["pages"][7]["content"]
+    victim = kvcache.page_ref(record["pages"][7])[0]
     repo.objects.delete(victim)
     report = repo.verify()
     assert not report["ok"]
     assert victim[:12] in repr(report["problems"])
 
 
-def test_large_page_is_chunked(tmp_path):
+def test_large_page_round_trips(tmp_path):
     repo = Repo.init(tmp_path / "r")
     blob = os.urandom(300 * 1024)
     record = kvcache.write_cache(repo.objects, FP, [1, 2], 2, lambda s, e: blob)
     assert kvcache.summary(record)["bytes"] == len(blob)
     assert [d for _s, _e, d in kvcache.iter_pages(repo.objects, record)] == [blob]
+
+
+def test_page_over_the_object_limit_is_stored_as_chunked_content(tmp_path, monkeypatch):
+    monkeypatch.setattr(kvcache, "MAX_SEGMENT_BYTES", 200 * 1024)
+    repo = Repo.init(tmp_path / "r")
+    blob = os.urandom(300 * 1024)
+    record = kvcache.write_cache(repo.objects, FP, [1, 2, 3], 2, lambda s, e: blob[: 150 * 1024 * (e - s)])
+    assert "content" in record["pages"][0] and "segment" in record["pages"][1]
+    assert [bytes(d) for _s, _e, d in kvcache.iter_pages(repo.objects, record)] == [blob, blob[: 150 * 1024]]
+
+
+def test_pages_are_grouped_into_few_raw_segments(tmp_path, monkeypatch):
+    monkeypatch.setattr(kvcache, "SEGMENT_BYTES", 4 * PAGE * 32)  # 4 pages a segment
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 40))  # 10 pages, the last partial
+    record = write(repo, tokens)
+    assert len(record["refs"]) == 3  # pages 0-3, 4-7, 8-9
+    assert [p["offset"] for p in record["pages"]] == [0, 128, 256, 384] * 2 + [0, 128]
+    kind, raw = repo.objects.get(record["refs"][0])
+    assert raw == kv_bytes(tokens, 0, 16)  # one plain blob of the pages' bytes
+    assert repo.objects.get_stored(record["refs"][0])[5] == 0  # stored uncompressed (codec 0)
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, record, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))
+
+
+def test_page_bytes_may_be_a_list_of_buffers(tmp_path):
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 11))
+    record = kvcache.write_cache(repo.objects, FP, tokens, PAGE, lambda s, e: [
+        kv_bytes(tokens, s, e)[:8], memoryview(kv_bytes(tokens, s, e)[8:])])
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, record, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))
+
+
+def test_a_corrupted_segment_is_detected(tmp_path):
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 11))
+    record = write(repo, tokens)
+    seg = record["refs"][0]
+    path = repo.objects._path(seg)
+    data = bytearray(open(path, "rb").read())
+    data[-5] ^= 0xFF
+    os.chmod(path, 0o644)
+    with open(path, "wb") as f:
+        f.write(data)
+    with pytest.raises(ObjectCorrupt):
+        list(kvcache.iter_pages(repo.objects, record, FP))
+
+
+def test_a_page_pointing_past_its_segment_is_refused(tmp_path):
+    repo = Repo.init(tmp_path / "r")
+    record = write(repo, list(range(1, 11)))
+    record["pages"][1]["offset"] = 10_000
+    with pytest.raises(InvalidInput, match="KV page at token 4 has 0 bytes"):
+        list(kvcache.iter_pages(repo.objects, record, FP))
+    record["pages"][1]["offset"] = -1
+    with pytest.raises(InvalidInput, match="page 1 is malformed"):
+        list(kvcache.iter_pages(repo.objects, record, FP))
+
+
+def write_v1(repo: Repo, tokens: list[int]) -> dict:
+    """A record as version 1 wrote it: one chunked, compressed content id per page."""
+    keys = [kvcache.fingerprint_key(FP)]
+    pages, parent = [], None
+    for start in range(0, len(tokens), PAGE):
+        end = min(start + PAGE, len(tokens))
+        parent = kvcache.page_hash(parent, tokens[start:end], keys)
+        data = kv_bytes(tokens, start, end)
+        pages.append({"hash": parent, "start": start, "n": end - start, "content": content.put_bytes(repo.objects, data),
+                      "nbytes": len(data)})
+    return {"format": "agentsnap-kv", "v": 1, "fingerprint": dict(FP), "page_size": PAGE, "tokens": tokens,
+            "extra": [], "pages": pages, "refs": list(dict.fromkeys(p["content"] for p in pages)), "meta": {}}
+
+
+def test_version_1_records_are_read_and_their_pages_reused(tmp_path):
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 11))
+    old = write_v1(repo, tokens)
+    snap = repo.snapshot("kv", layers={"cache": old}, capture_world=False)
+    back = repo.read_layer(snap.id, "cache")
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, back, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))
+    assert bytes(kvcache.read_page(repo.objects, back["pages"][1])) == kv_bytes(tokens, 4, 8)
+    calls: list[tuple[int, int]] = []
+    tokens += [11, 12, 13]
+    new = write(repo, tokens, calls, previous=back)
+    assert calls == [(8, 12), (12, 13)]
+    assert new["v"] == kvcache.VERSION and [("content" in p) for p in new["pages"]] == [True, True, False, False]
+    assert set(new["refs"]) == {old["pages"][0]["content"], old["pages"][1]["content"], new["pages"][2]["segment"]}
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, new, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))
+    repo.snapshot("kv2", layers={"cache": new}, capture_world=False)
+    assert repo.gc(grace_seconds=0)["removed"] == 0 and repo.verify()["ok"]
+
+
+def test_segments_are_written_encrypted_in_an_encrypted_store(tmp_path, monkeypatch):
+    from agentsnap_core.format import crypto
+
+    monkeypatch.setenv(crypto.KEY_ENV, crypto.generate_key())
+    repo = Repo.init(tmp_path / "r")
+    crypto.enable_encryption(repo)
+    tokens = list(range(1, 11))
+    record = write(repo, tokens)
+    for oid in record["refs"]:
+        assert repo.objects.get_stored(oid)[5] == crypto.CODEC_ENCRYPTED
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, record, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))
 
 
 def test_previous_pages_missing_from_this_store_are_written_again(tmp_path):
@@ -123,3 +235,37 @@ def test_previous_pages_missing_from_this_store_are_written_again(tmp_path):
     assert calls == [(0, 4), (4, 8), (8, 10)]
     got = b"".join(d for _s, _e, d in kvcache.iter_pages(two.objects, second, FP))
     assert got == kv_bytes(tokens, 0, len(tokens))
+
+
+def test_an_error_while_gathering_pages_is_raised_and_no_write_is_left_running(tmp_path, monkeypatch):
+    monkeypatch.setattr(kvcache, "SEGMENT_BYTES", PAGE * 32)  # a segment a page: writes are in flight
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 40))
+
+    def page_bytes(start: int, end: int) -> bytes:
+        if start == 24:
+            raise InvalidInput("engine went away")
+        return kv_bytes(tokens, start, end)
+
+    with pytest.raises(InvalidInput, match="engine went away"):
+        kvcache.write_cache(repo.objects, FP, tokens, PAGE, page_bytes)
+    record = write(repo, tokens)  # the pool is usable afterwards
+    got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, record, FP))
+    assert got == kv_bytes(tokens, 0, len(tokens))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_kits_corrupted_copy_changes_one_page_and_a_short_page_is_refused(tmp_path, version):
+    from agentsnap_core.testing.kv import corrupted_copy
+
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 11))
+    record = write_v1(repo, tokens) if version == 1 else write(repo, tokens)
+    snap = repo.snapshot("kv", layers={"cache": record}, capture_world=False)
+    bad = repo.read_layer(corrupted_copy(repo, snap.id, page=1, change=lambda b: b[::-1]), "cache")
+    got = [bytes(d) for _s, _e, d in kvcache.iter_pages(repo.objects, bad, FP)]
+    assert got == [kv_bytes(tokens, 0, 4), kv_bytes(tokens, 4, 8)[::-1], kv_bytes(tokens, 8, 10)]
+    assert repo.verify()["ok"]
+    short = repo.read_layer(corrupted_copy(repo, snap.id, page=2, change=lambda b: b[:10]), "cache")
+    with pytest.raises(InvalidInput, match="KV page at token 8 has 10 bytes, record says 64"):
+        list(kvcache.iter_pages(repo.objects, short, FP))

@@ -49,7 +49,7 @@ def test_tree_and_pages_restore_bit_exactly_in_a_new_process_and_decode_without_
     record = repo.read_layer(snap.id, "cache")
     rec_a, rec_b = sorted(record["sequences"], key=lambda r: r["tokens"])
     full = len(sglang_cpu.PROMPT) // sglang_cpu.PAGE_SIZE
-    assert [p["content"] for p in rec_a["pages"][:full]] == [p["content"] for p in rec_b["pages"][:full]]
+    assert [kvcache.page_ref(p) for p in rec_a["pages"][:full]] == [kvcache.page_ref(p) for p in rec_b["pages"][:full]]
 
     # the uninterrupted reference: the same server-side procedure on the original objects
     ref_calls: list[int] = []

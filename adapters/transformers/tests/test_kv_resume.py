@@ -114,7 +114,7 @@ def test_fork_gives_independent_branches_that_share_prefix_pages(tmp_path):
     rec_a, rec_b, rec_base = (repo.read_layer(x.id, "cache") for x in (snap_a, snap_b, base))
     full = len(tinymodel.PROMPT) // tinymodel.PAGE_SIZE
     assert kvcache.shared_prefix_pages(rec_a, rec_b) >= full
-    assert [p["content"] for p in rec_a["pages"][:full]] == [p["content"] for p in rec_base["pages"][:full]]
+    assert [kvcache.page_ref(p) for p in rec_a["pages"][:full]] == [kvcache.page_ref(p) for p in rec_base["pages"][:full]]
 
 
 def test_mismatched_fingerprint_is_refused_and_nothing_changes(tmp_path):
@@ -142,6 +142,6 @@ def test_snapshot_after_decode_rewrites_only_the_tail_pages(tmp_path):
     s.decode(2)
     second = repo.read_layer(repo.capture(s, "decode").id, "cache")
     full = len(tinymodel.PROMPT) // tinymodel.PAGE_SIZE
-    assert [p["content"] for p in second["pages"][:full]] == [p["content"] for p in first["pages"][:full]]
-    assert second["pages"][-1]["content"] != first["pages"][-1]["content"]
+    assert [kvcache.page_ref(p) for p in second["pages"][:full]] == [kvcache.page_ref(p) for p in first["pages"][:full]]
+    assert kvcache.page_ref(second["pages"][-1]) != kvcache.page_ref(first["pages"][-1])
     assert repo.verify()["ok"]

@@ -145,7 +145,7 @@ def test_saved_records_are_bounded_and_complete_after_the_request_finishes(setup
     for page, block in zip(records[1]["pages"], [7, 9], strict=True):
         want = b"".join(layers[n][block].transpose(0, 1).contiguous().view(-1).numpy().view("uint8").tobytes()
                         for n in sorted(layers))
-        assert worker.read_page(page["content"]) == want
+        assert worker.read_page(page) == want
     worker.shutdown()
 
 

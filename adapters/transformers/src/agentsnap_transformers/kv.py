@@ -6,6 +6,7 @@ of shape ``[kv_heads, end - start, head_dim]`` (batch 1), as raw bytes in the ca
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,15 @@ def tensor_bytes(t: torch.Tensor) -> memoryview:
     """The raw bytes of a CPU tensor (any dtype, bfloat16 included), copied only if not contiguous."""
     flat = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
     return memoryview(flat.numpy()).cast("B")
+
+
+def _uint8(data: memoryview) -> torch.Tensor:
+    """A uint8 tensor over ``data`` without copying it (read-only: it is only ever copied from)."""
+    if len(data) == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        return torch.frombuffer(data, dtype=torch.uint8)
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -86,18 +96,25 @@ def write_cache(
     page_size: int = DEFAULT_PAGE_SIZE,
     previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Stream ``cache`` (holding the KV of ``tokens``) into the store page by page; return the record."""
+    """Stream ``cache`` (holding the KV of ``tokens``) into the store page by page; return the record.
+
+    The page bytes are handed to the core one buffer per layer and K/V (no join here)."""
     layers = _layers(cache)
     length = layers[0].keys.shape[-2]
     if length != len(tokens):
         raise InvalidInput(f"cache holds {length} token slots but {len(tokens)} tokens were given")
 
-    def page_bytes(start: int, end: int) -> bytes:
-        parts = []
-        for layer in layers:
-            parts.append(tensor_bytes(layer.keys[0, :, start:end, :]))
-            parts.append(tensor_bytes(layer.values[0, :, start:end, :]))
-        return b"".join(parts)
+    # on the CPU a page is sliced out of byte views of the cache (no copy: in a contiguous [heads, tokens, dim]
+    # tensor one head's token slots are contiguous); elsewhere each layer's slots are copied to the host
+    tensors = [t[0] for layer in layers for t in (layer.keys, layer.values)]
+    heads: list[tuple[memoryview, int]] | None = None
+    if all(t.device.type == "cpu" and t.is_contiguous() for t in tensors):
+        heads = [(tensor_bytes(head), head.shape[-1] * head.element_size()) for t in tensors for head in t]
+
+    def page_bytes(start: int, end: int) -> list[memoryview]:  # joined by the core straight into its segment
+        if heads is not None:
+            return [view[start * row : end * row] for view, row in heads]
+        return [tensor_bytes(t[:, start:end, :]) for t in tensors]
 
     meta = {
         "shapes": [[[x.keys.shape[1], x.keys.shape[3]], [x.values.shape[1], x.values.shape[3]]] for x in layers],
@@ -115,8 +132,8 @@ def read_cache(
 ) -> DynamicCache:
     """Build a fresh DynamicCache on ``device`` (the model's) from a record, page by page.
 
-    The fingerprint is checked first when given. Pages are decoded on the CPU and copied to ``device``
-    one page at a time.
+    The fingerprint is checked first when given. Each page is a view into its segment (read ahead and verified
+    by the core) copied straight into the cache tensors on ``device``, one layer's keys or values at a time.
     """
     if fp is not None:
         kvcache.check_fingerprint(record, fp)
@@ -132,15 +149,22 @@ def read_cache(
     if sum(p["nbytes"] for p in record["pages"]) != per_token * total:
         raise InvalidInput("KV cache record's page sizes do not match its layer shapes")
     for start, end, data in kvcache.iter_pages(store, record):
-        buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        buf = _uint8(data)
         at = 0
         for target in (t for pair in zip(keys, values, strict=True) for t in pair):
             heads, dim = target.shape[1], target.shape[3]
             n = heads * (end - start) * dim * item
             if at + n > len(buf):
                 raise InvalidInput(f"KV page at token {start} is shorter than its layout says")
-            target[0, :, start:end, :] = buf[at : at + n].view(dtype).view(heads, end - start, dim).to(target.device)
+            target[0, :, start:end, :].copy_(buf[at : at + n].view(dtype).view(heads, end - start, dim))
             at += n
         if at != len(buf):
             raise InvalidInput(f"KV page at token {start} is longer than its layout says")
-    return DynamicCache(ddp_cache_data=list(zip(keys, values, strict=True)), config=config)
+    # DynamicCache's constructor concatenates what it is given onto empty tensors (a copy of the whole cache): it is
+    # given zero-length slots, and each layer then holds the filled tensors (DynamicLayer.keys / .values, the tensors
+    # its update() replaces; transformers 4.57 and 5.23)
+    cache = DynamicCache(ddp_cache_data=[(k[:, :, :0], v[:, :, :0]) for k, v in zip(keys, values, strict=True)],
+                         config=config)
+    for layer, k, v in zip(cache.layers, keys, values, strict=True):
+        layer.keys, layer.values = k, v
+    return cache

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from agentsnap_core import AgentSnapError, InvalidInput, Repo, content, kvcache
+from agentsnap_core import AgentSnapError, InvalidInput, Repo, kvcache
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
     KVConnectorMetadata,
@@ -279,6 +279,7 @@ class AgentsnapConnector(KVConnectorBase_V1):
         if not extra.get("repo"):
             raise InvalidInput("AgentsnapConnector needs kv_connector_extra_config['repo'] (an agentsnap repository)")
         self._repo = Repo.open(str(extra["repo"]))
+        self._pages = kvcache.PageReader(self._repo.objects, keep=4)  # worker side: start_load_kv's reads
         self._block = vllm_config.cache_config.block_size
         self._save = bool(extra.get("save", True))
         self._fp = engine_fingerprint(vllm_config, kv_cache_config)
@@ -514,7 +515,7 @@ class AgentsnapConnector(KVConnectorBase_V1):
                     break
 
     def _load_page(self, layers: dict[str, torch.Tensor], names: list[str], page: dict[str, Any], block_id: int) -> None:
-        data = content.get_bytes(self._repo.objects, page["content"])
+        data = self._pages.read(page)  # a verified view into the page's segment (the last few segments are kept)
         raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         at = 0
         for name in names:
@@ -542,8 +543,8 @@ class AgentsnapConnector(KVConnectorBase_V1):
 
     def wait_for_save(self) -> None:
         """After the forward pass: copy the blocks to save out of the paged cache (one gather per layer, only the
-        blocks the worker has not saved for the request before) and hand them to the writer thread, which hashes,
-        compresses and stores them off the forward path. The staging queue is bounded (``save_queue``): when the
+        blocks the worker has not saved for the request before) and hand them to the writer thread, which hashes
+        and stores them (raw segments) off the forward path. The staging queue is bounded (``save_queue``): when the
         writer falls behind, this waits instead of holding more copies."""
         meta = self._get_connector_metadata()
         assert isinstance(meta, AgentsnapConnectorMetadata)
@@ -595,13 +596,13 @@ class AgentsnapConnector(KVConnectorBase_V1):
         base = save.first * self._block
         written = [0, 0]
 
-        def page_bytes(start: int, end: int) -> bytes:
+        def page_bytes(start: int, end: int) -> list[memoryview]:  # views of the host copies, one per layer
             if start < base:
                 raise InvalidInput(f"page at token {start} is neither copied nor in the request's previous record")
-            data = b"".join(host[n][start - base : end - base].view(torch.uint8).numpy().tobytes() for n in names)
+            parts = [memoryview(host[n][start - base : end - base].view(torch.uint8).numpy()).cast("B") for n in names]
             written[0] += 1
-            written[1] += len(data)
-            return data
+            written[1] += sum(p.nbytes for p in parts)
+            return parts
 
         previous = self._last.pop(save.req_id, None) if save.first else None
         record = kvcache.write_cache(
@@ -633,8 +634,9 @@ class AgentsnapConnector(KVConnectorBase_V1):
             out, self._saved = list(self._saved.values()), OrderedDict()
         return out
 
-    def read_page(self, content_id: str) -> bytes:
-        return content.get_bytes(self._repo.objects, content_id)
+    def read_page(self, page: dict[str, Any]) -> bytes:
+        """One saved page's bytes, by its record entry."""
+        return bytes(kvcache.read_page(self._repo.objects, page))
 
     def shutdown(self) -> None:
         if self._writer is not None:

@@ -7,11 +7,14 @@ listing content-defined chunks. Forks and edits share every chunk that did not c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
+
+import blake3
 
 from agentsnap_core.errors import ObjectCorrupt
 from agentsnap_core.format import objects
+from agentsnap_core.format.crypto import EncryptedObjects
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind
 
@@ -146,3 +149,72 @@ def put_value(store: ObjectStore, value: Any) -> str:
 
 def get_value(store: ObjectStore, oid: str, what: str = "value") -> Any:
     return unpack(get_bytes(store, oid, limit=256 * 1024 * 1024), what)
+
+
+# --- raw objects: one uncompressed BLOB from several buffers (KV pages; see agentsnap_core.layers.kvcache) ---------
+
+#: inputs at least this large are hashed on several threads (BLAKE3 is a tree hash: same digest, GIL released)
+PARALLEL_HASH_BYTES = 1024 * 1024
+
+
+def _blob_digest(kind: int, view: memoryview) -> str:
+    threads = blake3.blake3.AUTO if len(view) >= PARALLEL_HASH_BYTES else 1
+    h = blake3.blake3(bytes((kind,)), max_threads=threads)
+    h.update(view)
+    return h.hexdigest()
+
+
+def byte_view(part: bytes | bytearray | memoryview) -> memoryview:
+    """``part`` as a flat view of bytes (no copy; a non-contiguous buffer raises)."""
+    view = memoryview(part)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def put_raw(store: ObjectStore, parts: Iterable[bytes | bytearray | memoryview]) -> str:
+    """Store the concatenation of ``parts`` as one ``BLOB`` object, uncompressed; return its id.
+
+    For data zstd cannot shrink (KV pages of floats): no content-defined chunking, no compression attempt, the
+    parts joined straight into the stored form (one copy) and hashed on several threads. The id is the one
+    ``store.put(Kind.BLOB, joined)`` gives, and the object reads back through every store's ``get``. A store that
+    encrypts what it writes gets the bytes through its own ``put`` (never written in the clear). At most
+    :data:`~agentsnap_core.format.objects.MAX_OBJECT_BYTES` bytes.
+    """
+    views = [byte_view(p) for p in parts]
+    length = sum(v.nbytes for v in views)
+    if length > objects.MAX_OBJECT_BYTES:
+        raise ValueError(f"object of {length} bytes is over the {objects.MAX_OBJECT_BYTES} byte limit")
+    stored = b"".join([objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, Kind.BLOB, 0, length), *views])
+    payload = memoryview(stored)[objects.HEADER.size :]
+    oid = _blob_digest(Kind.BLOB, payload)
+    if isinstance(store, EncryptedObjects) and store.encrypt_writes:
+        store.put(Kind.BLOB, payload)
+    else:
+        store.put_stored(oid, stored)
+    return oid
+
+
+def get_raw(store: ObjectStore, oid: str) -> memoryview:
+    """The bytes of one ``BLOB`` object, verified against ``oid``, without the copy ``store.get`` makes.
+
+    An uncompressed object (:func:`put_raw`'s) is hashed in place on several threads and returned as a view of
+    the bytes read; any other (compressed, encrypted) goes through ``store.get``. Raises
+    :class:`~agentsnap_core.errors.ObjectCorrupt` when the bytes do not hash to ``oid`` or are not a blob.
+    """
+    stored = store.get_stored(oid)
+    size = objects.HEADER.size
+    if len(stored) >= size and stored[:3] == objects.MAGIC:
+        _magic, version, kind, codec, length = objects.HEADER.unpack_from(stored)
+        if codec == 0 and version == objects.OBJECT_FORMAT:
+            payload = memoryview(stored)[size:]
+            if length > objects.MAX_OBJECT_BYTES or len(payload) != length:
+                raise ObjectCorrupt(oid, oid, "?", f"length {len(payload)} != declared {length}")
+            got = _blob_digest(kind, payload)
+            if got != oid:
+                raise ObjectCorrupt(oid, oid, got)
+            if kind != Kind.BLOB:
+                raise ObjectCorrupt(oid, "blob", f"object kind {kind}")
+            return payload
+    kind, raw = store.get(oid)
+    if kind != Kind.BLOB:
+        raise ObjectCorrupt(oid, "blob", f"object kind {kind}")
+    return memoryview(raw)
