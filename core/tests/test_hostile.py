@@ -115,7 +115,7 @@ def _stored(kind: int, codec: int, length: int, payload: bytes, version: int = 1
 
 
 def _replace_object(repo: Repo, oid: str, stored: bytes) -> None:
-    path = repo.store_dir / "objects" / oid[:2] / oid[2:]
+    path = Path(repo.objects.loose_copy(oid))  # packed: its loose copy, which reads take first
     os.chmod(path, 0o644)
     path.write_bytes(stored)
 
@@ -175,8 +175,7 @@ def _unknown_codec(stored: bytes, oid: str) -> bytes:
 
 
 def _missing(repo: Repo, oid: str) -> None:
-    path = repo.store_dir / "objects" / oid[:2] / oid[2:]
-    path.unlink()
+    repo.objects.delete(oid)  # loose or packed
 
 
 def missing_object(repo: Repo, tmp: Path, hostile: bool) -> Callable[[], Any]:
@@ -297,7 +296,7 @@ def store_format_v2(repo: Repo, tmp: Path, hostile: bool) -> Callable[[], Any]:
     other = tmp / "other-store"
     LocalStore(other, create=True).close()
     if hostile:
-        (other / "format.json").write_text('{"format": "agentsnap-store", "version": 2}\n')
+        (other / "format.json").write_text('{"format": "agentsnap-store", "version": 3}\n')  # 2 = packs (read)
     return lambda: LocalStore(other).close()
 
 
@@ -409,7 +408,7 @@ CASES = [
     Case("object-v2", "version", object_case(_object_v2), UnsupportedFormat, "format version 2"),
     Case("manifest-v2", "version", manifest_v2, UnsupportedFormat, "snapshot .* format version 2"),
     Case("tree-v2", "version", tree_v2, UnsupportedFormat, "world tree .* format version 2"),
-    Case("store-v2", "version", store_format_v2, UnsupportedFormat, "store .* format version 2"),
+    Case("store-v2", "version", store_format_v2, UnsupportedFormat, "store .* format version 3"),
     Case("index-v2", "version", index_schema_v2, UnsupportedFormat, "index .* format version 2"),
     Case("manifest-format", "version", manifest_case(format="pickle"), ObjectCorrupt, "not a snapshot manifest"),
     # pickle and other code-carrying payloads

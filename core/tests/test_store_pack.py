@@ -63,10 +63,8 @@ def test_gc_packs_small_objects_into_o1_files_and_everything_restores(repo: Repo
     (repo.root / "big.bin").write_bytes(big)
     files["big.bin"] = big
     snap = repo.snapshot("first")
-    before = _files(repo.store_dir / "objects")
-    assert before > 300
-    report = repo.gc(grace_seconds=0)
-    assert report["packs"]["packed"] >= 300
+    assert _files(repo.store_dir / "objects") < 20  # the snapshot's small objects went into one pack already
+    repo.gc(grace_seconds=0)
     assert len(_packs(repo)) == 1
     small_loose = [o for o in _loose(repo) if len(repo.objects.get_stored(o)) < packmod.PACK_MAX_STORED]
     assert small_loose == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from agentsnap_core import ObjectCorrupt, Repo
@@ -20,7 +21,7 @@ def _populated(repo: Repo) -> str:
 
 
 def _flip(repo: Repo, oid: str, offset_from_end: int = 1) -> None:
-    path = repo.store_dir / "objects" / oid[:2] / oid[2:]
+    path = Path(repo.objects.loose_copy(oid))  # a packed object: its loose copy, which reads take first
     os.chmod(path, 0o644)
     data = bytearray(path.read_bytes())
     data[-offset_from_end] ^= 0x01
@@ -58,8 +59,7 @@ def test_every_single_object_flip_is_detected_through_the_cli(repo: Repo) -> Non
 
 def test_ref_to_missing_object_is_caught(repo: Repo) -> None:
     snap_id = _populated(repo)
-    path = repo.store_dir / "objects" / snap_id[:2] / snap_id[2:]
-    os.unlink(path)
+    repo.objects.delete(snap_id)  # loose or packed
     report = repo.verify()
     assert not report["ok"]
     assert any(p["id"] == snap_id for p in report["problems"])

@@ -148,6 +148,8 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     oldest = writers.oldest_live_session(repo.store_dir)
     if oldest is not None:  # less a margin: an object written in the marker's own clock tick has the same mtime
         cutoff = min(cutoff, oldest - writers.TICK)
+    footprint = getattr(repo.objects, "footprint", None)
+    before = footprint() if footprint is not None else {"files": 0, "bytes": 0}
     live = reachable(repo, problems, now=now)
     if problems:
         raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
@@ -167,7 +169,19 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     report: dict[str, Any] = {}
     pack_live = getattr(repo.objects, "pack_live", None)
     if pack_live is not None:  # unreachable packed objects go only when no writer runs (one may re-use them)
-        report["packs"] = pack_live(live, None if oldest is not None else cutoff - grace_seconds)
+        packs = pack_live(live, None if oldest is not None else cutoff - grace_seconds)
+        removed += packs.get("dropped", 0)  # unreachable objects taken out of packs count as removed too
+        after = repo.objects.footprint()
+        report["packs"] = {
+            "written": packs.get("written", 0),  # packs this gc wrote (0: nothing to do)
+            "packed": packs.get("packed", 0),  # loose objects moved into a pack
+            "dropped": packs.get("dropped", 0),  # unreachable packed objects left out
+            "merged": packs.get("merged", 0),  # packs rewritten into the new one
+            "packs": packs.get("packs", 0),  # packs in the store now
+            "objects_in_packs": repo.objects.packs.entry_count(),
+            "files_before": before["files"], "files_after": after["files"],
+            "bytes_before": before["bytes"], "bytes_after": after["bytes"],
+        }
     temp_removed = 0
     for tmp in repo.objects.temp_files():
         if pack_live is not None and f"{os.sep}pack{os.sep}" in tmp:
@@ -178,5 +192,8 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
                 temp_removed += 1
         except OSError:
             pass
+    checkpoint = getattr(repo.refs, "checkpoint", None)
+    if checkpoint is not None:  # the index's WAL back into the database, the file truncated
+        checkpoint()
     _ = content
     return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,6 +54,18 @@ PRIMARY = "_"
 DEFAULT_BRANCH = "main"
 _REF_NAME = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/\-+@]+$")
 Progress = Callable[[str, int, int], None]  # (label, advance, total)
+
+
+@dataclass
+class _Batch:
+    """Snapshots taken but not yet committed (see :meth:`Repo.batch`)."""
+
+    rows: list[SnapshotRow] = field(default_factory=list)
+    updates: list[tuple[RefUpdate, str]] = field(default_factory=list)
+    heads: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+    after: list[Callable[[], None]] = field(default_factory=list)
+    refs: dict[str, str | None] = field(default_factory=dict)  #: refs as the batch's updates leave them
+    head: tuple[str | None, str | None] | None = None  #: this worktree's HEAD as the batch leaves it
 
 
 @dataclass
@@ -179,6 +191,7 @@ class Repo:
         self._trees: dict[str, list[world.Entry]] = {}
         #: set by restore around its undo snapshot: the default world capture leaves the entries it found here
         self._capture_sink: list[list[world.Entry]] | None = None
+        self._batch_tl = threading.local()  # this thread's open batch (see batch())
 
     @contextmanager
     def tree_lock(self, verb: str) -> Iterator[None]:
@@ -531,6 +544,55 @@ class Repo:
         return entries, sorted(ignore.left_out)
 
     # ---------------------------------------------------------------- snapshot
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Commit every snapshot taken in this block (this thread) together: one pack, one barrier, one transaction.
+
+        ``with repo.batch(): repo.snapshot(...); repo.snapshot(...)``. New small objects of all the snapshots go
+        into ONE pack file; at the end of the block one durability barrier (the pack, the large loose objects and
+        their directories fsynced) is followed by ONE SQLite transaction holding every index row, ref update and
+        HEAD move, so refs never name an object that is not durable. Inside the block a snapshot's parent and the
+        ref it expects are the ones the earlier snapshots of the block left. If any ref moved under the block
+        (another writer), no ref update of the block is applied and :class:`RefConflict` is raised at its end
+        (the snapshots themselves are kept and indexed). If the block raises, the snapshots it finished are
+        still committed. Every :meth:`snapshot` outside a block is a batch of one. Nested blocks join the outer
+        one.
+        """
+        if getattr(self._batch_tl, "batch", None) is not None:
+            yield
+            return
+        b = _Batch()
+        objects_batch = getattr(self.objects, "batch", None)  # stores without packs write objects one by one
+        with self.writer_sessions.session(), (objects_batch() if objects_batch is not None else nullcontext()):
+            self._batch_tl.batch = b
+            try:
+                yield
+            except BaseException:
+                self._batch_tl.batch = None
+                if b.rows:
+                    self._commit_batch(b)
+                raise
+            self._batch_tl.batch = None
+            self._commit_batch(b)
+
+    def _commit_batch(self, b: _Batch) -> None:
+        self.objects.barrier()  # objects durable before any ref names them
+        for save in b.after:  # stat caches name objects: saved once those are durable
+            save()
+        if getattr(type(self.refs), "commit_snapshots", None) is not None:  # one transaction
+            self.refs.commit_snapshots(b.rows, b.updates, b.heads)
+            return
+        many = getattr(self.refs, "index_snapshots", None)
+        if many is not None:
+            many(b.rows)
+        else:
+            for row in b.rows:
+                self.refs.index_snapshot(row)
+        for u, msg in b.updates:
+            self.refs.update_refs([u], msg)
+        for wt, symref, oid in b.heads:
+            self.refs.set_head(wt, symref, oid)
+
     @_writing
     def snapshot(
         self,
@@ -553,10 +615,16 @@ class Repo:
         The branch HEAD points at moves by compare-and-swap: a concurrent writer that moved it
         first makes this call raise :class:`RefConflict` (the snapshot itself is kept).
         """
-        with self.tree_lock("snapshot") if capture_world else nullcontext():  # one writer of the tree at a time
-            symref, head_oid = self.head()
+        with self.tree_lock("snapshot") if capture_world else nullcontext(), self.batch():  # one tree writer
+            b: _Batch = self._batch_tl.batch
+            symref, head_oid = b.head if b.head is not None else self.refs.get_head(self.worktree)
+            if symref:
+                head_oid = b.refs[symref] if symref in b.refs else self.refs.get_ref(symref)
             target_ref = ref or symref
-            expected = self.refs.get_ref(target_ref) if target_ref else head_oid
+            if target_ref:
+                expected = b.refs[target_ref] if target_ref in b.refs else self.refs.get_ref(target_ref)
+            else:
+                expected = head_oid
             context = plugins.hook_context(self, redact=redact_env, include_secrets=include_secrets)
             manifest_layers: dict[str, Any] = {}
             if capture_world:
@@ -595,16 +663,18 @@ class Repo:
 
                 manifest = maybe_sign(self, manifest)
             oid = self.objects.put(Kind.MANIFEST, pack(manifest))
-            self.objects.barrier()  # objects durable before any ref names them
-            self.refs.index_snapshot(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
+            # committed by the batch: barrier, then the index row and the ref move in one transaction
+            b.rows.append(SnapshotRow(oid, tuple(parents), float(manifest["time"]), message, agent))
             if target_ref:
                 if move_head or ref:
-                    self.refs.update_refs([RefUpdate(target_ref, oid, expected)], f"snapshot: {message}"[:200])
+                    b.updates.append((RefUpdate(target_ref, oid, expected), f"snapshot: {message}"[:200]))
+                    b.refs[target_ref] = oid
             elif move_head:
-                self.refs.set_head(self.worktree, None, oid)
+                b.heads.append((self.worktree, None, oid))
+                b.head = (None, oid)
             sc = context.get("statcache")
             if sc:
-                sc[1].save(sc[0])
+                b.after.append(functools.partial(sc[1].save, sc[0]))
             return Snapshot(oid, manifest)
 
     # ---------------------------------------------------------------- restore

@@ -99,5 +99,6 @@ def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
         db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA journal_size_limit=1048576")  # a checkpointed WAL is cut back to 1 MiB
     db.execute("PRAGMA busy_timeout=60000")
     return db

@@ -3,16 +3,23 @@
 Layout (format version in ``format.json``)::
 
     .agentsnap/
-      format.json            {"format": "agentsnap-store", "version": 1}
+      format.json            {"format": "agentsnap-store", "version": 2}
       index.sqlite           refs, reflog, HEADs, snapshot index, config (WAL)
-      objects/ab/cdef...     one file per object (see agentsnap_core.format.objects)
-      objects/pack/pack-*.pack  small objects packed by gc, index inside (see agentsnap_core.stores.pack)
+      objects/ab/cdef...     one file per large object (see agentsnap_core.format.objects)
+      objects/pack/pack-*.pack  small objects, one pack per batch (merged by gc), index inside
+                             (see agentsnap_core.stores.pack)
       wt/<worktree>/         per-worktree stat cache and pending trace
 
-Write order (see docs/FORMAT.md): objects are written to a temp file and renamed into
-place without fsync; before any ref moves, :meth:`LocalObjects.barrier` makes them durable
-in one step (``syncfs`` where the OS has it, else fsync of each new file then each
-directory); the ref update is a SQLite transaction with ``synchronous=FULL``.
+Format versions: 1 = objects loose only; 2 = objects may live in packs. A version-1 store is
+marked 2 before its first pack is written, so an agentsnap that knows only loose objects refuses
+the store (:class:`UnsupportedFormat`) instead of reporting packed objects missing.
+
+Write order (see docs/FORMAT.md): inside a batch (:meth:`LocalObjects.batch`, opened by every
+snapshot) new objects smaller than :data:`PACK_MAX_STORED` are kept in memory and readable at
+once; :meth:`LocalObjects.barrier` writes them as ONE pack (fsync, rename, directory fsync) and
+fsyncs the few large objects written loose meanwhile (``syncfs`` when there are many). Outside a
+batch objects are written loose without fsync, made durable by the same barrier. Refs move only
+after the barrier, in a SQLite transaction with ``synchronous=FULL``.
 """
 
 from __future__ import annotations
@@ -24,18 +31,29 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, ObjectMissing, RefConflict, UnsupportedFormat
 from agentsnap_core.format import objects
 from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow, connect_sqlite, sqlite_read_only
-from agentsnap_core.stores.pack import PACK_MAX_STORED, PackSet
+from agentsnap_core.stores.pack import PACK_MAX_STORED, PackSet, write_pack_file
 
 __all__ = ["PACK_MAX_STORED", "LocalObjects", "LocalStore", "SqliteRefs"]
 
-STORE_FORMAT = 1
+#: the format this code writes: objects loose or in packs
+STORE_FORMAT = 2
+#: the formats this code reads (1: loose objects only; marked 2 before the first pack is written)
+STORE_FORMATS = (1, 2)
+#: format of stores that never hold packs (S3): an older agentsnap still opens them
+LOOSE_FORMAT = 1
 INDEX_SCHEMA = 1
+#: a batch keeps at most this many bytes of new objects in memory; past it they go to a pack at once (fsynced
+#: at the barrier with the rest)
+BATCH_MAX_BYTES = 32 << 20
+#: the index's WAL is checkpointed and truncated when it grows past this (and when the store is closed)
+WAL_CHECKPOINT_BYTES = 1 << 20
 
 _syncfs: Any
 try:
@@ -48,7 +66,7 @@ except (OSError, AttributeError):  # pragma: no cover - non-Linux
 class LocalObjects:
     """Objects as files under ``root/objects/ab/cdef...``."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, before_first_pack: Any = None) -> None:
         self.root = Path(root)
         self.dir = self.root / "objects"
         self._lock = threading.Lock()
@@ -58,20 +76,61 @@ class LocalObjects:
         self._tmp_seq = 0
         self._aged: dict[str, int] = {}
         self.packs = PackSet(str(self.dir / "pack"))
+        #: open batches (any thread): while > 0, new small objects wait in ``_buffer`` for the barrier's pack
+        self._batches = 0
+        self._buffer: dict[str, bytes] = {}
+        self._buffer_bytes = 0
+        #: buffers being written as a pack right now: still readable from here until the pack is known
+        self._inflight: list[dict[str, bytes]] = []
+        #: one barrier at a time: a barrier that finds nothing left to write returns only once the one writing
+        #: its objects (another thread's) has made them durable
+        self._barrier_lock = threading.Lock()
+        #: called once before this store writes its first pack (marks the store format)
+        self._before_first_pack = before_first_pack
+        #: counters for benchmarks and tests: packs written by barriers, objects in them, barriers that wrote
+        self.stats = {"packs": 0, "packed": 0, "barriers": 0}
 
     def _path(self, oid: str) -> str:
         return f"{self.dir}/{oid[:2]}/{oid[2:]}"
 
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """New small objects written meanwhile (by any thread) go into one pack at the next :meth:`barrier`.
+
+        They are readable by this process at once and by others after the barrier; nothing names them before it.
+        """
+        with self._lock:
+            self._batches += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._batches -= 1
+
+    def _held(self, oid: str) -> bytes | None:
+        """The stored bytes of an object written in a batch and not yet in a pack this process knows."""
+        held = self._buffer.get(oid)
+        if held is None and self._inflight:
+            for items in list(self._inflight):
+                held = items.get(oid)
+                if held is not None:
+                    break
+        return held
+
     def has(self, oid: str) -> bool:
-        return os.path.exists(self._path(oid)) or self.packs.locate(oid) is not None
+        return (self._held(oid) is not None or os.path.exists(self._path(oid))
+                or self.packs.locate(oid) is not None)
 
     def missing(self, oids: Iterable[str]) -> set[str]:
-        out = {o for o in set(oids) if not os.path.exists(self._path(o))}
+        out = {o for o in set(oids) if self._held(o) is None and not os.path.exists(self._path(o))}
         return {o for o in out if self.packs.locate(o) is None} if out else out
 
     def get_stored(self, oid: str) -> bytes:
         if not objects.is_oid(oid):
             raise ObjectMissing(str(oid))
+        held = self._held(oid)
+        if held is not None:
+            return held
         try:
             with open(self._path(oid), "rb") as f:
                 return f.read(objects.MAX_OBJECT_BYTES + objects.HEADER.size + 1024)
@@ -88,6 +147,8 @@ class LocalObjects:
 
     def _reuse(self, oid: str, path: str) -> bool:
         """True when the object is already stored (loose or packed) and was marked re-used for gc's grace."""
+        if self._held(oid) is not None:  # written in this batch: its pack will be new
+            return True
         if os.path.exists(path) and _freshen(path):
             return True
         for _ in range(2):  # a pack retired between the lookup and the refresh: look again in the new packs
@@ -116,6 +177,27 @@ class LocalObjects:
         self._write(oid, path, stored)
 
     def _write(self, oid: str, path: str, stored: bytes) -> None:
+        if self._batches and len(stored) < PACK_MAX_STORED:
+            with self._lock:
+                if oid not in self._buffer:
+                    self._buffer[oid] = bytes(stored)
+                    self._buffer_bytes += len(stored)
+                spill = self._buffer_bytes > BATCH_MAX_BYTES
+            if spill:
+                with self._barrier_lock:  # a barrier running now waits for this pack, and fsyncs it
+                    self._spill(durable=False)
+            return
+        self._write_loose(oid, path, stored)
+
+    def loose_copy(self, oid: str) -> str:
+        """The object's own file, written from its pack when it has none (for tests that damage or age one
+        object: reads take the loose copy first)."""
+        path = self._path(oid)
+        if not os.path.exists(path):
+            self._write_loose(oid, path, self.get_stored(oid))
+        return path
+
+    def _write_loose(self, oid: str, path: str, stored: bytes) -> None:
         d = f"{self.dir}/{oid[:2]}"
         if d not in self._known_dirs:
             if not os.path.isdir(d):
@@ -196,7 +278,22 @@ class LocalObjects:
                 except FileNotFoundError:
                     pass
         drop = None if drop_before is None else (lambda o: o not in live)
+        if self._before_first_pack is not None and add:
+            self._before_first_pack()
+            self._before_first_pack = None
         return self.packs.repack(add, drop, drop_before=drop_before)
+
+    def footprint(self) -> dict[str, int]:
+        """Files and bytes the objects take on disk (loose files, packs), for gc's report and benchmarks."""
+        files = size = 0
+        for dirpath, _dirs, names in os.walk(self.dir):
+            for n in names:
+                try:
+                    size += os.lstat(os.path.join(dirpath, n)).st_size
+                    files += 1
+                except FileNotFoundError:
+                    pass
+        return {"files": files, "bytes": size}
 
     def verify_packs(self) -> tuple[int, list[dict[str, Any]]]:
         """``(packed entries, problems)``: every pack's index, and every packed copy no plain read reaches."""
@@ -245,7 +342,46 @@ class LocalObjects:
             return
         os.unlink(trash)
 
+    def _spill(self, durable: bool) -> None:
+        """Write the buffered objects as one pack; ``durable``: fsync it now (else at the next barrier)."""
+        with self._lock:
+            items, self._buffer, self._buffer_bytes = self._buffer, {}, 0
+            if items:
+                self._inflight.append(items)
+        if not items:
+            return
+        try:
+            if self._before_first_pack is not None:
+                self._before_first_pack()
+                self._before_first_pack = None
+            path, made_dir = write_pack_file(self.packs, items.items(), durable=durable)
+        except BaseException:
+            with self._lock:  # nothing was published: keep them for the next try
+                self._inflight.remove(items)
+                items.update(self._buffer)
+                self._buffer = items
+                self._buffer_bytes = sum(len(v) for v in items.values())
+            raise
+        with self._lock:
+            self._inflight.remove(items)
+        self.stats["packs"] += 1
+        self.stats["packed"] += len(items)
+        if not durable:
+            with self._lock:
+                self._pending_files.append(path)
+                self._pending_dirs.add(self.packs.dir)
+                if made_dir:
+                    self._pending_dirs.add(str(self.dir))
+
     def barrier(self) -> None:
+        with self._barrier_lock:
+            self._barrier()
+
+    def _barrier(self) -> None:
+        self.stats["barriers"] += 1
+        if self._buffer:
+            self._spill(durable=True)
+            self.packs.maybe_consolidate()
         with self._lock:
             files, dirs = self._pending_files, self._pending_dirs
             self._pending_files, self._pending_dirs = [], set()
@@ -333,8 +469,30 @@ class SqliteRefs:
     def close(self) -> None:
         db = getattr(self._local, "db", None)
         if db is not None:
+            if not self.read_only and getattr(self._local, "pid", None) == os.getpid():
+                self.checkpoint()
             db.close()
             self._local.db = None
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database and truncate it (best effort: a reader in another process may hold it)."""
+        try:
+            self._db().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:
+            pass
+
+    def _after_commit(self) -> None:
+        """Checkpoint once the WAL has grown past :data:`WAL_CHECKPOINT_BYTES` (SQLite's own automatic checkpoint
+        never shrinks the file, and cannot finish while another connection reads)."""
+        self._commits = getattr(self, "_commits", 0) + 1
+        if self._commits % 16:
+            return
+        try:
+            big = os.stat(f"{self.path}-wal").st_size > WAL_CHECKPOINT_BYTES
+        except OSError:
+            return
+        if big:
+            self.checkpoint()
 
     class _Tx:
         def __init__(self, db: sqlite3.Connection) -> None:
@@ -376,6 +534,7 @@ class SqliteRefs:
                     "INSERT INTO reflog (name, old, new, time, message) VALUES (?,?,?,?,?)",
                     (u.name, current, u.new, now, message),
                 )
+        self._after_commit()
 
     def reflog(self, name: str | None = None, limit: int | None = None) -> list[ReflogEntry]:
         q = "SELECT seq, name, old, new, time, message FROM reflog"
@@ -404,12 +563,62 @@ class SqliteRefs:
         with self._tx() as db:
             db.execute("DELETE FROM heads WHERE worktree=?", (worktree,))
 
+    def commit_snapshots(
+        self, rows: list[SnapshotRow], updates: list[tuple[RefUpdate, str]],
+        heads: list[tuple[str, str | None, str | None]],
+    ) -> None:
+        """A batch's index rows, ref updates and HEAD moves in ONE transaction (one WAL fsync).
+
+        The ref updates apply in order, each checked against the value the previous ones left (a chain of
+        snapshots on one branch); if any check fails none of them and no HEAD move is applied, the index rows are
+        still committed (the snapshots exist, as after a single snapshot's conflict), and :class:`RefConflict`
+        is raised.
+        """
+        now = time.time()
+        conflict: RefConflict | None = None
+        with self._tx() as db:
+            if rows:
+                db.executemany(
+                    "INSERT OR IGNORE INTO snapshots VALUES (?,?,?,?,?)",
+                    [(r.id, json.dumps(list(r.parents)), r.time, r.message, r.agent) for r in rows],
+                )
+            state: dict[str, str | None] = {}
+            for u, _msg in updates:
+                if u.name not in state:
+                    row = db.execute("SELECT oid FROM refs WHERE name=?", (u.name,)).fetchone()
+                    state[u.name] = row[0] if row else None
+                if u.expected != ANY and u.expected != state[u.name]:
+                    conflict = RefConflict(u.name, u.expected, state[u.name])
+                    break
+                state[u.name] = u.new
+            if conflict is None:
+                state.clear()
+                for u, msg in updates:
+                    if u.name not in state:
+                        row = db.execute("SELECT oid FROM refs WHERE name=?", (u.name,)).fetchone()
+                        state[u.name] = row[0] if row else None
+                    if u.new is None:
+                        db.execute("DELETE FROM refs WHERE name=?", (u.name,))
+                    else:
+                        db.execute("INSERT OR REPLACE INTO refs VALUES (?, ?)", (u.name, u.new))
+                    db.execute(
+                        "INSERT INTO reflog (name, old, new, time, message) VALUES (?,?,?,?,?)",
+                        (u.name, state[u.name], u.new, now, msg),
+                    )
+                    state[u.name] = u.new
+                for wt, symref, oid in heads:
+                    db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?)", (wt, symref, oid))
+        self._after_commit()
+        if conflict is not None:
+            raise conflict
+
     def index_snapshot(self, row: SnapshotRow) -> None:
         with self._tx() as db:
             db.execute(
                 "INSERT OR IGNORE INTO snapshots VALUES (?,?,?,?,?)",
                 (row.id, json.dumps(list(row.parents)), row.time, row.message, row.agent),
             )
+        self._after_commit()
 
     def index_snapshots(self, rows: Iterable[SnapshotRow]) -> None:
         """Record many snapshots in one transaction (adapters that write snapshots in batches)."""
@@ -418,6 +627,7 @@ class SqliteRefs:
                 "INSERT OR IGNORE INTO snapshots VALUES (?,?,?,?,?)",
                 [(r.id, json.dumps(list(r.parents)), r.time, r.message, r.agent) for r in rows],
             )
+        self._after_commit()
 
     def snapshots_with_prefix(self, prefix: str, limit: int = 2) -> list[str]:
         hi = prefix + "g"
@@ -452,9 +662,7 @@ class LocalStore:
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / "objects").mkdir(exist_ok=True)
             if not fmt.exists():
-                tmp = self.root / "format.json.tmp"
-                tmp.write_text(json.dumps({"format": "agentsnap-store", "version": STORE_FORMAT}) + "\n")
-                os.replace(tmp, fmt)
+                write_format(self.root, STORE_FORMAT, durable=False)
         try:
             info = json.loads(fmt.read_text())
         except FileNotFoundError:
@@ -465,14 +673,40 @@ class LocalStore:
             raise AgentSnapError(f"{fmt} is not valid JSON; the store is damaged") from None
         if info.get("format") != "agentsnap-store":
             raise AgentSnapError(f"{self.root} is not an agentsnap store")
-        if info.get("version") != STORE_FORMAT:
+        if info.get("version") not in STORE_FORMATS:
             raise UnsupportedFormat(f"store {self.root}", info.get("version"), STORE_FORMAT)
-        self.objects = LocalObjects(self.root)
+        self.format = int(info["version"])
+        self.objects = LocalObjects(self.root, None if self.format >= STORE_FORMAT else self._mark_packed)
         self.refs = SqliteRefs(self.root / "index.sqlite")
+
+    def _mark_packed(self) -> None:
+        """Before the first pack: mark the store format 2, so an agentsnap that reads only loose objects
+        refuses the store instead of reporting its packed objects missing."""
+        write_format(self.root, STORE_FORMAT)
+        self.format = STORE_FORMAT
 
     @property
     def url(self) -> str:
         return self.root.resolve().as_uri()
 
     def close(self) -> None:
-        self.refs.close()
+        try:
+            if self.objects._buffer:  # objects written in a batch no barrier ended: keep them readable
+                self.objects.barrier()
+        finally:
+            self.refs.close()
+
+
+def write_format(root: Path, version: int, durable: bool = True) -> None:
+    """Write ``format.json`` (atomically; ``durable``: fsynced with its directory entry)."""
+    tmp = root / "format.json.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, (json.dumps({"format": "agentsnap-store", "version": version}) + "\n").encode())
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, root / "format.json")
+    if durable:
+        _fsync_path(str(root), os.O_RDONLY | os.O_DIRECTORY)

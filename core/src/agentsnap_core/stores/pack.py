@@ -2,7 +2,7 @@
 
 A pack is one file ``objects/pack/pack-<id>.pack``::
 
-    b"ASPK" | version (u8) | 3 zero bytes
+    b"ASPK" | version (u8) | flags (u8; bit 0: every object re-compressed by gc) | 2 zero bytes
     stored object bytes, one after another (each exactly as a loose object file holds it)
     index: one 44-byte entry per object, sorted by id: id (32 raw bytes) | offset (u64 LE) | length (u32 LE)
     trailer: b"ASPX" | version (u32 LE) | index offset (u64 LE) | count (u64 LE) | BLAKE3 of the index (32 bytes)
@@ -32,7 +32,9 @@ from agentsnap_core.format import objects
 
 MAGIC = b"ASPK"
 VERSION = 1
-HEAD = struct.Struct("<4sB3x")
+HEAD = struct.Struct("<4sBB2x")
+#: flag: gc wrote this pack and re-compressed its objects (a batch writes its pack fast, at the objects' own level)
+TIGHT = 1
 ENTRY = struct.Struct("<32sQI")
 TRAILER = struct.Struct("<4sIQQ32s")
 TRAILER_MAGIC = b"ASPX"
@@ -69,7 +71,7 @@ class Pack:
             self.mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         finally:
             os.close(fd)
-        magic, version = HEAD.unpack_from(self.mm, 0)
+        magic, version, self.flags = HEAD.unpack_from(self.mm, 0)
         tmagic, tversion, self.index_at, self.count, digest = TRAILER.unpack_from(self.mm, size - TRAILER.size)
         if magic != MAGIC or tmagic != TRAILER_MAGIC:
             raise PackCorrupt(f"pack {path}: not an agentsnap pack")
@@ -172,18 +174,20 @@ def tighten(oid: str, stored: bytes, squeeze: zstandard.ZstdCompressor) -> bytes
     return objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, kind, 1, len(raw)) + payload
 
 
-def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str) -> str | None:
+def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str, sync: bool = True,
+               flags: int = 0) -> str | None:
     """Write ``(oid, stored bytes)`` items (ids unique) as one pack, durably; return its final path.
 
     The file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack`` and the
     directory fsynced: a crash leaves either nothing visible or a complete pack. None when ``items`` is empty.
+    ``sync=False`` leaves both fsyncs to the caller (a batch's barrier fsyncs the file, then the directory).
     """
     tmp = os.path.join(directory, tmp_name)
     index: list[tuple[bytes, int, int]] = []
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20, closefd=False) as f:
-            f.write(HEAD.pack(MAGIC, VERSION))
+            f.write(HEAD.pack(MAGIC, VERSION, flags))
             at = HEAD.size
             for oid, stored in items:
                 f.write(stored)
@@ -194,7 +198,8 @@ def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str
             digest = blake3.blake3(body).digest()
             f.write(body)
             f.write(TRAILER.pack(TRAILER_MAGIC, VERSION, at, len(index), digest))
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -205,8 +210,39 @@ def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str
         return None
     final = os.path.join(directory, f"{PREFIX}{digest.hex()[:40]}{SUFFIX}")
     os.rename(tmp, final)
-    fsync_dir(directory)
+    if sync:
+        fsync_dir(directory)
     return final
+
+
+#: a batch's barrier merges the packs when more than this many are left (``git gc --auto``): lookups stay cheap
+AUTO_PACKS = 16
+
+
+def write_pack_file(packs: PackSet, items: Iterable[tuple[str, bytes]], durable: bool) -> tuple[str, bool]:
+    """Write a batch's new objects as one pack of ``packs``; return ``(path, whether the pack directory was made)``.
+
+    Held under the pack directory's lock shared (gc's repack holds it exclusive: it removes unfinished packs).
+    ``durable``: the pack and its directory entry are fsynced before this returns.
+    """
+    made = False
+    if not os.path.isdir(packs.dir):
+        os.makedirs(packs.dir, exist_ok=True)
+        made = True
+        if durable:
+            fsync_dir(os.path.dirname(packs.dir))
+    lock = os.open(os.path.join(packs.dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        with packs._lock:
+            packs._tmp += 1
+            tmp = f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{packs._tmp}"
+        path = write_pack(packs.dir, items, tmp, sync=durable)
+    finally:
+        os.close(lock)
+    assert path is not None
+    packs.add(path)
+    return path, made
 
 
 def fsync_dir(directory: str) -> None:
@@ -260,6 +296,30 @@ class PackSet:
 
     def rescan(self) -> None:
         self._refresh(force=True)
+
+    def add(self, path: str) -> None:
+        """Know a pack this process just wrote without re-listing the directory."""
+        name = os.path.basename(path)
+        with self._lock:
+            if name in self._packs:
+                return
+        pk = Pack(path)
+        with self._lock:
+            self._packs.setdefault(name, pk)
+
+    def count(self) -> int:
+        return len(self._packs)
+
+    def entry_count(self) -> int:
+        """Objects held in packs (an object in two packs counts twice)."""
+        self._refresh(force=True)
+        return sum(pk.count for pk in list(self._packs.values()))
+
+    def maybe_consolidate(self) -> None:
+        """Merge small packs when more than :data:`AUTO_PACKS` are known (the merged pack is written durably
+        before the old ones go, so this is safe at any point)."""
+        if len(self._packs) > AUTO_PACKS:
+            self.repack({}, None, squeeze_packed=False)
 
     def _find(self, oid: str) -> tuple[Pack, int, int] | None:
         for pk in list(self._packs.values()):
@@ -331,6 +391,7 @@ class PackSet:
         drop_before: float | None = None,
         seen_ns: int | None = None,
         consolidate: bool = True,
+        squeeze_packed: bool = True,
     ) -> dict[str, int]:
         """Write one new pack and retire the old ones; never loses an object, wherever it is killed.
 
@@ -338,6 +399,8 @@ class PackSet:
         out, taken only from packs whose mtime (the newest re-use of anything in them) is at most ``drop_before``
         (filesystem seconds) or exactly ``seen_ns``; such a pack is renamed aside and put back if a writer
         re-used it meanwhile. ``consolidate``: also copy the other packs into the new one (one pack in the end).
+        ``squeeze_packed``: re-compress the objects of packs a batch wrote (once: the new pack is marked
+        :data:`TIGHT`); every such pack is rewritten (gc), else packs are copied as they are (a batch's merge).
         """
         if not os.path.isdir(self.dir):
             os.makedirs(self.dir, exist_ok=True)
@@ -345,7 +408,7 @@ class PackSet:
         lock = os.open(os.path.join(self.dir, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            return self._repack(add, drop, drop_before, seen_ns, consolidate)
+            return self._repack(add, drop, drop_before, seen_ns, consolidate, squeeze_packed)
         finally:
             os.close(lock)
 
@@ -360,7 +423,7 @@ class PackSet:
 
     def _repack(
         self, add: dict[str, str], drop: Callable[[str], bool] | None, drop_before: float | None,
-        seen_ns: int | None, consolidate: bool,
+        seen_ns: int | None, consolidate: bool, squeeze_packed: bool = True,
     ) -> dict[str, int]:
         self._recover()
         self.rescan()
@@ -379,10 +442,13 @@ class PackSet:
                 dropping.add(pk.path)
         rewrite = [pk for pk in packs if pk.path in dropping]
         if consolidate:
-            rewrite += _geometric([pk for pk in packs if pk.path in mtimes and pk.path not in dropping],
-                                  sum(_size(p) for p in add.values()))
-        if not add and not dropping and len(rewrite) <= 1:
-            return {"packed": 0, "dropped": 0, "packs": len(packs)}
+            rest = [pk for pk in packs if pk.path in mtimes and pk.path not in dropping]
+            loose = [pk for pk in rest if squeeze_packed and not pk.flags & TIGHT]
+            rewrite += loose + _geometric([pk for pk in rest if pk not in loose],
+                                          sum(_size(p) for p in add.values()) + sum(pk.mm.size() for pk in loose))
+        if not add and not dropping and len(rewrite) <= 1 and not any(
+                squeeze_packed and not pk.flags & TIGHT for pk in rewrite):
+            return {"packed": 0, "dropped": 0, "packs": len(packs), "written": 0}
         written: set[str] = set()
         packed_loose: list[str] = []
         squeeze = zstandard.ZstdCompressor(level=PACK_ZSTD_LEVEL)
@@ -398,7 +464,13 @@ class PackSet:
                         dropped += 1
                         continue
                     written.add(oid)
-                    yield oid, pk.read(off, length)
+                    stored = pk.read(off, length)
+                    if squeeze_packed and not pk.flags & TIGHT:
+                        try:
+                            stored = tighten(oid, stored, squeeze)
+                        except AgentSnapError:
+                            pass  # damaged: copied as it is (verify reports it)
+                    yield oid, stored
             for oid, path in sorted(add.items()):
                 if oid in written:
                     packed_loose.append(path)
@@ -413,7 +485,9 @@ class PackSet:
                 yield oid, stored
 
         self._tmp += 1
-        new = write_pack(self.dir, items(), f"{TMP_PREFIX}{os.getpid()}-{self._tmp}")
+        tight = squeeze_packed or all(pk.flags & TIGHT for pk in rewrite)
+        new = write_pack(self.dir, items(), f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{self._tmp}",
+                         flags=TIGHT if tight else 0)
         for pk in rewrite:
             if pk.path == new:
                 continue
@@ -448,4 +522,5 @@ class PackSet:
         if new is not None:
             os.utime(new)  # newer than any re-use of the loose copies and old packs it replaces
         self.rescan()
-        return {"packed": len(packed_loose), "dropped": dropped, "packs": len(self._packs)}
+        return {"packed": len(packed_loose), "dropped": dropped, "packs": len(self._packs),
+                "written": int(new is not None), "merged": len(rewrite)}

@@ -30,7 +30,7 @@ from agentsnap_core.errors import ObjectMissing, RefConflict, UnsupportedFormat
 from agentsnap_core.format import objects as objmod
 from agentsnap_core.stores import EncodedObjects, InvalidStoreURL, StoreUnavailable, mask_url, parse_query
 from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow
-from agentsnap_core.stores.local import STORE_FORMAT
+from agentsnap_core.stores.local import LOOSE_FORMAT as STORE_FORMAT  # S3 stores hold no packs
 
 _PARALLEL = 16
 

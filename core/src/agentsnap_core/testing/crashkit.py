@@ -397,7 +397,13 @@ def disable_barrier() -> None:
     """Control for the power-loss mode: a store that never makes objects durable before a ref names them."""
     from agentsnap_core.stores.local import LocalObjects
 
-    LocalObjects.barrier = lambda self: None  # type: ignore[method-assign]
+    def barrier(self: LocalObjects) -> None:  # a batch's pack is still written (else nothing is), never fsynced
+        if self._buffer:
+            self._spill(durable=False)
+        with self._lock:
+            self._pending_files, self._pending_dirs = [], set()
+
+    LocalObjects.barrier = barrier  # type: ignore[method-assign]
 
 
 __all__ = ["ChildRun", "PowerLoss", "Recorder", "Report", "Scenario", "choose_points", "disable_barrier",
