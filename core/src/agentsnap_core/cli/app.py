@@ -491,6 +491,16 @@ def gc(ctx: click.Context, prune: str, as_json: bool) -> None:
         emit({"v": JSON_VERSION, **rep})
     else:
         click.echo(f"removed {rep['removed']} objects; kept {rep['live']} live and {rep['kept_recent']} recent")
+        pk = rep.get("packs")
+        if pk:
+            click.echo(f"packs: {pk['written']} written ({pk['merged']} merged, {pk['packed']} loose objects packed, "
+                       f"{pk['dropped']} dropped); {pk['packs']} pack(s) hold {pk['objects_in_packs']} objects; "
+                       f"objects {_mib(pk['bytes_before'])} in {pk['files_before']} files before, "
+                       f"{_mib(pk['bytes_after'])} in {pk['files_after']} files after")
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.2f} MiB"
 
 
 @main.command()
