@@ -47,7 +47,7 @@ def test_flushed_checkpoints_leave_no_dead_bytes_in_the_index(store: Path) -> No
 def test_rows_of_a_schema_1_index_are_still_recovered(tmp_path: Path) -> None:
     """An index written before ``lg_pending`` (schema 1: the bytes inline in the row) that a crash left
     unflushed: the next open upgrades it and still finds those bytes, and the flush clears them."""
-    from agentsnap_langgraph._index import SqliteIndex
+    from agentsnap_langgraph._index import SCHEMA_VERSION, SqliteIndex
 
     path = tmp_path / "langgraph.sqlite"
     index = SqliteIndex(path)
@@ -64,7 +64,7 @@ def test_rows_of_a_schema_1_index_are_still_recovered(tmp_path: Path) -> None:
         [(seq, thread, _ns, cid, snap, state, manifest)] = index.unflushed()
         assert (thread, cid, snap, bytes(state), bytes(manifest)) == ("t", "c1", "s1", b"\x01\x02", b"\x03\x04")
         with index.read() as db:
-            assert db.execute("SELECT value FROM lg_meta WHERE key='schema'").fetchone()[0] == "2"
+            assert db.execute("SELECT value FROM lg_meta WHERE key='schema'").fetchone()[0] == str(SCHEMA_VERSION)
         index.mark_flushed([seq])
         assert index.unflushed() == []
     finally:

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 #: 2: a checkpoint's pre-flush bytes live in ``lg_pending`` (deleted at the flush), not in its row
-SCHEMA_VERSION = 2
+#: 3: so do the channel values a put wrote (``lg_pending_blobs``): on the embedded store they reach the object
+#: store only with the flush's pack, and a killed process's next open writes them from here
+SCHEMA_VERSION = 3
 #: rows per query of a streamed listing
 PAGE = 64
 
@@ -47,6 +49,9 @@ CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_snapshot ON lg_checkpoints(snapshot);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_unflushed ON lg_checkpoints(flushed) WHERE flushed = 0;
 CREATE TABLE IF NOT EXISTS lg_pending (seq INTEGER PRIMARY KEY, state BLOB NOT NULL, manifest BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS lg_pending_blobs (seq INTEGER NOT NULL, oid TEXT NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (seq, oid));
+CREATE INDEX IF NOT EXISTS lg_pending_blobs_oid ON lg_pending_blobs(oid);
 CREATE TABLE IF NOT EXISTS lg_blobs (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL,
@@ -125,6 +130,7 @@ class CheckpointIndex:
         run_id: str | None,
         blobs: Sequence[tuple[str, str, str, str | None]],
         pending: tuple[bytes, bytes] | None = None,
+        pending_blobs: Sequence[tuple[str, bytes]] = (),
     ) -> int:
         """Insert (or replace) a checkpoint and its new channel blobs in one transaction; return its seq.
 
@@ -151,7 +157,23 @@ class CheckpointIndex:
                 ).fetchone()[0]
             if pending is not None:
                 db.execute("INSERT OR REPLACE INTO lg_pending (seq, state, manifest) VALUES (?,?,?)", (seq, *pending))
+            if pending_blobs:
+                db.executemany(
+                    "INSERT OR IGNORE INTO lg_pending_blobs (seq, oid, data) VALUES (?,?,?)",
+                    [(seq, oid, data) for oid, data in pending_blobs],
+                )
         return int(seq)
+
+    def pending_blobs(self, seq: int) -> list[bytes]:
+        """The channel values a not yet flushed checkpoint wrote (written as objects by recovery)."""
+        with self.read() as db:
+            return [bytes(r[0]) for r in db.execute("SELECT data FROM lg_pending_blobs WHERE seq=?", (seq,))]
+
+    def pending_blob(self, oid: str) -> bytes | None:
+        """A channel value another process wrote and has not flushed yet, or None."""
+        with self.read() as db:
+            row = db.execute("SELECT data FROM lg_pending_blobs WHERE oid=? LIMIT 1", (oid,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def insert_writes(self, rows: Sequence[tuple[Any, ...]], replace: Sequence[bool]) -> None:
         """Store writes; rows with ``replace`` overwrite, the others are kept if already present."""
@@ -286,6 +308,7 @@ class CheckpointIndex:
                 [(s,) for s in seqs],
             )
             db.executemany("DELETE FROM lg_pending WHERE seq=?", [(s,) for s in seqs])
+            db.executemany("DELETE FROM lg_pending_blobs WHERE seq=?", [(s,) for s in seqs])
 
 
 class SqliteIndex(CheckpointIndex):

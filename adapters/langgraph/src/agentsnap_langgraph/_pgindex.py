@@ -38,6 +38,9 @@ CREATE INDEX IF NOT EXISTS lg_checkpoints_run ON lg_checkpoints(run_id);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_snapshot ON lg_checkpoints(snapshot);
 CREATE INDEX IF NOT EXISTS lg_checkpoints_unflushed ON lg_checkpoints(flushed) WHERE flushed = 0;
 CREATE TABLE IF NOT EXISTS lg_pending (seq BIGINT PRIMARY KEY, state BYTEA NOT NULL, manifest BYTEA NOT NULL);
+CREATE TABLE IF NOT EXISTS lg_pending_blobs (seq BIGINT NOT NULL, oid TEXT COLLATE "C" NOT NULL, data BYTEA NOT NULL,
+    PRIMARY KEY (seq, oid));
+CREATE INDEX IF NOT EXISTS lg_pending_blobs_oid ON lg_pending_blobs(oid);
 CREATE TABLE IF NOT EXISTS lg_blobs (
     thread_id TEXT COLLATE "C" NOT NULL,
     checkpoint_ns TEXT COLLATE "C" NOT NULL,
@@ -66,6 +69,7 @@ _TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "lg_meta": (("key",), ("key", "value")),
     "lg_checkpoints": (("thread_id", "checkpoint_ns", "checkpoint_id"), ()),
     "lg_pending": (("seq",), ("seq", "state", "manifest")),
+    "lg_pending_blobs": (("seq", "oid"), ("seq", "oid", "data")),
     "lg_blobs": (
         ("thread_id", "checkpoint_ns", "channel", "version"),
         ("thread_id", "checkpoint_ns", "channel", "version", "type", "oid"),

@@ -9,8 +9,9 @@ import socket
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import AgentSnapError, StoreNotFound
 from agentsnap_core.localstore import LocalStore
@@ -105,6 +106,11 @@ class Shared:
         self.cache_bytes = 0
         self.closed = False
         self.wake = threading.Event()
+        #: callables run by the next flush once its objects are durable (world stat-cache saves)
+        self.after_barrier: list[Callable[[], None]] = []
+        #: the store's object batch, open while the saver is: what puts write waits in memory for the flush's
+        #: pack (one file per flush; readable here at once, by other processes after the flush)
+        self.objects_batch: Any = None
 
 
 

@@ -36,7 +36,7 @@ from urllib.parse import unquote, urlsplit
 
 from agentsnap_core import content
 from agentsnap_core.encoding import pack, unpack
-from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict
+from agentsnap_core.errors import AgentSnapError, InvalidInput, ObjectMissing, RefConflict
 from agentsnap_core.localstore import LocalStore
 from agentsnap_core.objects import Kind, digest
 from agentsnap_core.plugins import get_plugin_manager
@@ -76,6 +76,9 @@ from ._threads import ThreadVerbs
 
 #: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
 REWRITE_AFTER = 600.0
+#: seconds a read waits for a channel value that is neither an object nor waiting in the index (another process
+#: between its flush's pack and the index rows' cleanup)
+OTHER_FLUSH_WAIT = 5.0
 
 
 class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
@@ -126,9 +129,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 enable_encryption(self.repo)  # every object from now on, files included (docs/SECURITY.md)
         self.index = open_index(self.repo)
         self.flush_interval = flush_interval
+        self._s = Shared()
+        batch = getattr(self.repo.objects, "batch", None)  # the embedded store packs what a flush writes
+        if batch is not None:
+            self._s.objects_batch = batch()
+            self._s.objects_batch.__enter__()
         self.cache_limit = cache_bytes
         self._author = author_name()
-        self._s = Shared()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pfsaver-async")
         self._recover()
         self._drop_pruned()
@@ -202,6 +209,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self._s.closed = True
         self._s.wake.set()
         self._executor.shutdown(wait=False)  # close() may run in that thread (async with)
+        if self._s.objects_batch is not None:
+            self._s.objects_batch.__exit__(None, None, None)
+            self._s.objects_batch = None
         self.index.close()
         self.repo.close()
 
@@ -214,16 +224,21 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                     return
                 refs = {name: list(entries) for name, entries in s.pending_refs.items()}
                 rows, seqs, pending = list(s.pending_rows), list(s.pending_seqs), list(s.pending_objects)
+                after = list(s.after_barrier)
                 s.pending_refs.clear()
                 s.pending_rows.clear()
                 s.pending_seqs.clear()
                 s.pending_objects.clear()
+                s.after_barrier.clear()
             try:
                 self._write_pending(pending)
-                self.repo.objects.barrier()  # objects durable before any ref names them
+                # one pack of every object written since the last flush, durable before any ref names them
+                self.repo.objects.barrier()
+                for save in after:  # world stat caches name objects: saved once those are durable
+                    save()
+                after = []
                 self.index.sync()  # and the index rows naming them
-                self._index_snapshots(rows)
-                self._move_refs(refs)
+                self._commit(rows, refs)  # index rows and ref moves: one transaction
                 self.index.mark_flushed(seqs)
             except BaseException:
                 with s.lock:  # keep them for the next attempt
@@ -232,7 +247,25 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                     s.pending_rows[:0] = rows
                     s.pending_seqs[:0] = seqs
                     s.pending_objects[:0] = pending
+                    s.after_barrier[:0] = after
                 raise
+
+    def _commit(self, rows: list[SnapshotRow], refs: dict[str, list[Pending]]) -> None:
+        """Index the new snapshots and move the thread refs: one core transaction where the store has it."""
+        if getattr(type(self.repo.refs), "commit_snapshots", None) is None:
+            self._index_snapshots(rows)
+            self._move_refs(refs)
+            return
+        for _attempt in range(20):
+            updates = [(u, "langgraph: checkpoint") for u in self._ref_updates(refs)]
+            if not updates and not rows:
+                return
+            try:
+                self.repo.refs.commit_snapshots(rows, updates, [])
+                return
+            except RefConflict:  # the rows are in; the refs are recomputed from what the other writer left
+                rows = []
+        raise AgentSnapError("could not move the LangGraph thread refs: other writers keep moving them; retry")
 
     def _index_snapshots(self, rows: list[SnapshotRow]) -> None:
         """Add snapshots to the core index (short ids, ``agentsnap log``): one transaction where the store can."""
@@ -252,20 +285,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         created); the ref ends at the newest checkpoint, or stays where another writer put a newer one.
         """
         for _attempt in range(20):
-            updates = []
-            for name, entries in refs.items():
-                parents = {p for _s, _c, ps in entries for p in ps}
-                tips = sorted({(cid, snap) for snap, cid, _ps in entries if snap not in parents})
-                current = self.repo.refs.get_ref(name)
-                current_cid = self.index.checkpoint_of_snapshot(current) if current else None
-                prev = current
-                for _cid, snap in tips:
-                    if snap != prev:
-                        updates.append(RefUpdate(name, snap, prev))
-                        prev = snap
-                if current is not None and current_cid is not None and tips and current_cid > tips[-1][0]:
-                    if prev != current:
-                        updates.append(RefUpdate(name, current, prev))
+            updates = self._ref_updates(refs)
             if not updates:
                 return
             try:
@@ -274,6 +294,24 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             except RefConflict:
                 continue
         raise AgentSnapError("could not move the LangGraph thread refs: other writers keep moving them; retry")
+
+    def _ref_updates(self, refs: dict[str, list[Pending]]) -> list[RefUpdate]:
+        """The compare-and-swap moves that bring each ref through its new branch tips (see :meth:`_move_refs`)."""
+        updates = []
+        for name, entries in refs.items():
+            parents = {p for _s, _c, ps in entries for p in ps}
+            tips = sorted({(cid, snap) for snap, cid, _ps in entries if snap not in parents})
+            current = self.repo.refs.get_ref(name)
+            current_cid = self.index.checkpoint_of_snapshot(current) if current else None
+            prev = current
+            for _cid, snap in tips:
+                if snap != prev:
+                    updates.append(RefUpdate(name, snap, prev))
+                    prev = snap
+            if current is not None and current_cid is not None and tips and current_cid > tips[-1][0]:
+                if prev != current:
+                    updates.append(RefUpdate(name, current, prev))
+        return updates
 
     def _queue(self, ref: str, snap: str, cid: str, parents: Sequence[str]) -> None:
         """Remember a new snapshot for the next flush (caller holds ``self._s.lock``)."""
@@ -299,6 +337,8 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         lost, keep, pending = [], [], []
         refs: dict[str, list[Pending]] = {}
         for seq, thread_id, ns, cid, snap, state_bytes, manifest_bytes in rows:
+            for data in self.index.pending_blobs(seq):  # values that waited for the flush's pack
+                content.put_bytes(objects, data)
             if state_bytes is not None and manifest_bytes is not None:
                 doc = unpack(bytes(state_bytes), "langgraph state")
                 needed = {v[2] for v in doc.get("channels", {}).values() if v[2]}
@@ -318,10 +358,11 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             with self.index.tx() as db:
                 db.executemany("DELETE FROM lg_checkpoints WHERE seq=?", [(q,) for q in lost])
                 db.executemany("DELETE FROM lg_pending WHERE seq=?", [(q,) for q in lost])
+                db.executemany("DELETE FROM lg_pending_blobs WHERE seq=?", [(q,) for q in lost])
         self._write_pending(pending)
         objects.barrier()
         self.index.sync()
-        self._move_refs(refs)
+        self._commit([], refs)
         self.index.mark_flushed(keep)
 
     def _drop_pruned(self) -> None:
@@ -358,8 +399,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 self._s.last.pop((thread_id, ns), None)
 
     # ------------------------------------------------------------------ objects
-    def _put_blob(self, data: bytes) -> str:
-        """Store a channel value; one this process stored in the last minutes is not written again."""
+    def _put_blob(self, data: bytes, waiting: list[tuple[str, bytes]] | None = None) -> str:
+        """Store a channel value; one this process stored in the last minutes is not written again.
+
+        ``waiting`` collects ``(id, bytes)`` of values written into the store's batch (reaching the disk with
+        the next flush's pack): the index keeps them with the checkpoint's row until then.
+        """
         oid = content.put_bytes(None, data)
         now = time.monotonic()
         s = self._s
@@ -367,6 +412,8 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             last = s.stored.get(oid)
         if last is None or now - last > REWRITE_AFTER:  # re-put: freshens it against a concurrent gc
             content.put_bytes(self.repo.objects, data)
+            if waiting is not None and s.objects_batch is not None:
+                waiting.append((oid, data))
             with s.lock:
                 if len(s.stored) > 200_000:
                     s.stored.clear()
@@ -390,7 +437,19 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         with self._s.lock:
             data = self._s.cache.get(oid)
         if data is None:
-            data = content.get_bytes(self.repo.objects, oid)
+            deadline = time.monotonic() + OTHER_FLUSH_WAIT
+            while True:
+                try:
+                    data = content.get_bytes(self.repo.objects, oid)
+                    break
+                except ObjectMissing:  # another process's checkpoint: its values wait in the index for its flush
+                    waiting = self.index.pending_blob(oid)
+                    if waiting is not None:
+                        data = waiting
+                        break
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
             self._remember(oid, data)
         return data
 
@@ -410,12 +469,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         cp: dict[str, Any] = dict(checkpoint)
         values: dict[str, Any] = cp.pop("channel_values", {})
         new_blobs: list[tuple[str, str, str, str | None]] = []
+        waiting: list[tuple[str, bytes]] = []
         fresh: ChannelMap = {}
         for ch, ver in new_versions.items():
             vkey = version_key(ver)
             if ch in values:
                 typ, data = self.serde.dumps_typed(values[ch])
-                oid = self._put_blob(data)
+                oid = self._put_blob(data, waiting)
             else:
                 typ, oid = "empty", None
             new_blobs.append((ch, vkey, typ, oid))
@@ -460,7 +520,8 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         world_rec = self._capture_world() if self.world_root is not None else None
         snap = self._write_snapshot(state_doc, channels, parents, meta, world_rec, defer=True)
         row: CheckpointRow = (thread_id, ns, checkpoint["id"], parent_id, snap.id, ckpt_t[0], ckpt_t[1], meta_t[0], meta_t[1])
-        seq = self.index.insert_checkpoint(row, str(run_id) if run_id is not None else None, new_blobs, snap.pending)
+        seq = self.index.insert_checkpoint(row, str(run_id) if run_id is not None else None, new_blobs, snap.pending,
+                                           waiting)
         with self._s.lock:
             if snap.pending is not None:
                 self._s.pending_objects.append(snap.pending)
@@ -517,8 +578,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         context: dict[str, Any] = {"repo": self.repo, "pm": pm, "redact": True}
         rec = pm.hook.agentsnap_capture_world(root=str(self.world_root), context=context)
         sc = context.get("statcache")
-        if sc:
-            sc[1].save(sc[0])
+        if sc:  # it names the objects just written: saved by the flush once they are durable
+            with self._s.lock:
+                self._s.after_barrier.append(functools.partial(sc[1].save, sc[0]))
         return dict(rec)
 
     def _write_snapshot(
