@@ -154,7 +154,7 @@ def get_value(store: ObjectStore, oid: str, what: str = "value") -> Any:
 # --- raw objects: one uncompressed BLOB from several buffers (KV pages; see agentsnap_core.layers.kvcache) ---------
 
 #: inputs at least this large are hashed on several threads (BLAKE3 is a tree hash: same digest, GIL released)
-PARALLEL_HASH_BYTES = 1024 * 1024
+PARALLEL_HASH_BYTES = 16 * 1024 * 1024
 
 
 def _blob_digest(kind: int, view: memoryview) -> str:

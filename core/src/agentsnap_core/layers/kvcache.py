@@ -56,7 +56,7 @@ FINGERPRINT_FIELDS = ("model", "weights", "dtype", "tokenizer", "engine", "layou
 #: ``page_bytes(start, end)``: the page's bytes, as one buffer or a sequence of buffers (joined in order)
 PageBytes = Callable[[int, int], "bytes | memoryview | Sequence[bytes | memoryview]"]
 #: target size of a segment (one object holding a group of pages); a group is at least one page
-SEGMENT_BYTES = 8 * 1024 * 1024
+SEGMENT_BYTES = 4 * 1024 * 1024
 #: a page larger than this is stored on its own as chunked content (version-1 page entry)
 MAX_SEGMENT_BYTES = MAX_OBJECT_BYTES
 #: segments stored (or read ahead) at once besides the one being gathered (or consumed)
