@@ -6,7 +6,9 @@ objects, named here by id. Commits use WAL with ``synchronous=NORMAL`` (no fsync
 durability comes from :meth:`PFSaver.flush`, which makes the objects durable and then moves the
 thread refs in one compare-and-swap transaction. Until then a row also carries its snapshot's
 manifest and state document (``pending_*``): the flush writes them as objects. A row never flushed
-is finished on the next open (see :meth:`CheckpointIndex.unflushed`).
+is finished on the next open (see :meth:`CheckpointIndex.unflushed`). In durable mode (``flush_interval=0``) every
+commit is ``synchronous=FULL`` instead (:meth:`SqliteIndex.make_durable`): the row and the bytes its snapshot needs
+survive a power cut when ``put`` returns, and the group commit follows.
 """
 
 from __future__ import annotations
@@ -318,6 +320,7 @@ class SqliteIndex(CheckpointIndex):
         self.path = Path(path)
         self.where = str(self.path)
         self.lock = threading.RLock()
+        self.durable = False
         self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
@@ -342,8 +345,16 @@ class SqliteIndex(CheckpointIndex):
         with self.lock:
             yield self.db
 
+    def make_durable(self) -> None:
+        """Every later commit reaches the disk before it returns (``synchronous=FULL``: one WAL fsync each)."""
+        with self.lock:
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.durable = True
+
     def sync(self) -> None:
         """One commit with ``synchronous=FULL``: the WAL, and every row committed before, reaches the disk."""
+        if self.durable:
+            return  # every commit already did
         with self.lock:
             self.db.execute("PRAGMA synchronous=FULL")
             try:
