@@ -350,7 +350,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
                 self._record_failure(location, branch, trigger, f"background write: {type(exc).__name__}: {exc}")
 
         item = Pending(data, ref, branch, parent_id, trigger, token, on_error)
-        writer_for(repo.root, _commit, self.max_pending).submit(item, wait=self.durable)
+        writer_for(repo.root, _commit_all, self.max_pending).submit(item, wait=self.durable)
         return str(_materialised(repo, token or str(item.oid)))
 
     async def acheckpoint(self, data: str, location: str, *, parent_id: str | None = None, branch: str = "main") -> str:
@@ -416,11 +416,35 @@ def _parent(repo: Repo, parent_id: str | None, ids: dict[str, str]) -> str | Non
     return parent_id if is_oid(parent_id) and repo.objects.has(parent_id) else None
 
 
+def _commit_all(repo: Repo, items: list[Pending], ids: dict[str, str]) -> list[tuple[str | None, BaseException | None]]:
+    """Commit queued checkpoints as snapshots on their branches, together (run by the store's writer thread).
+
+    One ``Repo.batch()``: one pack, one durability barrier, one SQLite transaction for all of them. A checkpoint
+    that cannot be made fails alone; a batch whose commit fails (the disk, a ref moved by another process) fails
+    every checkpoint in it (its snapshots stay unreferenced).
+    """
+    known = dict(ids)
+    out: list[tuple[str | None, BaseException | None]] = []
+    try:
+        with repo.batch():
+            for item in items:
+                try:
+                    oid = _commit(repo, item, known)
+                except Exception as exc:
+                    out.append((None, exc))
+                    continue
+                if item.token:
+                    known[item.token] = oid
+                out.append((oid, None))
+    except Exception as exc:
+        out = [(None, exc)] * len(items)
+    return out
+
+
 def _commit(repo: Repo, item: Pending, ids: dict[str, str]) -> str:
-    """Commit one checkpoint as a snapshot on its branch (run by the store's writer thread); its id."""
+    """Snapshot one checkpoint on its branch (inside the writer's batch); its id."""
     parent = _parent(repo, item.parent_id, ids)
-    head = repo.refs.get_ref(item.ref)
-    parents = [parent] if parent else [head] if head else []
+    parents = [parent] if parent else None  # None: the branch head, as the batch left it
     clean = _CLEAN.setdefault(str(repo.root), _CleanSegments())
     data, redacted = redact_checkpoint(item.data, clean)
     blob = content.put_bytes(repo.objects, data.encode("utf-8"))

@@ -4,15 +4,16 @@ CrewAI calls ``checkpoint()`` on its event-bus worker after every task and waits
 snapshot makes it durable (objects fsync'd before the branch moves) and costs tens of milliseconds; CrewAI's own
 JsonProvider writes a file without fsync in under one. So by default the provider only captures the checkpoint (the
 JSON text CrewAI already made, an immutable ``str``: nothing is copied) and queues it; one writer thread per store
-commits the queue in order.
+commits the queue in order: whatever is queued when it gets to it, in one batch (``Repo.batch()``: one pack, one
+durability barrier, one SQLite transaction), so a writer that falls behind catches up in fewer, larger commits.
 
 Durability (documented in the README): a checkpoint is on disk, fsync'd, once its snapshot is committed: normally
 one snapshot commit after the call; always by the end of ``kickoff()``, on ``flush()``, at interpreter exit
 (``atexit``), and before any read of checkpoints through this package (``resume_crew``, ``checkpoint_path``,
 ``checkpoint_data``, ``from_checkpoint``, ``prune``, ``checkpoint_failures``: read-your-writes). A process killed
-before that loses at most the checkpoints still queued: ``max_pending`` plus the one being committed. Every
-committed snapshot is complete (the store never holds half a checkpoint). The queue is bounded: a call finding
-``max_pending`` checkpoints queued waits for room.
+before that loses at most the checkpoints queued or being committed: ``max_pending``. Every committed snapshot is
+complete (the store never holds half a checkpoint). The queue is bounded: a call finding ``max_pending``
+checkpoints queued or being committed waits for room.
 
 A commit that fails is never only logged: it is noted as a failed checkpoint (``checkpoint_failures``, the run's
 :class:`~agentsnap_crewai.CheckpointFailed` at the end of ``kickoff()``) and raised, as
@@ -64,16 +65,20 @@ class Pending:
     error: BaseException | None = None
 
 
+#: commits a batch of queued checkpoints: ``(repo, items, known ids) -> [(snapshot id, None) or (None, error)]``
+Commit = Callable[[Repo, list[Pending], dict[str, str]], list[tuple[str | None, BaseException | None]]]
+
+
 class Writer:
     """The background writer of one store: commits queued checkpoints in order, one thread while there is work."""
 
-    def __init__(self, root: Path, commit: Callable[[Repo, Pending, dict[str, str]], str], max_pending: int) -> None:
+    def __init__(self, root: Path, commit: Commit, max_pending: int) -> None:
         self.root = root
         self.commit = commit
         self.max_pending = max(1, max_pending)
         self.cond = threading.Condition()
         self.queue: deque[Pending] = deque()
-        self.busy = False
+        self.inflight = 0  # checkpoints taken off the queue, being committed
         self.thread: threading.Thread | None = None
         self.errors: list[tuple[str, BaseException]] = []  # failed commits not yet raised to a caller
         self.ids: dict[str, str] = {}  # token -> snapshot id, for the checkpoints this writer committed
@@ -88,7 +93,7 @@ class Writer:
         """Queue ``item`` (waiting for room); with ``wait``, return once it is committed (raise if that failed)."""
         with self.cond:
             self.raise_errors()
-            while len(self.queue) >= self.max_pending:
+            while len(self.queue) + self.inflight >= self.max_pending:
                 self.cond.wait()
                 self.raise_errors()
             self.queue.append(item)
@@ -106,13 +111,13 @@ class Writer:
     def settle(self) -> None:
         """Wait until every checkpoint queued so far is committed or failed (failures stay for the next call/flush)."""
         with self.cond:
-            while self.queue or self.busy:
+            while self.queue or self.inflight:
                 self.cond.wait()
 
     def flush(self) -> None:
         """:meth:`settle`, then raise the failures not yet raised."""
         with self.cond:
-            while self.queue or self.busy:
+            while self.queue or self.inflight:
                 self.cond.wait()
             self.raise_errors()
 
@@ -125,28 +130,33 @@ class Writer:
                         if not self.cond.wait(IDLE_S) and not self.queue:
                             self.thread = None
                             return
-                    item = self.queue.popleft()
-                    self.busy = True
-                    self.cond.notify_all()  # room in the queue
+                    items = list(self.queue)  # everything queued: committed together (one barrier, one transaction)
+                    self.queue.clear()
+                    self.inflight = len(items)
                 try:
                     if repo is None:
                         repo = Repo.open(self.root)
-                    oid, error = self.commit(repo, item, self.ids), None
+                    results = self.commit(repo, items, self.ids)
+                    if len(results) != len(items):
+                        raise AgentSnapError(f"checkpoint writer: {len(results)} results for {len(items)} checkpoints")
                 except BaseException as exc:  # noted and raised to the next caller: never only logged
-                    oid, error = None, exc
-                    try:
-                        item.on_error(exc)
-                    except BaseException:  # noqa: S110 - the failure is still raised by the next call / flush
-                        pass
-                with self.cond:
-                    self.busy = False
-                    item.done, item.oid, item.error = True, oid, error
+                    results = [(None, exc)] * len(items)
+                for item, (_oid, error) in zip(items, results, strict=True):
                     if error is not None:
-                        self.errors.append((str(self.root), error))
-                    elif item.token:
-                        self.ids[item.token] = str(oid)
-                        if len(self.ids) > _IDS_KEPT:  # older ids are found in the store (meta.crewai_id)
-                            del self.ids[next(iter(self.ids))]
+                        try:
+                            item.on_error(error)
+                        except BaseException:  # noqa: S110 - the failure is still raised by the next call / flush
+                            pass
+                with self.cond:
+                    self.inflight = 0
+                    for item, (oid, error) in zip(items, results, strict=True):
+                        item.done, item.oid, item.error = True, oid, error
+                        if error is not None:
+                            self.errors.append((str(self.root), error))
+                        elif item.token:
+                            self.ids[item.token] = str(oid)
+                            if len(self.ids) > _IDS_KEPT:  # older ids are found in the store (meta.crewai_id)
+                                del self.ids[next(iter(self.ids))]
                     self.cond.notify_all()
         finally:
             if repo is not None:
@@ -154,6 +164,7 @@ class Writer:
             with self.cond:
                 if self.thread is threading.current_thread():
                     self.thread = None
+                    self.inflight = 0
                     if self.queue:  # an unexpected exit with work left: a fresh thread takes it over
                         self.thread = threading.Thread(target=self._run, name=f"agentsnap-crewai-writer:{self.root}", daemon=True)
                         self.thread.start()
@@ -168,7 +179,7 @@ def _key(root: Path) -> str:
     return str(Path(root).resolve())
 
 
-def writer_for(root: Path, commit: Callable[[Repo, Pending, dict[str, str]], str], max_pending: int) -> Writer:
+def writer_for(root: Path, commit: Commit, max_pending: int) -> Writer:
     """The process's writer of the store at ``root`` (one per store: its checkpoints commit in call order)."""
     key = _key(root)
     with _REGISTRY_LOCK:
