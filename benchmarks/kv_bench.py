@@ -5,7 +5,8 @@ For each prompt length, on one Llama-shaped model built from a config (random we
   write+fsync      - the peer of a snapshot: the same bytes written sequentially to one file on the same
                      filesystem (the repository's), one fsync
   read+copy        - the peer of a restore: that file read back and copied into fresh cache tensors
-  snapshot         - repo.capture(session) into an empty store: pages streamed in (chunked, zstd, fsync)
+  snapshot         - repo.capture(session) into an empty store (the previous run's store deleted first, untimed, as
+                     the plain write truncates its previous file): pages grouped into raw segments, BLAKE3, fsync
   snapshot +16 tok - the same session after 16 decoded tokens (full pages reused, only the tail written)
   restore          - repo.restore_into(fresh session): pages read, verified and copied into a new cache
   restore + 1 tok  - restore, then the first decoded token            } the peer is re-prefilling the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -84,7 +86,18 @@ def main() -> None:
                 r.capture(s, "bench")
 
             counter = iter(range(10**6))
-            empty_repo = lambda n=n, c=counter: Repo.init(Path(tmp) / f"scratch{n}-{next(c)}")  # noqa: E731
+            scratch: list[Repo] = []
+
+            def empty_repo(n: int = n, c: Any = counter, made: list[Repo] = scratch) -> Repo:
+                # the previous run's copy is deleted first (untimed), as the plain write truncates its previous
+                # file: both then write into recycled page-cache memory (first-touching fresh memory is several
+                # times slower on this VM than the write itself, and would be charged to one side only)
+                while made:
+                    old = made.pop()
+                    old.close()
+                    shutil.rmtree(old.root)
+                made.append(Repo.init(Path(tmp) / f"scratch{n}-{next(c)}"))
+                return made[-1]
             plain = Path(tmp) / f"plain{n}.bin"
 
             def write_fsync(s: KVSession = session, path: Path = plain) -> None:
