@@ -1,16 +1,19 @@
-"""`agentsnap [-C DIR] status [--json]` is answered without click (agentsnap_core.cli.fast, issue 19): the same bytes
-on stdout and stderr and the same exit status as the click application gives for the same tree, whatever the tree
-holds; anything else on the command line goes to click."""
+"""The commonest command lines (`[-C DIR] status|snapshot|restore|fork` in their plain forms) are answered without
+click (agentsnap_core.cli.fast, issue 19): the same bytes on stdout and stderr and the same exit status as the click
+application gives for the same tree and store, whatever the tree holds; anything else goes to click."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import tree_fingerprint
 
 FAST = "from agentsnap_core.cli import run\nimport sys\nrun(sys.argv[1:])\n"
 CLICK = "from agentsnap_core.cli.app import main\nimport sys\nmain(sys.argv[1:])\n"
@@ -18,13 +21,24 @@ LOADED = ("from agentsnap_core.cli import run\nimport sys, json\ntry:\n    run(s
           "print(json.dumps(sorted(sys.modules)))\n")
 
 
-def both(cwd: Path, *args: str) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+def both(cwd: Path, *args: str, twin: Path | None = None) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+    """The fast path's (code, stdout, stderr) in ``cwd`` and click's in ``twin`` (default: the same directory)."""
     out = []
-    for code in (FAST, CLICK):
-        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+    for code, where in ((FAST, cwd), (CLICK, twin or cwd)):
+        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=where, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONIOENCODING": "utf-8"})
         out.append((proc.returncode, proc.stdout, proc.stderr))
     return out[0], out[1]
+
+
+def masked(result: tuple[int, str, str]) -> tuple[int, str, str]:
+    """Snapshot ids and times differ between two runs of a writing verb, and how many files the copied tree had to
+    re-hash: compare the rest."""
+    code, out, err = result
+    out = re.sub(r"[0-9a-f]{64}|[0-9a-f]{12}", "<id>", out)
+    out = re.sub(r'"time": [0-9.]+', '"time": <t>', out)
+    out = re.sub(r'"hashed": [0-9]+', '"hashed": <n>', out)  # the copy's files have other inodes: re-hashed there
+    return code, out, err
 
 
 def agentsnap(cwd: Path, *args: str) -> None:
@@ -83,3 +97,30 @@ def test_fast_status_loads_no_click_and_other_forms_go_to_click(tree: Path) -> N
         proc = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=tree, capture_output=True, text=True, timeout=120)
         loaded = set(json.loads(proc.stdout.splitlines()[-1]))
         assert ("click" in loaded) == click_expected, args
+
+
+@pytest.mark.parametrize("as_json", [[], ["--json"]])
+def test_fast_writing_verbs_print_what_click_prints(tree: Path, tmp_path: Path, as_json: list[str]) -> None:
+    """snapshot, restore and fork on two copies of one store and tree: the fast path in one, click in the other."""
+    changed(tree)
+    twin = tmp_path / "twin"
+    shutil.copytree(tree, twin, symlinks=True)
+    for args in (["snapshot", "-m", "second"], ["snapshot"], ["snapshot", "--message", "third"],
+                 ["restore", "HEAD~2"], ["fork", "-n", "3", "--prefix", "try"], ["fork", "main", "-n", "2"],
+                 ["fork"], ["restore", "nosuch"], ["fork", "-n", "0"], ["fork", "--prefix", "a..b"]):
+        fast, slow = both(tree, *args, *as_json, twin=twin)
+        assert masked(fast) == masked(slow), (args, fast, slow)
+        refused = args[-1] in ("nosuch", "0", "a..b")
+        assert fast[0] == (2 if refused else 0) and (fast[2].count("\n") == 1 if refused else True), (args, fast)
+    assert tree_fingerprint(tree) == tree_fingerprint(twin)
+    fast, slow = both(tmp_path, "snapshot", "-m", "x", *as_json)  # no store: one line, exit status 2
+    assert fast == slow and fast[0] == 2
+
+
+def test_fast_path_leaves_other_forms_to_click(tree: Path) -> None:
+    for args in (["snapshot", "--agent", "a"], ["snapshot", "-m", "a", "-m", "b"], ["snapshot", "-mx"],
+                 ["restore", "HEAD", "--dry-run"], ["restore", "HEAD", "f0.txt"], ["fork", "-n", "x"],
+                 ["fork", "--worktrees", "w"], ["snapshot", "--json", "-m", "x"], ["restore", "--", "HEAD"]):
+        proc = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=tree, capture_output=True, text=True, timeout=120)
+        loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+        assert "click" in loaded and "agentsnap_core.cli.app" in loaded, args

@@ -1,8 +1,9 @@
 """The ``agentsnap`` command line. Every verb takes ``--json``; shapes are documented in docs/CLI.md.
 
-This module is what the console script loads, so it stays small: ``agentsnap --version`` answers from here,
-``[-C DIR] status [--json]`` from :mod:`agentsnap_core.cli.fast` (no click), and every other command loads the click application (:mod:`agentsnap_core.cli.app`, the core verbs) and, only when its
-verb runs, the verb's own module (``LAZY_VERBS``). The application's names (``main``, ``register``, ``emit``...)
+This module is what the console script loads, so it stays small: ``agentsnap --version`` answers from here, the
+commonest forms of status, snapshot, restore and fork from :mod:`agentsnap_core.cli.fast` (no click), and every
+other command loads the click application (:mod:`agentsnap_core.cli.app`, the core verbs) and, only when its verb
+runs, the verb's own module (``LAZY_VERBS``). The application's names (``main``, ``register``, ``emit``...)
 are importable from here as before.
 """
 
@@ -12,6 +13,9 @@ import sys
 
 from agentsnap_core import __version__
 
+#: verbs cli/fast.py may answer (other command lines never import it)
+_FAST_VERBS = frozenset({"status", "snapshot", "restore", "fork"})
+
 
 def run(argv: list[str] | None = None) -> None:
     """The console script ``agentsnap``."""
@@ -19,7 +23,7 @@ def run(argv: list[str] | None = None) -> None:
     if args == ["--version"]:  # the same line click's version option prints, without loading click
         sys.stdout.write(f"agentsnap, version {__version__}\n")
         return
-    if args and args[-1] in ("status", "--json"):  # read-only verbs answered without click (cli/fast.py)
+    if _FAST_VERBS.intersection(args[:3]):  # the commonest command lines are answered without click (cli/fast.py)
         from agentsnap_core.cli.fast import answer
 
         code = answer(args)

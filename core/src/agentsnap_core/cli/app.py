@@ -7,10 +7,8 @@ import importlib
 import json
 import os
 import sqlite3
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -23,9 +21,13 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     JSON_VERSION,
     _is_remote,
     environment_error_line,
+    fork_lines,
     json_line,
     left_out_line,
+    progress,
+    restore_lines,
     short,
+    snapshot_lines,
     status_lines,
 )
 from agentsnap_core.errors import AgentSnapError, InvalidInput
@@ -95,23 +97,6 @@ def open_repo(ctx: click.Context) -> Repo:
     return repo
 
 
-@contextmanager
-def progress(repo: Repo, label: str, enabled: bool) -> Iterator[None]:
-    """A byte counter on a TTY; silent otherwise."""
-    if not enabled or not sys.stderr.isatty():
-        yield
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TransferSpeedColumn
-
-    with Progress(SpinnerColumn(), TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True) as bar:
-        task = bar.add_task(label, total=None)
-        repo.progress = lambda _k, n, _t: bar.advance(task, n)
-        try:
-            yield
-        finally:
-            repo.progress = None
-
-
 def fmt_time(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
@@ -169,23 +154,8 @@ def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, incl
     repo = open_repo(ctx)
     with progress(repo, "snapshot", not as_json):
         snap = repo.snapshot(message, agent=agent, redact_env=not no_redact, include_secrets=include_secrets)
-    if as_json:
-        emit({"v": JSON_VERSION, **snap.summary(), "world": _world_summary(snap)})
-    else:
-        click.echo(snap.id)
-        _say_left_out((snap.layers.get("world") or {}).get("left_out") or [])
-
-
-def _say_left_out(names: list[str]) -> None:
-    """Name the files the secrets policy left out (stderr: stdout stays the id for scripts)."""
-    line = left_out_line(names)
-    if line:
-        click.echo(line, err=True)
-
-
-def _world_summary(snap: Snapshot) -> dict[str, Any]:
-    w = snap.layers.get("world") or {}
-    return {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": w.get("left_out") or []}
+    for line, err in snapshot_lines(snap, as_json):  # as the fast path (cli/fast.py) prints them
+        click.echo(line, err=err)
 
 
 @main.command()
@@ -353,19 +323,8 @@ def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | Non
     to = in_dir(ctx, to) if to else to
     with progress(repo, "restore", not as_json):
         res = repo.restore(spec, to=to, dry_run=dry_run, paths=list(paths) or None, allow_external_symlinks=allow_external_symlinks)
-    if as_json:
-        emit({"v": JSON_VERSION, **res})
-        return
-    if dry_run:
-        ch = res["changes"]
-        for key in ("added", "modified", "deleted", "mode"):
-            for p in ch.get(key, []):
-                click.echo(f"would restore ({key}): {p}")
-        return
-    if to:
-        click.echo(f"restored {short(res['id'])} into {res['to']} ({res['files']} files)")
-    else:
-        click.echo(f"restored {short(res['id'])}; undo with: agentsnap restore {short(res['undo'])}")
+    for line, err in restore_lines(res, as_json, dry_run, bool(to)):
+        click.echo(line, err=err)
 
 
 @main.command()
@@ -380,11 +339,8 @@ def fork(ctx: click.Context, spec: str | None, count: int, prefix: str, worktree
     repo = open_repo(ctx)
     with progress(repo, "fork", not as_json):
         out = repo.fork(spec, count, prefix=prefix, worktrees=worktrees)
-    if as_json:
-        emit({"v": JSON_VERSION, "forks": out})
-        return
-    for f in out:
-        click.echo(f"{f['branch']} -> {short(f['id'])}" + (f"  {f['path']}" if "path" in f else ""))
+    for line, err in fork_lines(out, as_json):
+        click.echo(line, err=err)
 
 
 @main.command()

@@ -8,7 +8,13 @@ import errno
 import json
 import os
 import sqlite3
-from typing import Any
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentsnap_core.repository.repo import Repo, Snapshot
 
 JSON_VERSION = 1
 #: seconds a command waits for another agentsnap process working on the same tree (AGENTSNAP_LOCK_WAIT overrides)
@@ -93,3 +99,50 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     if left:
         out.append((left, True))
     return out
+
+
+def snapshot_lines(snap: Snapshot, as_json: bool) -> list[tuple[str, bool]]:
+    """``agentsnap snapshot``'s output: the id (stdout stays the id for scripts), then the files left out."""
+    w = snap.layers.get("world") or {}
+    if as_json:
+        world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": w.get("left_out") or []}
+        return [(json_line({"v": JSON_VERSION, **snap.summary(), "world": world}), False)]
+    left = left_out_line(w.get("left_out") or [])
+    return [(snap.id, False)] + ([(left, True)] if left else [])
+
+
+def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:
+    """``agentsnap restore``'s output for :meth:`Repo.restore`'s answer."""
+    if as_json:
+        return [(json_line({"v": JSON_VERSION, **res}), False)]
+    if dry_run:
+        ch = res["changes"]
+        return [(f"would restore ({key}): {p}", False) for key in ("added", "modified", "deleted", "mode")
+                for p in ch.get(key, [])]
+    if to:
+        return [(f"restored {short(res['id'])} into {res['to']} ({res['files']} files)", False)]
+    return [(f"restored {short(res['id'])}; undo with: agentsnap restore {short(res['undo'])}", False)]
+
+
+def fork_lines(out: list[dict[str, Any]], as_json: bool) -> list[tuple[str, bool]]:
+    """``agentsnap fork``'s output for :meth:`Repo.fork`'s answer."""
+    if as_json:
+        return [(json_line({"v": JSON_VERSION, "forks": out}), False)]
+    return [(f"{f['branch']} -> {short(f['id'])}" + (f"  {f['path']}" if "path" in f else ""), False) for f in out]
+
+
+@contextmanager
+def progress(repo: Repo, label: str, enabled: bool) -> Iterator[None]:
+    """A byte counter on a TTY; silent otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TransferSpeedColumn
+
+    with Progress(SpinnerColumn(), TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn(), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        repo.progress = lambda _k, n, _t: bar.advance(task, n)
+        try:
+            yield
+        finally:
+            repo.progress = None
