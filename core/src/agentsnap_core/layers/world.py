@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, UnsafeSnapshot
-from agentsnap_core.format import content
+from agentsnap_core.format import content, objects
 from agentsnap_core.format.encoding import pack_plain, unpack
-from agentsnap_core.format.objects import is_oid
+from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.stores.base import ObjectStore
 
 TREE_FORMAT = 1
@@ -179,17 +179,21 @@ class CaptureStats:
 
 @dataclass
 class StatCache:
-    """path -> [size, mtime_ns, ctime_ns, ino, mode, content id, racy]"""
+    """path -> [size, mtime_ns, ctime_ns, ino, mode, content id, racy]; ``tree``: the digest of the last tree
+    :func:`put_tree` stored from this working tree and that tree's id (an unchanged tree is not chunked again)."""
 
     entries: dict[str, list[Any]] = field(default_factory=dict)
     dirty: bool = True
+    tree: tuple[str, str] | None = None
 
     @classmethod
     def load(cls, path: Path) -> StatCache:
         try:
             doc = unpack(path.read_bytes(), "stat cache")
             if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
-                return cls({name_in(k): v for k, v in doc["e"].items()}, dirty=False)
+                t = doc.get("t")
+                tree = (t[0], t[1]) if isinstance(t, list) and len(t) == 2 and is_oid(t[0]) and is_oid(t[1]) else None
+                return cls({name_in(k): v for k, v in doc["e"].items()}, dirty=False, tree=tree)
         except (OSError, AgentSnapError):
             pass
         return cls()
@@ -199,7 +203,10 @@ class StatCache:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        tmp.write_bytes(pack_plain({"v": 1, "e": {name_out(k): v for k, v in self.entries.items()}}))
+        doc: dict[str, Any] = {"v": 1, "e": {name_out(k): v for k, v in self.entries.items()}}
+        if self.tree:
+            doc["t"] = list(self.tree)
+        tmp.write_bytes(pack_plain(doc))
         os.replace(tmp, path)
 
 
@@ -385,7 +392,7 @@ def capture(
                     progress(st.st_size)
     entries = [e for e in entries if e[1] != "f" or e[4]]  # files deleted while the snapshot ran
     unchanged = stats.files_hashed == 0 and len(new) == len(old)
-    return entries, StatCache(new, dirty=not unchanged), stats
+    return entries, StatCache(new, dirty=not unchanged, tree=cache.tree if cache else None), stats
 
 
 def name_out(name: str) -> str | bytes:
@@ -410,9 +417,31 @@ def _stored(e: Entry) -> list[Any]:
     return [name_out(path), kind, mode, size, name_out(ref) if kind == "l" else ref]
 
 
-def put_tree(store: ObjectStore, entries: list[Entry]) -> str:
+def _tree_bytes(entries: list[Entry]) -> bytes:
     # keys in sorted order and entries already sorted by path: the plain encoding is canonical
-    return content.put_bytes(store, pack_plain({"entries": [_stored(e) for e in entries], "v": TREE_FORMAT}))
+    return pack_plain({"entries": [_stored(e) for e in entries], "v": TREE_FORMAT})
+
+
+def is_memo_tree(entries: list[Entry], memo: StatCache | None, tree: str | None) -> bool:
+    """True when ``entries`` are exactly tree ``tree``, as the stat cache's memo of the last stored tree says: status
+    then knows the working tree equals HEAD's without loading and comparing HEAD's tree."""
+    if memo is None or memo.tree is None or tree is None or memo.tree[1] != tree:
+        return False
+    return objects.digest(Kind.BLOB, _tree_bytes(entries)) == memo.tree[0]
+
+
+def put_tree(store: ObjectStore, entries: list[Entry], memo: StatCache | None = None) -> str:
+    """Store the tree of ``entries``; with ``memo`` (the working tree's stat cache), a tree identical to the last one
+    stored from it is not chunked and stored again (an unchanged snapshot: one digest instead of the chunking)."""
+    raw = _tree_bytes(entries)
+    if memo is None:
+        return content.put_bytes(store, raw)
+    digest = objects.digest(Kind.BLOB, raw)
+    if memo.tree is not None and memo.tree[0] == digest and store.has(memo.tree[1]):
+        return memo.tree[1]
+    oid = content.put_bytes(store, raw)
+    memo.tree, memo.dirty = (digest, oid), True
+    return oid
 
 
 def load_tree(store: ObjectStore, oid: str) -> list[Entry]:

@@ -464,7 +464,7 @@ class Repo:
         cache = world.StatCache.load(cache_path) if Path(root) == self.root else None
         ignore = self._ignore(context.get("include_secrets"))
         entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance)
-        tree = world.put_tree(self.objects, entries)
+        tree = world.put_tree(self.objects, entries, new_cache if Path(root) == self.root else None)
         if any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
             self._remember_own_tree(tree)
         from agentsnap_core.layers.environment import capture_env  # its secret patterns compile only for a snapshot
@@ -538,10 +538,14 @@ class Repo:
 
     def _working(self) -> tuple[list[world.Entry], list[str]]:
         """The working tree's entries and the files the secrets policy leaves out of it."""
+        entries, left_out, _ = self._working_with_cache()
+        return entries, left_out
+
+    def _working_with_cache(self) -> tuple[list[world.Entry], list[str], world.StatCache]:
         cache = world.StatCache.load(self.wt_dir / "statcache.msgpack")
         ignore = self._ignore()
         entries, _, _ = world.capture(self.root, None, ignore, cache)
-        return entries, sorted(ignore.left_out)
+        return entries, sorted(ignore.left_out), cache
 
     # ---------------------------------------------------------------- snapshot
     @contextmanager
@@ -860,10 +864,14 @@ class Repo:
     # ---------------------------------------------------------------- status / log / diff
     def status(self) -> dict[str, Any]:
         symref, oid = self.head()
-        base = self.world_entries(oid) if oid else []
-        entries, left_out = self._working()
-        changes = world.compare(base, entries)
-        trace_base = self.read_layer(oid, "trace") if oid else []
+        snap = Snapshot(oid, self.manifest(oid)) if oid else None
+        entries, left_out, cache = self._working_with_cache()
+        tree = ((snap.layers.get("world") or {}).get("tree") if snap else None)
+        if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's and it is unchanged
+            changes = world.Changes()
+        else:
+            changes = world.compare(self.world_entries(snap) if snap else [], entries)
+        trace_base = self.read_layer(snap, "trace") if snap else []
         msgs = self.messages()
         return {
             "branch": self.current_branch(),
