@@ -10,6 +10,8 @@ What a CLI user pays, each a whole process (interpreter start and imports includ
   store size  the store on disk (du) after `agentsnap gc` vs `.git` after `git gc`, vs the restic repository
 Bytecode is compiled first (PYTHONDONTWRITEBYTECODE is unset here, as in a real install) and every command is
 warmed once; the median of --repeat runs is shown. Ratios are agentsnap / peer: below 1.00x agentsnap is faster.
+Beside the wall-clock table, the CPU time (user + system) of the same runs, the command's processes included: on a
+machine shared with other work it moves less with the load than the wall clock does.
 
     python benchmarks/cli_bench.py [--tree DIR] [--repeat N]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,10 +37,36 @@ ENV.update(GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", 
 AGENTSNAP = [str(Path(sys.executable).parent / "agentsnap")]
 
 
+#: CPU seconds (user + system, children included) of each sh() since the last take_cpu()
+_CPU: list[float] = []
+
+
+def take_cpu() -> float:
+    """The median CPU time of the runs since the last call (those a wall-clock figure was just taken from)."""
+    value = statistics.median(_CPU) if _CPU else float("nan")
+    _CPU.clear()
+    return value
+
+
+class Timed(dict):  # type: ignore[type-arg]
+    """``step -> wall seconds``; setting a step also keeps the median CPU time of the runs behind it in ``cpu``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cpu: dict[str, float] = {}
+
+    def __setitem__(self, step: str, value: float) -> None:
+        if step != "store MB":
+            self.cpu[step] = take_cpu()
+        super().__setitem__(step, value)
+
+
 def sh(cmd: list[str] | str, cwd: Path | None = None) -> float:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)  # (os.times() ticks at 10 ms)
     proc = subprocess.run(cmd, cwd=cwd, env=ENV, shell=isinstance(cmd, str), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - t
+    d = resource.getrusage(resource.RUSAGE_CHILDREN)
+    _CPU.append(d.ru_utime - c.ru_utime + d.ru_stime - c.ru_stime)
     if proc.returncode not in (0, 1):  # status/diff exit 1 when something changed, as git diff --exit-code
         raise SystemExit(f"benchmark command failed: {cmd}: {proc.stderr.decode()[-500:]}")
     return elapsed
@@ -46,6 +75,7 @@ def sh(cmd: list[str] | str, cwd: Path | None = None) -> float:
 def median(cmd: list[str] | str, cwd: Path | None, repeat: int, warm: bool = True) -> float:
     if warm:
         sh(cmd, cwd)
+        _CPU.clear()
     return statistics.median(sh(cmd, cwd) for _ in range(repeat))
 
 
@@ -67,17 +97,19 @@ def edit(root: Path, n: int, tag: str) -> None:
 
 
 def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> dict[str, dict[str, float]]:
-    res: dict[str, dict[str, float]] = {"agentsnap": {}, "git": {}, "restic": {}}
+    res: dict[str, Timed] = {"agentsnap": Timed(), "git": Timed(), "restic": Timed()}
     a, g, r = work / "a", work / "g", work / "r"
     for d in (a, g, r):  # the stdlib without its site-packages (what the issue measured: ~7.7k files)
         shutil.copytree(src, d, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
     time.sleep(1.1)  # past racy-clean windows for every tool alike
     sh([*AGENTSNAP, "init"], a)
     sh(["git", "init", "-q"], g)
+    _CPU.clear()
     res["agentsnap"]["first"] = sh([*AGENTSNAP, "snapshot", "-m", "first"], a)
     res["git"]["first"] = sh("git add -A && git commit -q -m first", g)
     if restic:
         sh([restic, "init", "-q", "--repo", str(work / "restic-repo")])
+        _CPU.clear()
         res["restic"]["first"] = sh([restic, "backup", "-q", "--repo", str(work / "restic-repo"), "."], r)
     res["agentsnap"]["unchanged"] = median([*AGENTSNAP, "snapshot", "-m", "same"], a, repeat)
     res["git"]["unchanged"] = median("git add -A && git commit -q --allow-empty -m same", g, repeat)
@@ -101,6 +133,7 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     res["git"]["restore 10"] = statistics.median(
         sh(["git", "checkout", "-q", "-f", "HEAD~1" if i % 2 == 0 else "master"], g) for i in range(repeat))
     sh(["git", "checkout", "-q", "-f", "master"], g)
+    _CPU.clear()
     res["agentsnap"]["fork -n 12"] = statistics.median(sh([*AGENTSNAP, "fork", "-n", "12", "--prefix", f"f{i}"], a) for i in range(repeat))
     res["git"]["fork -n 12"] = statistics.median(
         sh(" && ".join(f"git branch f{i}-{k}" for k in range(12)), g) for i in range(repeat))
@@ -113,7 +146,7 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     return res
 
 
-def startup(work: Path, repeat: int) -> dict[str, float]:
+def startup(work: Path, repeat: int) -> Timed:
     small = work / "small"
     small.mkdir()
     for i in range(10):
@@ -122,12 +155,12 @@ def startup(work: Path, repeat: int) -> dict[str, float]:
     sh([*AGENTSNAP, "snapshot", "-m", "s"], small)
     sh(["git", "init", "-q"], small)
     sh("git add -A && git commit -q -m s", small)
-    return {
-        "python -c pass": median([sys.executable, "-c", "pass"], small, repeat),
-        "agentsnap --version": median([*AGENTSNAP, "--version"], small, repeat),
-        "agentsnap status (10 files)": median([*AGENTSNAP, "status"], small, repeat),
-        "git status (10 files)": median(["git", "status", "--porcelain"], small, repeat),
-    }
+    out = Timed()
+    out["python -c pass"] = median([sys.executable, "-c", "pass"], small, repeat)
+    out["agentsnap --version"] = median([*AGENTSNAP, "--version"], small, repeat)
+    out["agentsnap status (10 files)"] = median([*AGENTSNAP, "status"], small, repeat)
+    out["git status (10 files)"] = median(["git", "status", "--porcelain"], small, repeat)
+    return out
 
 
 def main() -> None:
@@ -147,8 +180,10 @@ def main() -> None:
         s = startup(Path(tmp), args.repeat)
         base = s["python -c pass"]
         print(f"\nCLI start (process, median of {args.repeat})")
+        cbase = s.cpu["python -c pass"]
         for k, v in s.items():
-            print(f"  {k:<30}{v * 1000:>8.1f} ms  {v / base:>6.2f}x python -c pass")
+            print(f"  {k:<30}{v * 1000:>8.1f} ms  {v / base:>6.2f}x python -c pass   CPU {s.cpu[k] * 1000:>6.1f} ms"
+                  f"  {s.cpu[k] / cbase:>6.2f}x")
         print(f"  agentsnap status / git status: {s['agentsnap status (10 files)'] / s['git status (10 files)']:.2f}x"
               "   (targets: --version and status <= 2.0x python -c pass)")
         nfiles = sum(len(fn) for dp, _dn, fn in os.walk(args.tree) if "site-packages" not in dp and "__pycache__" not in dp)
@@ -165,6 +200,14 @@ def main() -> None:
         print(f"  {step:<12}{cell(a, unit)}{cell(g, unit)}{cell(r, unit)}{a / g:>8.2f}x" + (f"{a / r:>10.2f}x" if r else f"{'-':>11}"))
     print("  (times in ms, store in MB; targets: first <= 0.5x git, unchanged/10 changed <= 0.8x, status <= 1.0x,"
           " restore 10 <= 1.0x, fork -n 12 <= 1.0x, store <= 1.0x git after gc)")
+    print("\n  CPU time (user + system, the command's processes included), median of the same runs:")
+    print(f"  {'step':<12}{'agentsnap':>12}{'git':>12}{'restic':>12}{'as/git':>9}{'as/restic':>11}")
+    for step in steps[:-1]:
+        a, g, r = (res[t].cpu.get(step) for t in ("agentsnap", "git", "restic"))
+        print(f"  {step:<12}{cell(a, 1000)}{cell(g, 1000)}{cell(r, 1000)}{a / max(g, 1e-6):>8.2f}x"
+              + (f"{a / r:>10.2f}x" if r else f"{'-':>11}"))
+    load = os.getloadavg()
+    print(f"\nload average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
 if __name__ == "__main__":
