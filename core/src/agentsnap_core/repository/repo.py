@@ -7,7 +7,6 @@ import functools
 import json
 import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -248,6 +247,8 @@ class Repo:
         except BaseException:
             local.close()
             if fresh:  # nothing half-made is left behind
+                import shutil  # (with its compression modules: only here and for worktree copies)
+
                 shutil.rmtree(store_dir, ignore_errors=True)
             raise
         local.close()
@@ -1033,6 +1034,8 @@ def _empty_dir(p: Path, remove: bool) -> None:
                 for d in dirnames:
                     os.chmod(os.path.join(dirpath, d), 0o700)
             os.chmod(child, 0o700)
+            import shutil
+
             shutil.rmtree(child, ignore_errors=True)
         else:
             child.unlink()
@@ -1055,6 +1058,8 @@ def _clone_file(src: str, dst: str, mode: int) -> None:
         try:
             fcntl.ioctl(fd.fileno(), _FICLONE, fs.fileno())
         except OSError:
+            import shutil
+
             shutil.copyfileobj(fs, fd, 1 << 20)
     os.chmod(dst, mode)
 
