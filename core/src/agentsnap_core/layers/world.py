@@ -193,7 +193,10 @@ class StatCache:
             if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
                 t = doc.get("t")
                 tree = (t[0], t[1]) if isinstance(t, list) and len(t) == 2 and is_oid(t[0]) and is_oid(t[1]) else None
-                return cls({name_in(k): v for k, v in doc["e"].items()}, dirty=False, tree=tree)
+                e = doc["e"]
+                if bytes in set(map(type, e)):  # a name that is not UTF-8 (rare): back to the str os uses
+                    e = {name_in(k): v for k, v in e.items()}
+                return cls(e, dirty=False, tree=tree)
         except (OSError, AgentSnapError):
             pass
         return cls()
@@ -419,7 +422,10 @@ def _stored(e: Entry) -> list[Any]:
 
 def _tree_bytes(entries: list[Entry]) -> bytes:
     # keys in sorted order and entries already sorted by path: the plain encoding is canonical
-    return pack_plain({"entries": [_stored(e) for e in entries], "v": TREE_FORMAT})
+    try:  # names that are all UTF-8 (nearly always): stored as they are, tuples pack as the lists _stored makes
+        return pack_plain({"entries": entries, "v": TREE_FORMAT})
+    except UnicodeEncodeError:  # a name read from disk that is not UTF-8: its raw bytes (name_out)
+        return pack_plain({"entries": [_stored(e) for e in entries], "v": TREE_FORMAT})
 
 
 def is_memo_tree(entries: list[Entry], memo: StatCache | None, tree: str | None) -> bool:
