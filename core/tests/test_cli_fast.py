@@ -124,3 +124,12 @@ def test_fast_path_leaves_other_forms_to_click(tree: Path) -> None:
         proc = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=tree, capture_output=True, text=True, timeout=120)
         loaded = set(json.loads(proc.stdout.splitlines()[-1]))
         assert "click" in loaded and "agentsnap_core.cli.app" in loaded, args
+
+
+def test_a_tree_snapshot_loads_neither_click_nor_the_object_state_codec(tree: Path) -> None:
+    """The world hooks do not pull in agentsnap_core.format.snapshottable (pickle, uuid, decimal): only object
+    captures use it."""
+    for args in (["snapshot", "-m", "x"], ["restore", "HEAD~1"]):
+        proc = subprocess.run([sys.executable, "-c", LOADED, *args], cwd=tree, capture_output=True, text=True, timeout=120)
+        loaded = set(json.loads(proc.stdout.splitlines()[-1]))
+        assert not loaded & {"click", "pickle", "agentsnap_core.format.snapshottable"}, (args, loaded & {"click", "pickle"})

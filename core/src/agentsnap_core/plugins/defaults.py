@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentsnap_core.format.snapshottable import dump_state, is_typed, load_state, typed_trace
 from agentsnap_core.plugins.hookspecs import HookContext, hookimpl
+
+# agentsnap_core.format.snapshottable (pickle, uuid, decimal...) is imported by the object hooks that use it, not
+# by every snapshot or restore of a working tree, which load this module for the world hooks (issue 19)
 
 LAYER_HOOKS = ("trace", "state", "effects", "cache", "model")
 
@@ -46,6 +48,8 @@ def agentsnap_handles(obj: Any) -> str | None:
 
 @hookimpl(trylast=True)
 def agentsnap_capture_state(obj: Any, context: HookContext) -> Any:
+    from agentsnap_core.format.snapshottable import dump_state, is_typed
+
     if is_typed(obj):  # Snapshottable: typed msgpack encoding, schema version (agentsnap_core.format.snapshottable)
         return dump_state(obj)
     if agentsnap_handles(obj):
@@ -55,6 +59,8 @@ def agentsnap_capture_state(obj: Any, context: HookContext) -> Any:
 
 @hookimpl(trylast=True)
 def agentsnap_restore_state(obj: Any, state: Any, context: HookContext) -> bool | None:
+    from agentsnap_core.format.snapshottable import is_typed, load_state
+
     if is_typed(obj):
         load_state(obj, state, trust_pickle=bool(context.get("trust_pickle", False)))
         return True
@@ -66,6 +72,8 @@ def agentsnap_restore_state(obj: Any, state: Any, context: HookContext) -> bool 
 
 @hookimpl(trylast=True)
 def agentsnap_capture_trace(obj: Any, context: HookContext) -> list[dict[str, Any]] | None:
+    from agentsnap_core.format.snapshottable import is_typed, typed_trace
+
     if is_typed(obj):
         return typed_trace(obj)
     messages = getattr(obj, "messages", None)
@@ -76,6 +84,8 @@ def agentsnap_capture_trace(obj: Any, context: HookContext) -> list[dict[str, An
 
 @hookimpl(trylast=True)
 def agentsnap_restore_trace(obj: Any, messages: list[dict[str, Any]], context: HookContext) -> bool | None:
+    from agentsnap_core.format.snapshottable import is_typed
+
     if is_typed(obj):
         return True  # the state layer restores a typed agent's messages, with their types
     if agentsnap_handles(obj) and isinstance(getattr(obj, "messages", None), list):
