@@ -222,7 +222,7 @@ def _flush_at_exit() -> None:
     try:
         flush_all()
     except CheckpointWriteFailed as exc:  # nobody is left to raise it to: said on stderr, and noted in the store
-        print(f"{exc} (noted in the store: agentsnap_crewai.checkpoint_failures)", file=sys.stderr)
+        print(f"{exc} (at exit; also noted in the store, where it still exists: agentsnap_crewai.checkpoint_failures)", file=sys.stderr)
 
 
 def known_ids(root: Path) -> dict[str, str]:
