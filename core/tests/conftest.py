@@ -40,6 +40,14 @@ def store_size(repo: Repo) -> int:
     return total
 
 
+@pytest.fixture(autouse=True)
+def _vault_key_outside_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets-vault keys (repository/vault.py) go under a temp XDG_DATA_HOME, never the user's home."""
+    if "XDG_DATA_HOME" not in os.environ or not os.environ["XDG_DATA_HOME"].startswith(str(tmp_path_factory.getbasetemp())):
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.getbasetemp() / "xdg-data"))
+    monkeypatch.delenv("AGENTSNAP_VAULT_KEY_FILE", raising=False)
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Repo:
     r = Repo.init(tmp_path / "work")

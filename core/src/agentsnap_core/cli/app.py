@@ -154,7 +154,7 @@ def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, incl
     repo = open_repo(ctx)
     with progress(repo, "snapshot", not as_json):
         snap = repo.snapshot(message, agent=agent, redact_env=not no_redact, include_secrets=include_secrets)
-    for line, err in snapshot_lines(snap, as_json):  # as the fast path (cli/fast.py) prints them
+    for line, err in snapshot_lines(snap, as_json, repo):  # as the fast path (cli/fast.py) prints them
         click.echo(line, err=err)
 
 

@@ -74,13 +74,26 @@ def json_line(data: Any) -> str:
     return json.dumps(data, indent=None, sort_keys=True, default=str)
 
 
-def left_out_line(names: list[str]) -> str | None:
-    """The stderr line naming the files the secrets policy left out (stdout stays the id for scripts), or None."""
+def left_out_line(names: list[str], kept: list[str] | None = None) -> str | None:
+    """The stderr line naming the files the secrets policy left out (stdout stays the id for scripts), or None.
+
+    ``kept``: those of them the local vault keeps encrypted (repository/vault.py): said apart, never pushed.
+    """
     if not names:
         return None
-    first = ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
-    return (f"left out {len(names)} secret file(s): {first}; "
-            "capture them with 'snapshot --include-secrets' (docs/SECURITY.md)")
+    kept_set = set(kept or [])
+    out = [n for n in names if n not in kept_set]
+    parts = []
+    if kept_set:
+        parts.append(f"kept {len(kept_set)} secret file(s) encrypted in the local store only, not in the snapshot "
+                     f"and never pushed: {_first(sorted(kept_set))} ('agentsnap restore' brings them back)")
+    if out:
+        parts.append(f"left out {len(out)} secret file(s): {_first(out)}")
+    return "; ".join(parts) + "; capture them in the snapshot with 'snapshot --include-secrets' (docs/SECURITY.md)"
+
+
+def _first(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
 
 
 def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
@@ -101,27 +114,41 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     return out
 
 
-def snapshot_lines(snap: Snapshot, as_json: bool) -> list[tuple[str, bool]]:
-    """``agentsnap snapshot``'s output: the id (stdout stays the id for scripts), then the files left out."""
+def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> list[tuple[str, bool]]:
+    """``agentsnap snapshot``'s output: the id (stdout stays the id for scripts), then the files left out
+    (with ``repo``: saying which its local secrets vault keeps, repository/vault.py)."""
     w = snap.layers.get("world") or {}
+    names: list[str] = []
+    kept: list[str] = []
+    why_not = None
+    if w.get("left_out"):
+        from agentsnap_core.repository import vault
+
+        names = vault.left_out(w)
+        kept = vault.kept(repo, snap.id) if repo is not None else []
+        why_not = vault.key_problem(repo) if repo is not None and len(kept) < len(names) else None
     if as_json:
-        world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": w.get("left_out") or []}
+        world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": names, "kept_locally": kept}
         return [(json_line({"v": JSON_VERSION, **snap.summary(), "world": world}), False)]
-    left = left_out_line(w.get("left_out") or [])
+    left = left_out_line(names, kept)
+    if left and why_not:
+        left += f" (not kept in the local vault: {why_not})"
     return [(snap.id, False)] + ([(left, True)] if left else [])
 
 
 def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:
     """``agentsnap restore``'s output for :meth:`Repo.restore`'s answer."""
+    # secret files of the local vault that could not be brought back (repository/vault.py): one line, stderr
+    note = [(f"warning: {res['secrets_note']}", True)] if res.get("secrets_note") else []
     if as_json:
-        return [(json_line({"v": JSON_VERSION, **res}), False)]
+        return note + [(json_line({"v": JSON_VERSION, **res}), False)]
     if dry_run:
         ch = res["changes"]
         return [(f"would restore ({key}): {p}", False) for key in ("added", "modified", "deleted", "mode")
                 for p in ch.get(key, [])]
     if to:
-        return [(f"restored {short(res['id'])} into {res['to']} ({res['files']} files)", False)]
-    return [(f"restored {short(res['id'])}; undo with: agentsnap restore {short(res['undo'])}", False)]
+        return note + [(f"restored {short(res['id'])} into {res['to']} ({res['files']} files)", False)]
+    return note + [(f"restored {short(res['id'])}; undo with: agentsnap restore {short(res['undo'])}", False)]
 
 
 def fork_lines(out: list[dict[str, Any]], as_json: bool) -> list[tuple[str, bool]]:

@@ -58,7 +58,7 @@ def _parse(verb: str, rest: list[str], as_json: bool) -> Callable[[Repo], Lines]
         def snapshot(repo: Repo) -> Lines:
             with progress(repo, "snapshot", not as_json):
                 snap = repo.snapshot(message)
-            return snapshot_lines(snap, as_json)
+            return snapshot_lines(snap, as_json, repo)
 
         return snapshot
     if verb == "restore" and not named and len(positional) == 1:

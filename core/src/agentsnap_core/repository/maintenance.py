@@ -196,4 +196,7 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     if checkpoint is not None:  # the index's WAL back into the database, the file truncated
         checkpoint()
     _ = content
+    from agentsnap_core.repository import vault  # secret files kept for snapshots that are gone now
+
+    report["vault_dropped"] = vault.prune(repo)
     return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}

@@ -37,7 +37,7 @@ from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import world
-from agentsnap_core.repository import writers
+from agentsnap_core.repository import vault, writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 from agentsnap_core.stores.local import LocalStore
@@ -484,7 +484,7 @@ class Repo:
             "process": {"cwd": root, "host": os.uname().nodename, "pid": os.getpid()},
         }
         if ignore.left_out:  # named, never silent: snapshot, show and status report them
-            rec["left_out"] = sorted(ignore.left_out)
+            rec["left_out"] = [world.name_out(n) for n in sorted(ignore.left_out)]  # any bytes, as tree names
         return rec
 
     def _remember_own_tree(self, tree: str) -> None:
@@ -680,6 +680,8 @@ class Repo:
             sc = context.get("statcache")
             if sc:
                 b.after.append(functools.partial(sc[1].save, sc[0]))
+            if capture_world:  # the files left out as secrets: kept encrypted in this store only, never pushed
+                vault.keep(self, oid, manifest_layers.get("world"), self.root)
             return Snapshot(oid, manifest)
 
     # ---------------------------------------------------------------- restore
@@ -714,13 +716,16 @@ class Repo:
             if dry_run:
                 return {"id": snap.id, "to": str(dest), "dry_run": True, "changes": {"added": [e[0] for e in target_entries if e[1] != "d"]}}
             made = not dest.exists()
+            secrets, note = vault.open_for_restore(self, snap.id, rec, dest, norm_paths, in_place=False)
             try:
                 world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths,
                                   self._advance, validated=True)
+                vault.write_back(dest, secrets)
             except BaseException:  # a refused restore (corrupt or missing object) leaves the target as it was
                 _empty_dir(dest, remove=made)
                 raise
-            return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f")}
+            return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f"),
+                    **vault.report(secrets, note)}
         with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
             if dry_run:
                 current = self.working_entries()
@@ -731,6 +736,8 @@ class Repo:
                 for path, kind, _, _, ref in target_entries:
                     if kind == "l" and world.symlink_escapes(path, ref):
                         raise UnsafeSnapshot(path, f"symlink points outside the restore root ({ref!r})")
+            # secret files kept in the vault: decrypted and verified before the first file is touched
+            secrets, note = vault.open_for_restore(self, snap.id, rec, self.root, norm_paths, in_place=True)
             sink: list[list[world.Entry]] = []
             self._capture_sink = sink
             try:
@@ -747,6 +754,7 @@ class Repo:
             context["current"] = sink[-1] if len(sink) == 1 else self.working_entries()
             try:
                 changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
+                vault.write_back(self.root, secrets)
             except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
                 if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
                     raise
@@ -759,7 +767,7 @@ class Repo:
                     self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
                 else:
                     self.refs.set_head(self.worktree, None, snap.id)
-            return {"id": snap.id, "undo": undo.id, "changes": changes}
+            return {"id": snap.id, "undo": undo.id, "changes": changes, **vault.report(secrets, note)}
 
     def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
         """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""

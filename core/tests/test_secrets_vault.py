@@ -1,0 +1,218 @@
+"""The local secrets vault (issue 18): files the secrets policy leaves out are kept encrypted in the local store,
+with a key outside it, never pushed, so that ``rm .env`` is undoable too. Everything through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from trust_kit import cli, new_work
+
+pytest.importorskip("cryptography")
+
+SECRET = b"OPENAI_API_KEY=sk-vaultsecretvaluexxxxxxxxxxxxxxxx\n"
+NESTED = b"DB_PASSWORD=hunter2-nested-secret\n"
+PRIVATE = b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAvaultkeybytes\n-----END RSA PRIVATE KEY-----\n"
+TREE: dict[str, str | bytes] = {".env": SECRET, "svc/api/.env.local": NESTED, "tls/server.key": PRIVATE,
+                                "app.py": "print('hi')\n"}
+SECRETS = [".env", "svc/api/.env.local", "tls/server.key"]
+
+
+@pytest.fixture
+def work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("AGENTSNAP_VAULT_KEY_FILE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # the key lives outside the store (and the home)
+    root = new_work(tmp_path, TREE)
+    os.chmod(root / ".env", 0o640)
+    os.chmod(root / "tls/server.key", 0o600)
+    return root
+
+
+def _snapshot(work: Path, *args: str) -> tuple[str, str]:
+    code, out, err = cli(work, "snapshot", "-m", "s", *args)
+    assert code == 0, err
+    return out.strip(), err
+
+
+def _files(root: Path) -> dict[str, tuple[int, bytes]]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".agentsnap"]
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as f:
+                out[os.path.relpath(full, root)] = (stat.S_IMODE(os.lstat(full).st_mode), f.read())
+    return out
+
+
+def _all_bytes(folder: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
+def test_rm_env_then_restore_head_brings_it_back_byte_identical_with_its_mode(work: Path) -> None:
+    before = _files(work)
+    _, err = _snapshot(work)
+    assert "kept 3 secret file(s) encrypted in the local store" in err and "never pushed" in err, err
+    assert all(s in err for s in SECRETS)
+    for rel in SECRETS:
+        (work / rel).unlink()
+    code, _, err = cli(work, "restore", "HEAD")
+    assert code == 0 and "warning" not in err, err
+    assert _files(work) == before
+
+
+def test_restore_one_path_and_restore_to_bring_secrets_back(work: Path, tmp_path: Path) -> None:
+    before = _files(work)
+    _snapshot(work)
+    (work / ".env").unlink()
+    code, _, err = cli(work, "restore", "HEAD", "--", ".env")
+    assert code == 0 and "warning" not in err, err
+    assert (work / ".env").read_bytes() == SECRET and stat.S_IMODE((work / ".env").stat().st_mode) == 0o640
+    code, out, err = cli(work, "restore", "HEAD", "--to", str(tmp_path / "copy"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["secrets_restored"] == SECRETS
+    assert _files(tmp_path / "copy") == before
+
+
+def test_vault_on_disk_and_its_key_never_hold_the_secret_in_clear(work: Path, tmp_path: Path) -> None:
+    snap, _ = _snapshot(work)
+    entry = work / ".agentsnap" / "vault" / snap
+    assert entry.is_file() and stat.S_IMODE(entry.stat().st_mode) == 0o600
+    store = _all_bytes(work / ".agentsnap")
+    for secret in (SECRET, NESTED, PRIVATE, b"vaultsecretvalue", b"hunter2"):
+        assert secret not in store
+    keys = list((tmp_path / "xdg" / "agentsnap" / "keys").iterdir())
+    assert len(keys) == 1 and stat.S_IMODE(keys[0].stat().st_mode) == 0o600
+    assert keys[0].read_bytes() not in store  # the key is not in the store
+
+
+def test_snapshot_id_does_not_depend_on_the_secret_bytes(work: Path) -> None:
+    from agentsnap_core import Repo
+
+    first, _ = _snapshot(work)
+    (work / ".env").write_bytes(b"OPENAI_API_KEY=sk-another-value-entirely-xxxxxxxxx\n")
+    second, _ = _snapshot(work)
+    with Repo.open(work) as repo:
+        a, b = repo.manifest(first), repo.manifest(second)
+    wa, wb = a["layers"]["world"], b["layers"]["world"]
+    assert set(wa) == set(wb) and (wa["tree"], wa["left_out"]) == (wb["tree"], wb["left_out"])  # names, never bytes
+    assert "vault" not in json.dumps(a, default=str)
+
+
+def test_push_and_clone_carry_no_secret(work: Path, tmp_path: Path) -> None:
+    _snapshot(work)
+    remote = tmp_path / "remote-store"
+    assert cli(work, "remote", "add", "origin", remote.as_uri())[0] == 0
+    code, _, err = cli(work, "push", "origin")
+    assert code == 0, err
+    remote_bytes = _all_bytes(remote)
+    for secret in (SECRET, NESTED, PRIVATE, b"vaultsecretvalue"):
+        assert secret not in remote_bytes
+    assert not any(p.name == "vault" for p in remote.rglob("*"))
+    code, _, err = cli(tmp_path, "clone", remote.as_uri(), "b")
+    assert code == 0, err
+    clone = tmp_path / "b"
+    assert not any((clone / s).exists() for s in SECRETS)
+    assert not (clone / ".agentsnap" / "vault").exists() or not any(
+        p.name != "id" for p in (clone / ".agentsnap" / "vault").iterdir())
+    code, _, err = cli(clone, "restore", "HEAD", "--to", str(tmp_path / "elsewhere"))
+    assert code == 0, err
+    assert "could not bring back 3 secret file(s)" in err and "left out of the snapshot" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("how", ["missing", "wrong"])
+def test_key_missing_or_wrong_one_line_and_everything_else_restored(work: Path, tmp_path: Path, how: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _snapshot(work)
+    (work / "app.py").write_text("changed\n")
+    (work / ".env").unlink()
+    key_dir = tmp_path / "xdg" / "agentsnap" / "keys"
+    if how == "missing":
+        for k in key_dir.iterdir():
+            k.rename(tmp_path / "saved-key")
+    else:
+        other = tmp_path / "other-key"
+        other.write_text("ab" * 32 + "\n")
+        monkeypatch.setenv("AGENTSNAP_VAULT_KEY_FILE", str(other))
+    code, out, err = cli(work, "restore", "HEAD")
+    assert code == 0, err
+    assert (work / "app.py").read_text() == "print('hi')\n"  # the rest is restored
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert "could not bring back 1 secret file(s): .env" in lines[0]
+    assert ("is missing" if how == "missing" else "is not this store's vault key") in lines[0]
+    assert not (work / ".env").exists()
+    if how == "missing":  # a missing key is never replaced: putting it back makes the vault readable again
+        assert not any(key_dir.iterdir())
+        for k in [tmp_path / "saved-key"]:
+            k.rename(key_dir / (work / ".agentsnap" / "vault" / "id").read_text().strip())
+        code, _, err = cli(work, "restore", "HEAD")
+        assert code == 0 and "warning" not in err, err
+        assert (work / ".env").read_bytes() == SECRET
+
+
+def test_tampered_vault_entry_is_refused_before_the_tree_is_touched(work: Path) -> None:
+    snap, _ = _snapshot(work)
+    entry = work / ".agentsnap" / "vault" / snap
+    data = bytearray(entry.read_bytes())
+    data[-20] ^= 0xFF  # inside the ciphertext / tag
+    entry.write_bytes(bytes(data))
+    (work / ".env").unlink()
+    code, _, err = cli(work, "restore", "HEAD")
+    assert code == 0 and "could not bring back 1 secret file(s): .env" in err and "Traceback" not in err, err
+    assert not (work / ".env").exists()
+
+
+def test_gc_drops_vault_entries_of_pruned_snapshots(work: Path) -> None:
+    from agentsnap_core import Repo
+
+    kept, _ = _snapshot(work)
+    (work / ".env").write_bytes(b"X=2\n")
+    with Repo.open(work) as repo:  # a snapshot no ref, HEAD or reflog names: gc prunes it
+        gone = repo.snapshot("dangling", move_head=False).id
+    vault = work / ".agentsnap" / "vault"
+    assert (vault / kept).is_file() and (vault / gone).is_file()
+    code, out, err = cli(work, "gc", "--prune", "now", "--json")
+    assert code == 0, err
+    assert json.loads(out)["vault_dropped"] == 1
+    assert (vault / kept).is_file() and not (vault / gone).exists()
+    (work / ".env").unlink()
+    code, _, err = cli(work, "restore", kept)
+    assert code == 0 and (work / ".env").read_bytes() == SECRET, err
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS refuses non-UTF-8 file names")
+def test_non_utf8_and_nested_paths_round_trip(work: Path) -> None:
+    raw = os.fsencode(str(work)) + b"/d\xff\xfe/.env"
+    os.makedirs(os.path.dirname(raw), exist_ok=True)
+    with open(raw, "wb") as f:
+        f.write(b"K=\xff\x00binary\n")
+    os.chmod(raw, 0o604)
+    before = _files(work)
+    _, err = _snapshot(work)
+    assert "kept 4 secret file(s)" in err, err
+    os.unlink(raw)
+    (work / "svc/api/.env.local").unlink()
+    code, _, err = cli(work, "restore", "HEAD")
+    assert code == 0 and "warning" not in err, err
+    assert _files(work) == before
+
+
+def test_include_secrets_unchanged_and_the_vault_switch(work: Path, tmp_path: Path) -> None:
+    snap, err = _snapshot(work, "--include-secrets")
+    assert "secret file" not in err and not (work / ".agentsnap" / "vault" / snap).exists()
+    from agentsnap_core import Repo
+
+    with Repo.open(work) as repo:
+        repo.refs.set_config("world.vault", "off")
+    snap, err = _snapshot(work)
+    assert "left out 3 secret file(s)" in err and "kept" not in err, err
+    assert not (work / ".agentsnap" / "vault" / snap).exists()
+    (work / ".env").unlink()
+    code, _, err = cli(work, "restore", "HEAD")
+    assert code == 0 and "could not bring back 1 secret file(s): .env" in err, err
