@@ -216,3 +216,17 @@ def test_include_secrets_unchanged_and_the_vault_switch(work: Path, tmp_path: Pa
     (work / ".env").unlink()
     code, _, err = cli(work, "restore", "HEAD")
     assert code == 0 and "could not bring back 1 secret file(s): .env" in err, err
+
+
+def test_a_link_in_place_of_a_secret_is_never_written_through(work: Path, tmp_path: Path) -> None:
+    _snapshot(work)
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"untouched\n")
+    (work / ".env").unlink()
+    (work / ".env").symlink_to(outside)
+    code, _, err = cli(work, "restore", "HEAD")
+    assert code == 0, err
+    assert outside.read_bytes() == b"untouched\n" and (work / ".env").is_symlink()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "did not write 1 secret file(s) from the local vault: .env" in lines[0], err
+    assert (work / "svc/api/.env.local").read_bytes() == NESTED

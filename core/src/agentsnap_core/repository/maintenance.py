@@ -198,5 +198,5 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     _ = content
     from agentsnap_core.repository import vault  # secret files kept for snapshots that are gone now
 
-    report["vault_dropped"] = vault.prune(repo)
+    report["vault_dropped"] = vault.prune(repo, cutoff - grace_seconds)
     return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}

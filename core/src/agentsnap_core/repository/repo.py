@@ -720,12 +720,12 @@ class Repo:
             try:
                 world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths,
                                   self._advance, validated=True)
-                vault.write_back(dest, secrets)
+                skipped = vault.write_back(dest, secrets)
             except BaseException:  # a refused restore (corrupt or missing object) leaves the target as it was
                 _empty_dir(dest, remove=made)
                 raise
             return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f"),
-                    **vault.report(secrets, note)}
+                    **vault.report(secrets, note, skipped)}
         with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
             if dry_run:
                 current = self.working_entries()
@@ -754,7 +754,7 @@ class Repo:
             context["current"] = sink[-1] if len(sink) == 1 else self.working_entries()
             try:
                 changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
-                vault.write_back(self.root, secrets)
+                skipped = vault.write_back(self.root, secrets)
             except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
                 if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
                     raise
@@ -767,7 +767,7 @@ class Repo:
                     self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
                 else:
                     self.refs.set_head(self.worktree, None, snap.id)
-            return {"id": snap.id, "undo": undo.id, "changes": changes, **vault.report(secrets, note)}
+            return {"id": snap.id, "undo": undo.id, "changes": changes, **vault.report(secrets, note, skipped)}
 
     def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
         """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
@@ -775,6 +775,9 @@ class Repo:
         try:
             world.materialize(self.objects, self.root, self.world_entries(undo), self.working_entries(),
                               allow_external_symlinks=True, paths=paths)
+            # and the secret files as the undo snapshot kept them (the restore may have overwritten some)
+            vault.write_back(self.root, vault.open_for_restore(self, undo.id, undo.layers.get("world") or {},
+                                                               self.root, paths, in_place=False)[0])
         except Exception as again:  # noqa: BLE001 - reported with the command that finishes the job
             return AgentSnapError(f"{what}; rolling back also failed ({again}): "
                                   f"run 'agentsnap restore {undo.id[:12]}' (refs/undo/restore) to get the tree back")

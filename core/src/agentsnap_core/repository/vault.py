@@ -265,18 +265,19 @@ def _safe_rel(rel: str) -> bool:
 
 
 def write_back(dest: Path, files: list[tuple[str, int, bytes]]) -> list[str]:
-    """Write the decrypted files under ``dest`` (never through a link leaving it); return the names written."""
+    """Write the decrypted files under ``dest``; return the names NOT written (a link or a directory in the way:
+    never written through, never replaced), for :func:`report`."""
     root = os.path.realpath(dest)
-    done = []
+    skipped = []
     for rel, mode, data in files:
         full = dest / rel
         parent = full.parent
-        parent.mkdir(parents=True, exist_ok=True)
         real = os.path.realpath(parent)
-        if real != root and not real.startswith(root + os.sep):
-            continue  # a directory link leading out of the tree: never write through it
-        if full.is_symlink() or full.is_dir():
+        if (real != root and not real.startswith(root + os.sep)) or full.is_symlink() or full.is_dir() or (
+                parent.exists() and not parent.is_dir()):
+            skipped.append(rel)  # a link leading out of the tree, or something else in the way
             continue
+        parent.mkdir(parents=True, exist_ok=True)
         tmp = parent / f"{TEMP_PREFIX}vault-{os.getpid()}-{os.urandom(4).hex()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -287,15 +288,19 @@ def write_back(dest: Path, files: list[tuple[str, int, bytes]]) -> list[str]:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        done.append(rel)
-    return done
+    return skipped
 
 
-def report(files: list[tuple[str, int, bytes]], note: str | None) -> dict[str, Any]:
+def report(files: list[tuple[str, int, bytes]], note: str | None, skipped: list[str] | None = None) -> dict[str, Any]:
     """What a restore's answer says about secret files: ``secrets_restored`` and ``secrets_note`` when any."""
     out: dict[str, Any] = {}
-    if files:
-        out["secrets_restored"] = sorted(f[0] for f in files)
+    done = sorted(f[0] for f in files if f[0] not in set(skipped or []))
+    if done:
+        out["secrets_restored"] = done
+    if skipped:
+        line = (f"did not write {len(skipped)} secret file(s) from the local vault: {', '.join(sorted(skipped)[:5])}: "
+                "a link or a directory is in the way (never written through)")
+        note = f"{note}; {line}" if note else line
     if note:
         out["secrets_note"] = note
     return out
@@ -304,8 +309,11 @@ def report(files: list[tuple[str, int, bytes]], note: str | None) -> dict[str, A
 # ---------------------------------------------------------------- gc
 
 
-def prune(repo: Repo) -> int:
-    """Drop the vault entries of snapshots that are gone from the store; return how many."""
+def prune(repo: Repo, older_than: float) -> int:
+    """Drop the vault entries of snapshots that are gone from the store; return how many.
+
+    Only entries written before ``older_than`` (gc's cutoff less its grace): a snapshot still being committed
+    (its manifest in an open batch) keeps its entry."""
     d = _dir(repo)
     try:
         names = os.listdir(d)
@@ -316,9 +324,9 @@ def prune(repo: Repo) -> int:
         if name in ("id", "key_id") or name.startswith("."):
             continue
         try:
-            if repo.objects.has(name):
+            if repo.objects.has(name) or os.stat(d / name).st_mtime > older_than:
                 continue
-        except AgentSnapError:
+        except (AgentSnapError, OSError):
             continue
         (d / name).unlink(missing_ok=True)
         dropped += 1
