@@ -77,9 +77,14 @@ nox.options.sessions = ["lint", "core", "cross", *[f"{name}" for name in ADAPTER
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
-    """Run pytest under the session's time budget (coreutils `timeout`, so a hang cannot eat the CI run)."""
+    """Run pytest under the session's time budget (coreutils `timeout`, so a hang cannot eat the CI run).
+
+    One test's limit (pytest-timeout) is two thirds of the budget, at most 900 s: a hung test fails with its
+    traceback (which test, where it waits) before the budget kills the whole pytest without a word.
+    """
     budget = BUDGET.get(session.name.split("(")[0], DEFAULT_BUDGET)
-    session.run("timeout", "--signal=TERM", "--kill-after=30", str(budget), "pytest", *args, *TIMEOUT, *session.posargs, external=True)
+    per_test = [f"--timeout={min(900, budget * 2 // 3)}"]
+    session.run("timeout", "--signal=TERM", "--kill-after=30", str(budget), "pytest", *args, *per_test, *session.posargs, external=True)
 
 
 def _ensure_chromium(session: nox.Session) -> None:
