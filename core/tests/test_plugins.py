@@ -124,6 +124,7 @@ class PluginA:
 def test_entry_point_discovery_and_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = PluginA(), PluginA()
     monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [_EP("alpha", a), _EP("beta", b)])
+    monkeypatch.setenv("AGENTSNAP_PLUGIN_CACHE", "off")  # the stand-in scan, not a cached list (test_plugin_cache.py)
     try:
         plugins.reset_plugin_manager()
         monkeypatch.delenv("AGENTSNAP_PLUGINS", raising=False)

@@ -6,8 +6,10 @@ list = only those entry-point names; ``none`` or an empty value = none.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import AgentSnapError
@@ -53,20 +55,49 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
             pm.register(defaults, name="agentsnap_core.plugins.defaults")
             allowed = _allowed()
-            import importlib.metadata
-
-            for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-                if allowed is not None and ep.name not in allowed:
+            for name, load, dist in _entry_points():
+                if allowed is not None and name not in allowed:
                     continue
-                if pm.has_plugin(ep.name):
+                if pm.has_plugin(name):
                     continue
-                pm.register(ep.load(), name=ep.name)
-                dist = getattr(ep, "dist", None)
+                pm.register(load(), name=name)
                 if dist is not None:
-                    _dists[ep.name] = f"{dist.metadata['Name']} {dist.version}"
+                    _dists[name] = dist
             check_hooks(pm)
             _pm = pm
         return _pm
+
+
+def _entry_points() -> list[tuple[str, Callable[[], Any], str | None]]:
+    """The ``agentsnap`` entry points as (name, loader, "Dist version"), from the cache when it is current.
+
+    Importing ``importlib.metadata`` and scanning every installed distribution costs a CLI command more than
+    the rest of its imports; the list only changes when a distribution is installed or removed, which changes
+    the mtime of the ``sys.path`` folder it lives in. So the list is kept in ``$XDG_CACHE_HOME/agentsnap/plugins/``
+    keyed by every ``sys.path`` entry with its mtime and inode, and used only while all of them match.
+    ``AGENTSNAP_PLUGIN_CACHE=off`` turns it off (e.g. after editing an installed ``entry_points.txt`` by hand).
+    """
+    from agentsnap_core.plugins import epcache
+
+    cached = epcache.load()
+    if cached is not None:
+        return [(name, functools.partial(epcache.load_value, value), dist) for name, value, dist in cached]
+    import importlib.metadata
+
+    found: list[tuple[str, Callable[[], Any], str | None]] = []
+    rows: list[tuple[str, str, str | None]] | None = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist_obj = getattr(ep, "dist", None)
+        dist = None if dist_obj is None else f"{dist_obj.metadata['Name']} {dist_obj.version}"
+        found.append((ep.name, ep.load, dist))
+        value = getattr(ep, "value", None)
+        if rows is not None and isinstance(value, str):
+            rows.append((ep.name, value, dist))
+        else:
+            rows = None  # an entry point we could not write down (a test's stand-in): no cache
+    if rows is not None:
+        epcache.store(rows)
+    return found
 
 
 def check_hooks(pm: pluggy.PluginManager) -> None:
