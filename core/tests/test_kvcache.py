@@ -142,6 +142,42 @@ def test_pages_are_grouped_into_few_raw_segments(tmp_path, monkeypatch):
     assert got == kv_bytes(tokens, 0, len(tokens))
 
 
+def test_a_capture_returns_with_every_segment_file_and_directory_fsynced(tmp_path, monkeypatch):
+    """Segments are named by the record the moment write_cache returns (an engine hands it to another process's
+    snapshot): each segment's file and the directories naming it must be durable by then, the store owing nothing."""
+    monkeypatch.setattr(kvcache, "SEGMENT_BYTES", 4 * PAGE * 32)  # 4 pages a segment: several segment files
+    repo = Repo.init(tmp_path / "r")
+    synced: set[tuple[int, int]] = set()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        synced.add((st.st_dev, st.st_ino))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    record = write(repo, list(range(1, 40)))
+    assert len(record["refs"]) == 3
+    for seg in record["refs"]:
+        path = repo.objects._path(seg)
+        for p in (path, os.path.dirname(path), os.path.dirname(os.path.dirname(path))):
+            st = os.stat(p)
+            assert (st.st_dev, st.st_ino) in synced, p
+    assert not repo.objects._pending_files and not repo.objects._pending_dirs
+
+
+def test_page_hashes_are_the_canonical_encodings_hash():
+    """Stored records name pages by these hashes: the fast encoding must give pack()'s bytes."""
+    import blake3
+    from agentsnap_core.format.encoding import pack
+
+    tokens = [0, 1, 127, 128, 255, 65535, 65536, 2**31, 2**40]
+    extra = ["fp", "lora-1"]
+    parent = kvcache.page_hash(None, tokens, extra)
+    assert parent == blake3.blake3(pack(["", tokens, extra])).hexdigest()
+    assert kvcache.page_hash(parent, tokens[:3], extra) == blake3.blake3(pack([parent, tokens[:3], extra])).hexdigest()
+
+
 def test_page_bytes_may_be_a_list_of_buffers(tmp_path):
     repo = Repo.init(tmp_path / "r")
     tokens = list(range(1, 11))

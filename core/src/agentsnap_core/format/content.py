@@ -170,13 +170,16 @@ def byte_view(part: bytes | bytearray | memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def put_raw(store: ObjectStore, parts: Iterable[bytes | bytearray | memoryview]) -> str:
+def put_raw(store: ObjectStore, parts: Iterable[bytes | bytearray | memoryview], durable: bool = False) -> str:
     """Store the concatenation of ``parts`` as one ``BLOB`` object, uncompressed; return its id.
 
     For data zstd cannot shrink (KV pages of floats): no content-defined chunking, no compression attempt, the
-    parts joined straight into the stored form (one copy) and hashed on several threads. The id is the one
-    ``store.put(Kind.BLOB, joined)`` gives, and the object reads back through every store's ``get``. A store that
-    encrypts what it writes gets the bytes through its own ``put`` (never written in the clear). At most
+    parts joined straight into the stored form (one copy) and hashed once (a store that can take bytes hashed by
+    the caller, the local one, does not hash them again). The id is the one ``store.put(Kind.BLOB, joined)``
+    gives, and the object reads back through every store's ``get``. A store that encrypts what it writes gets the
+    bytes through its own ``put`` (never written in the clear). ``durable``: the local store fsyncs the object's
+    file on this thread (several callers' fsyncs overlap); its directory is made durable by the next
+    ``store.barrier()``, which the caller runs before anything names the object, as after any put. At most
     :data:`~agentsnap_core.format.objects.MAX_OBJECT_BYTES` bytes.
     """
     views = [byte_view(p) for p in parts]
@@ -186,8 +189,11 @@ def put_raw(store: ObjectStore, parts: Iterable[bytes | bytearray | memoryview])
     stored = b"".join([objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, Kind.BLOB, 0, length), *views])
     payload = memoryview(stored)[objects.HEADER.size :]
     oid = _blob_digest(Kind.BLOB, payload)
+    put_hashed = getattr(type(store), "put_hashed", None)  # on the class: a wrapper's forwarded methods are skipped
     if isinstance(store, EncryptedObjects) and store.encrypt_writes:
         store.put(Kind.BLOB, payload)
+    elif put_hashed is not None:
+        put_hashed(store, oid, stored, durable=durable)
     else:
         store.put_stored(oid, stored)
     return oid

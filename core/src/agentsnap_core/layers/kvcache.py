@@ -42,7 +42,7 @@ import blake3
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput, UnsupportedFormat
 from agentsnap_core.format import content
-from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.encoding import pack, pack_plain
 from agentsnap_core.format.objects import MAX_OBJECT_BYTES, is_oid
 from agentsnap_core.stores.base import ObjectStore
 
@@ -106,7 +106,11 @@ def check_fingerprint(record: Mapping[str, Any], expected: Mapping[str, str]) ->
 
 def page_hash(parent: str | None, tokens: Sequence[int], extra: Sequence[str] = ()) -> str:
     """The chained prefix hash of one page: parent hash + the page's tokens + extra keys."""
-    return blake3.blake3(pack([parent or "", [int(t) for t in tokens], list(extra)])).hexdigest()
+    value = [parent or "", [int(t) for t in tokens], list(extra)]
+    # lists of ints and strings are canonical as they are: the same bytes as pack() gives, without its walk over
+    # every token (a record's hashes are checked on each restore)
+    plain = all(type(e) is str for e in value[2])
+    return blake3.blake3(pack_plain(value) if plain else pack(value)).hexdigest()
 
 
 def page_hashes(tokens: Sequence[int], page_size: int, extra: Sequence[str] = ()) -> list[str]:
@@ -160,11 +164,9 @@ def page_refs(pages: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _store_segment(store: ObjectStore, parts: list[memoryview]) -> str:
-    """Store one segment and make it durable at once: the disk writes of one segment overlap the hashing and copying
-    of the next, instead of all waiting for the snapshot's final barrier."""
-    oid = content.put_raw(store, parts)
-    store.barrier()
-    return oid
+    """Store one segment, its file fsynced on this worker (the fsyncs of several segments overlap each other and the
+    next segment's hashing); the directories are made durable once, by the barrier at the end of the capture."""
+    return content.put_raw(store, parts, durable=True)
 
 
 class _SegmentWriter:
@@ -179,6 +181,7 @@ class _SegmentWriter:
         self.waiting: list[dict[str, Any]] = []  # page entries of the group being gathered
         self.pool = _executor()
         self.flying: deque[tuple[Future[str], list[dict[str, Any]]]] = deque()
+        self.wrote = False  # anything stored (a segment, or a page too large for one): finish() runs the barrier
 
     def add(self, entry: dict[str, Any], index: int, data: Any) -> None:
         parts = _buffers(data)
@@ -186,6 +189,7 @@ class _SegmentWriter:
         entry["nbytes"] = nbytes
         if nbytes > MAX_SEGMENT_BYTES:  # a page no segment can hold: chunked content, as version 1 stored pages
             entry["content"] = content.put_bytes(self.store, b"".join(parts))
+            self.wrote = True
             return
         if self.group_pages is None:
             per_page = max(1, nbytes // max(1, entry["n"])) * self.page_size
@@ -204,6 +208,7 @@ class _SegmentWriter:
         if not self.parts:
             return
         self.flying.append((self.pool.submit(_store_segment, self.store, self.parts), self.waiting))
+        self.wrote = True
         self.parts, self.size, self.waiting = [], 0, []
         while len(self.flying) > IN_FLIGHT:
             self._settle()
@@ -215,7 +220,8 @@ class _SegmentWriter:
             entry["segment"] = oid
 
     def finish(self) -> None:
-        """Store the last group and wait for every segment; the page entries then name their segments."""
+        """Store the last group and wait for every segment, then make them durable (one barrier: the files are
+        fsynced by their workers, the directories here); the page entries then name their segments."""
         try:
             self.flush()
             while self.flying:
@@ -223,6 +229,8 @@ class _SegmentWriter:
         except BaseException:
             self.abort()
             raise
+        if self.wrote:
+            self.store.barrier()
 
     def abort(self) -> None:
         """On an error: nothing left running that still reads the caller's buffers (what was stored is garbage)."""

@@ -179,6 +179,22 @@ class LocalObjects:
             return
         self._write(oid, path, stored)
 
+    def put_hashed(self, oid: str, stored: bytes, durable: bool = False) -> None:
+        """Store encoded bytes whose id the caller computed from these very bytes (no second hash).
+
+        For :func:`agentsnap_core.format.content.put_raw`, which encodes and hashes a raw blob itself; bytes from
+        anyone else go through :meth:`put_stored` (verified). ``durable``: a loose object's file is fsynced here
+        (on the caller's thread, before it is renamed into place); only its directory waits for the next
+        :meth:`barrier`, which the caller still runs before anything names the object.
+        """
+        path = self._path(oid)
+        if self._reuse(oid, path):
+            return
+        if durable and not (self._batches and len(stored) < PACK_MAX_STORED):
+            self._write_loose(oid, path, stored, fsync=True)
+        else:
+            self._write(oid, path, stored)
+
     def _write(self, oid: str, path: str, stored: bytes) -> None:
         if self._batches and len(stored) < PACK_MAX_STORED:
             with self._lock:
@@ -200,7 +216,7 @@ class LocalObjects:
             self._write_loose(oid, path, self.get_stored(oid))
         return path
 
-    def _write_loose(self, oid: str, path: str, stored: bytes) -> None:
+    def _write_loose(self, oid: str, path: str, stored: bytes, fsync: bool = False) -> None:
         d = f"{self.dir}/{oid[:2]}"
         if d not in self._known_dirs:
             if not os.path.isdir(d):
@@ -222,11 +238,14 @@ class LocalObjects:
             view = memoryview(stored)
             while view:
                 view = view[os.write(fd, view) :]
+            if fsync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
         with self._lock:
-            self._pending_files.append(path)
+            if not fsync:
+                self._pending_files.append(path)
             self._pending_dirs.add(d)
 
     def iter_loose(self) -> Iterator[str]:
