@@ -1,9 +1,17 @@
-"""Checkpoints written behind: the call only queues; reads, kickoff's end and exit see every checkpoint; a crash loses
-at most what is queued; a failed background commit is raised, never only logged."""
+"""Checkpoints written behind: the call queues and journals; reads, kickoff's end and exit see every checkpoint; a
+SIGKILL loses none that a call returned (the journal is replayed by the next open, once); a failed background commit
+is raised, never only logged.
+
+The kill tests stall the background writer deterministically: their child processes replace
+``agentsnap_crewai.checkpoint._commit_all`` (what the writer calls to commit) by a function that blocks forever, so
+when the child is SIGKILLed right after its calls returned, nothing has been committed, and only the journal holds
+the checkpoints (asserted before the store is reopened).
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -66,51 +74,226 @@ def test_kickoff_returns_with_every_checkpoint_committed(tmp_path: Path) -> None
 
 
 _CHILD = textwrap.dedent("""
-    import json, sys
+    import json, sys, threading
     from agentsnap_crewai import AgentsnapCheckpointProvider
     loc, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    provider = AgentsnapCheckpointProvider(max_pending=4)
+    branch = sys.argv[4] if len(sys.argv) > 4 else "main"
+    if mode == "stall":  # test hook: the background writer never commits (see the module docstring)
+        import agentsnap_crewai.checkpoint as cp
+        cp._commit_all = lambda *args: threading.Event().wait()
+    provider = AgentsnapCheckpointProvider(max_pending=4 if mode != "stall" else n + 1)
     parent = None
     for i in range(n):
         data = json.dumps({"entities": [], "i": i, "pad": "y" * 2000, "trigger": "task_completed"})
-        parent = provider.extract_id(provider.checkpoint(data, loc, parent_id=parent))
+        parent = provider.extract_id(provider.checkpoint(data, loc, parent_id=parent, branch=branch))
         print(parent, flush=True)
-    if mode == "hang":
+    if mode in ("hang", "stall"):
         import time
         time.sleep(600)
 """)
 
 
-def _child(loc: Path, n: int, mode: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", _CHILD, str(loc), str(n), mode], stdout=subprocess.PIPE,
+def _child(loc: Path, n: int, mode: str, branch: str = "main") -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", _CHILD, str(loc), str(n), mode, branch], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
-def test_a_killed_process_loses_at_most_what_was_queued_and_the_store_stays_consistent(tmp_path: Path) -> None:
+def _read_ids(child: subprocess.Popen[str], n: int) -> list[str]:
+    assert child.stdout is not None
+    out = []
+    while len(out) < n:
+        line = child.stdout.readline()
+        assert line, child.stderr.read() if child.stderr else ""
+        out.append(line.strip())
+    return out
+
+
+def _kill(child: subprocess.Popen[str]) -> list[str]:
+    """SIGKILL ``child``; the ids it printed that were not read yet."""
+    child.send_signal(signal.SIGKILL)
+    rest, _ = child.communicate(timeout=60)
+    return rest.split()
+
+
+def _journals(loc: Path) -> list[Path]:
+    """The journals other processes left in the store at ``loc`` (this live test process keeps its own)."""
+    return sorted(p for p in (loc / ".agentsnap" / "crewai" / "journal").glob("*.journal")
+                  if not p.name.startswith(f"{os.getpid()}-"))
+
+
+def _verify_cli(loc: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "agentsnap_core", "verify"], cwd=loc, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stdout + out.stderr
+
+
+def _stalled_and_killed(loc: Path, n: int, branch: str = "main") -> list[str]:
+    """A child made ``n`` checkpoints with its writer stalled and was SIGKILLed: their ids; nothing is committed."""
+    child = _child(loc, n, "stall", branch)
+    ids = _read_ids(child, n)
+    assert _kill(child) == []
+    return ids
+
+
+def _no_checkpoint_committed(loc: Path) -> bool:
+    repo = Repo.open(loc)
+    return "refs/heads/crewai/main" not in repo.refs.list_refs("refs/heads/")
+
+
+_CREW_CHILD = textwrap.dedent("""
+    import sys, threading
+    sys.path.insert(0, sys.argv[2])
+    import agentsnap_crewai.checkpoint as cp
+    from agentsnap_crewai import AgentsnapCheckpointProvider
+    from crewai import Agent, Crew, Task
+    from crewai.state.checkpoint_config import CheckpointConfig
+    from crewai_fakes import ScriptedLLM
+
+    cp._commit_all = lambda *args: threading.Event().wait()  # test hook: the background writer never commits
+
+    class Printing(AgentsnapCheckpointProvider):
+        def checkpoint(self, *args, **kwargs):
+            location = super().checkpoint(*args, **kwargs)
+            print(self.extract_id(location), flush=True)  # returned to CrewAI
+            return location
+
+    llm = ScriptedLLM(answers={"capital": "Poseidonia", "population": "12000", "harbour": "two"})
+    agent = Agent(role="Researcher", goal="Answer", backstory="A scholar", llm=llm)
+    tasks = [Task(description=q, expected_output="x", agent=agent) for q in ("The capital?", "The population?", "The harbour?")]
+    crew = Crew(agents=[agent], tasks=tasks, checkpoint=CheckpointConfig(location=sys.argv[1], provider=Printing()))
+    crew.kickoff()  # its end waits for the (stalled) writer: the parent kills the process there or before
+""")
+
+
+def test_a_killed_crew_loses_no_checkpoint_a_call_returned(tmp_path: Path) -> None:
+    """CrewAI's real classes (model fake only): SIGKILL right after the 3 checkpoint calls returned, before any commit;
+    the next process to open the store sees all 3, with their lineage, and the store verifies."""
+    loc = tmp_path / "repo"
+    Repo.init(loc).close()
+    child = subprocess.Popen([sys.executable, "-c", _CREW_CHILD, str(loc), str(Path(__file__).parent)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ids = _read_ids(child, 3)
+    assert _kill(child) == []
+    assert _no_checkpoint_committed(loc)  # the writer committed none: only the child's journal holds them
+    left = _journals(loc)
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import json, sys
+        from agentsnap_core import Repo
+        from agentsnap_crewai.checkpoint import checkpoint_runtime
+        repo = Repo.open(sys.argv[1])
+        last = checkpoint_runtime(repo, sys.argv[2])  # a read through the adapter, in a fresh process
+        print(json.dumps([t["output"]["raw"] if t["output"] else None for t in last["entities"][0]["tasks"]]))
+    """), str(loc), ids[-1]], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == ["Poseidonia", "12000", "two"]
+    repo = Repo.open(loc)
+    assert _chain(repo) == ids  # all 3, in order, once
+    snaps = [s for s in repo.log("crewai/main")][::-1]
+    assert [s.parents for s in snaps] == [[], [snaps[0].id], [snaps[1].id]]
+    assert [s.manifest["meta"]["crewai_parent"] for s in snaps] == [None, ids[0], ids[1]]
+    assert json.loads(checkpoint_data(repo, ids[1]))["parent_id"] == ids[0]  # CrewAI's own lineage field
+    assert len(left) == 1 and _journals(loc) == []  # the dead process's journal: replayed, then removed
+    _verify_cli(loc)
+
+
+def test_a_killed_process_loses_nothing_returned_and_the_store_stays_consistent(tmp_path: Path) -> None:
+    """Killed mid-run with its writer live (committing, queue full): every id a call returned is in the store once."""
     loc = tmp_path / "repo"
     Repo.init(loc).close()
     child = _child(loc, 100_000, "run")
-    returned = []
-    assert child.stdout is not None
-    while len(returned) < 40:
-        line = child.stdout.readline()
-        assert line, child.stderr.read() if child.stderr else ""
-        returned.append(line.strip())
-    child.send_signal(signal.SIGKILL)  # mid-run: the writer is committing, the queue holds more
-    rest, _ = child.communicate(timeout=60)
-    returned += rest.split()  # ids the child got back before it died
+    returned = _read_ids(child, 40)
+    returned += _kill(child)  # ids the child got back before it died
     repo = Repo.open(loc)
     assert repo.verify()["ok"]
-    committed = _chain(repo)
-    assert committed == returned[: len(committed)]  # in order, no gap, nothing foreign
-    assert len(returned) - len(committed) <= 4  # max_pending: queued or being committed
-    assert len(committed) >= len(returned) - 4 > 0
-    for pos in (0, len(committed) - 1):  # every committed checkpoint is whole
-        assert json.loads(checkpoint_data(repo, committed[pos]))["i"] == pos
+    assert _chain(repo) == returned[: len(_chain(repo))]  # what the writer committed: in order, no gap
+    assert json.loads(checkpoint_data(repo, returned[-1]))["i"] == len(returned) - 1  # the read replays the journal
+    chain = _chain(repo)
+    assert chain[: len(returned)] == returned  # nothing returned lost, nothing twice
+    assert len(chain) - len(returned) <= 1  # at most the one journaled whose id the child had no time to print
+    for pos in (0, len(chain) - 1):  # every checkpoint is whole
+        assert json.loads(checkpoint_data(repo, chain[pos]))["i"] == pos
     provider = AgentsnapCheckpointProvider()  # and the branch goes on from its head
-    new = provider.extract_id(provider.checkpoint(_data(-1), str(loc), parent_id=committed[-1]))
+    new = provider.extract_id(provider.checkpoint(_data(-1), str(loc), parent_id=chain[-1]))
     provider.flush()
-    assert _chain(repo)[-2:] == [committed[-1], new]
+    assert _chain(repo)[-2:] == [chain[-1], new]
+    _verify_cli(loc)
+
+
+def test_a_torn_journal_tail_is_dropped_and_nothing_else_is_lost(tmp_path: Path) -> None:
+    loc = tmp_path / "repo"
+    Repo.init(loc).close()
+    ids = _stalled_and_killed(loc, 5)
+    (journal,) = _journals(loc)
+    size = journal.stat().st_size
+    with journal.open("r+b") as f:  # the last entry cut short, then garbage (as a crash or power loss leaves it)
+        f.truncate(size - 700)
+        f.seek(0, os.SEEK_END)
+        f.write(b"\0" * 300)
+    repo = Repo.open(loc)
+    assert json.loads(checkpoint_data(repo, ids[3]))["i"] == 3
+    assert _chain(repo) == ids[:4]
+    with pytest.raises(Exception, match=ids[4]):
+        checkpoint_data(repo, ids[4])
+    assert _journals(loc) == []
+    _verify_cli(loc)
+
+
+_REPLAY_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    import agentsnap_crewai.checkpoint as cp
+    from agentsnap_core import Repo
+    original = cp._commit_all
+
+    def commit_then_die(*args):  # test hook: killed right after the replay's commit, before the journal is removed
+        if sys.argv[2] == "before":
+            os.kill(os.getpid(), signal.SIGKILL)
+        out = original(*args)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return out
+
+    cp._commit_all = commit_then_die
+    cp.recover(Repo.open(sys.argv[1]))
+""")
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_replay_killed_midway_neither_loses_nor_duplicates(tmp_path: Path, when: str) -> None:
+    loc = tmp_path / "repo"
+    Repo.init(loc).close()
+    ids = _stalled_and_killed(loc, 6)
+    out = subprocess.run([sys.executable, "-c", _REPLAY_CHILD, str(loc), when], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    assert len(_journals(loc)) == 1  # the replaying process died holding it
+    assert _chain(Repo.open(loc)) == ids if when == "after" else _no_checkpoint_committed(loc)
+    repo = Repo.open(loc)
+    assert resolve_checkpoint(repo, ids[-1])  # the next open replays it again
+    assert _chain(repo) == ids  # each once
+    assert _journals(loc) == []
+    _verify_cli(loc)
+
+
+def test_two_live_processes_keep_their_own_journals_and_lose_nothing(tmp_path: Path) -> None:
+    """Each live process holds its own journal (flock): a third process opening the store replays neither; once both
+    are SIGKILLed, the next open replays both."""
+    loc = tmp_path / "repo"
+    Repo.init(loc).close()
+    children = {name: _child(loc, 5, "stall", name) for name in ("a", "b")}
+    ids = {name: _read_ids(child, 5) for name, child in children.items()}
+    live = _journals(loc)
+    repo = Repo.open(loc)
+    provider = AgentsnapCheckpointProvider()
+    mine = provider.extract_id(provider.checkpoint(_data(0), str(loc), branch="c"))  # opens the store: replays none
+    provider.flush()
+    assert _chain(repo, "crewai/c") == [mine]
+    assert set(repo.refs.list_refs("refs/heads/")) >= {"refs/heads/crewai/c"}
+    assert not {"refs/heads/crewai/a", "refs/heads/crewai/b"} & set(repo.refs.list_refs("refs/heads/"))
+    for child in children.values():
+        assert _kill(child) == []
+    assert json.loads(checkpoint_data(repo, ids["a"][-1]))["i"] == 4
+    assert _chain(repo, "crewai/a") == ids["a"] and _chain(repo, "crewai/b") == ids["b"]
+    assert len(live) == 2 and _journals(loc) == []  # one journal per process, both replayed and removed
+    _verify_cli(loc)
 
 
 def test_interpreter_exit_commits_what_is_queued(tmp_path: Path) -> None:
@@ -258,3 +441,40 @@ def test_threads_checkpointing_to_one_store_lose_nothing(tmp_path: Path) -> None
     flush_all()  # reading through core itself (repo.log) does not wait for the writer: flush first (README)
     repo = Repo.open(loc)
     assert all(_chain(repo, f"crewai/{name}") == mine for name, mine in ids.items())
+
+
+def test_a_forked_child_writes_its_own_checkpoints_and_journal(tmp_path: Path) -> None:
+    """A child forked after the parent's writer started has no writer thread of its own: it must start one (and a
+    journal of its own) instead of queueing behind the parent's dead copy forever."""
+    loc = str(tmp_path / "repo")
+    parent_provider = AgentsnapCheckpointProvider()
+    first = parent_provider.extract_id(parent_provider.checkpoint(_data(0), loc))  # this process's writer runs
+    parent_provider.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: exits through os._exit, never back into pytest
+        code = 1
+        try:
+            os.close(read)
+            provider = AgentsnapCheckpointProvider()
+            mine = provider.extract_id(provider.checkpoint(_data(1), loc, parent_id=first, branch="child"))
+            provider.flush()
+            os.write(write, mine.encode())
+            code = 0
+        finally:
+            os._exit(code)
+    import select
+
+    os.close(write)
+    with os.fdopen(read) as f:
+        ready = select.select([f], [], [], 120)[0]  # a child stuck behind the parent's writer never answers
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        mine = f.read() if ready else ""
+    _, status = os.waitpid(pid, 0)
+    assert ready and os.waitstatus_to_exitcode(status) == 0, "the forked child's checkpoint never completed"
+    parent_provider.flush()
+    repo = Repo.open(loc)
+    assert _chain(repo, "crewai/child") == [first, mine] and _chain(repo) == [first]
+    assert resolve_checkpoint(repo, mine) == repo.resolve("crewai/child")  # nothing replayed twice
+    assert _journals(Path(loc)) == []  # the child's own (os._exit skipped its atexit): empty, removed by that read

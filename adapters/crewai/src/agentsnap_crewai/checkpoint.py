@@ -9,7 +9,10 @@ zstd): consecutive checkpoints of a growing run share most chunks, and nothing i
 By default a checkpoint is written behind (:mod:`agentsnap_crewai.writer`): the call queues CrewAI's JSON and returns
 a checkpoint id at once (32 hex digits, resolvable wherever a snapshot id is taken here), a background writer commits
 the snapshots in order; durable by the end of ``kickoff()``, on ``flush()``, at exit and before any read through this
-package. ``AgentsnapCheckpointProvider(durable=True)`` commits in the call and returns the snapshot id.
+package. Before it returns, the call also appends the checkpoint to its process's journal (:mod:`agentsnap_crewai.journal`,
+no fsync), so a killed process loses none: :func:`recover` commits what a dead process's writer had not (run by every
+open of the store and every read through this package). ``AgentsnapCheckpointProvider(durable=True)`` commits in the
+call and returns the snapshot id.
 
 CrewAI 1.15 accepts only its own provider types in ``CheckpointConfig.provider`` and ``Crew.from_checkpoint``
 reads a file path, so this provider is a ``JsonProvider`` subclass (``provider_type == "json"``); the
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -38,6 +42,7 @@ from crewai.hooks.dispatch import HookAborted
 from crewai.state.provider.json_provider import JsonProvider
 from pydantic import Field, PrivateAttr, field_validator
 
+from .journal import dead_journal, frame, journal_dir, journals, read_entries
 from .storage import _open_or_init
 from .writer import CheckpointWriteFailed, Pending, existing_writer, known_ids, settle, writer_for
 
@@ -107,9 +112,59 @@ def _failure_log(repo: Repo) -> Path:
     return repo.store_dir / "crewai" / "failed.jsonl"
 
 
+def _committed_ids(repo: Repo) -> dict[str, str]:
+    """Checkpoint id -> snapshot id of every written-behind checkpoint on a branch of ``repo`` (one walk)."""
+    heads = list(repo.refs.list_refs("refs/heads/").values())
+    out = {}
+    for snap in repo.walk(heads):
+        token = snap.manifest.get("meta", {}).get("crewai_id")
+        if token:
+            out[token] = snap.id
+    return out
+
+
+def _ignore(exc: BaseException) -> None:
+    return None
+
+
+def recover(repo: Repo) -> int:
+    """Commit the checkpoints that processes which died left in their journals, then remove those journals.
+
+    Exactly once: a journal is replayed under its flock (a live process's, or one being replayed, is skipped); an
+    entry whose checkpoint id is already on a branch is skipped (a crash between a commit and the journal's removal,
+    here or in the dead writer, duplicates nothing); the journal is removed only after its commit. The number committed.
+    A journal that cannot be replayed now stays for the next open (said on stderr).
+    """
+    paths = journals(journal_dir(repo.store_dir))
+    count = 0
+    for path in paths:
+        with dead_journal(path) as fd:
+            if fd is None:
+                continue
+            entries = read_entries(fd)
+            if entries:
+                done = _committed_ids(repo)
+                todo = [Pending(data, m["ref"], m["branch"], m.get("parent"), m.get("trigger"), m["id"], _ignore)
+                        for m, data in entries if m.get("id") not in done]
+                errors = [err for _, err in _commit_all(repo, todo, done) if err is not None] if todo else []
+                if errors:
+                    print(f"agentsnap: {len(errors)} CrewAI checkpoint(s) left in {path} by a process that died could not be "
+                          f"committed yet ({type(errors[0]).__name__}: {errors[0]}); kept for the next open", file=sys.stderr)
+                    continue
+                count += len(todo)
+            path.unlink(missing_ok=True)
+    return count
+
+
+def _caught_up(repo: Repo) -> None:
+    """Read-your-writes: this process's queued checkpoints committed, and those dead processes journaled."""
+    settle(repo.root)
+    recover(repo)
+
+
 def checkpoint_failures(repo: Repo) -> list[dict[str, Any]]:
     """The checkpoints CrewAI failed to write at this repository, oldest first (``at``, ``branch``, ``trigger``, ``error``)."""
-    settle(repo.root)  # a background commit that fails is noted here
+    _caught_up(repo)  # a background commit that fails is noted here
     try:
         lines = _failure_log(repo).read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -178,9 +233,10 @@ def _find_token(repo: Repo, token: str) -> str | None:
 def resolve_checkpoint(repo: Repo, spec: str) -> str:
     """The snapshot id of checkpoint ``spec`` (a checkpoint id as CrewAI reports it, a snapshot id, branch or tag).
 
-    Every checkpoint this process handed to the background writer is committed first (read-your-writes).
+    Every checkpoint this process handed to the background writer is committed first (read-your-writes), and those
+    processes that died journaled (:func:`recover`).
     """
-    settle(repo.root)
+    _caught_up(repo)
     if is_checkpoint_token(spec):
         oid = _find_token(repo, spec)
         if oid is None:
@@ -272,6 +328,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
         repo = self._repos.get(key)
         if repo is None:
             repo = self._repos[key] = _open_or_init(Path(location))
+            recover(repo)  # what a process that died before its writer committed left journaled
         return repo
 
     def _record_failure(self, location: str, branch: str | None, trigger: str | None, error: str) -> None:
@@ -350,7 +407,9 @@ class AgentsnapCheckpointProvider(JsonProvider):
                 self._record_failure(location, branch, trigger, f"background write: {type(exc).__name__}: {exc}")
 
         item = Pending(data, ref, branch, parent_id, trigger, token, on_error)
-        writer_for(repo.root, _commit_all, self.max_pending).submit(item, wait=self.durable)
+        if token is not None:  # journaled before the call returns: a killed process loses none (see recover)
+            item.frame = frame({"id": token, "ref": ref, "branch": branch, "parent": parent_id, "trigger": trigger}, data)
+        writer_for(repo.root, _commit_all, self.max_pending, journal_dir(repo.store_dir)).submit(item, wait=self.durable)
         return str(_materialised(repo, token or str(item.oid)))
 
     async def acheckpoint(self, data: str, location: str, *, parent_id: str | None = None, branch: str = "main") -> str:
