@@ -48,10 +48,11 @@ def frame(meta: dict[str, Any], data: str) -> list[bytes]:
 
 def read_entries(fd: int) -> list[tuple[dict[str, Any], str]]:
     """The whole entries of the journal open at ``fd``, in order; a torn or corrupt entry ends the journal."""
-    raw = b""
+    chunks = []
     os.lseek(fd, 0, os.SEEK_SET)
     while chunk := os.read(fd, 1 << 20):
-        raw += chunk
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     out, pos = [], 0
     while pos + _HEAD.size <= len(raw):
         magic, size, crc = _HEAD.unpack_from(raw, pos)
@@ -180,5 +181,11 @@ def journals(directory: Path) -> list[Path]:
             with dead_journal(directory / name) as fd:
                 if fd is not None:
                     (directory / name).unlink(missing_ok=True)
-    paths = [directory / n for n in names if n.endswith(SUFFIX)]
-    return sorted(paths, key=lambda p: p.stat().st_mtime_ns if p.exists() else 0)
+    stamped = []
+    for name in names:
+        if name.endswith(SUFFIX):
+            try:
+                stamped.append((os.stat(directory / name).st_mtime_ns, name))
+            except FileNotFoundError:
+                continue  # replayed and removed by another process meanwhile
+    return [directory / name for _, name in sorted(stamped)]
