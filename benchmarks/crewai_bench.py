@@ -7,8 +7,9 @@ The workload: one real CrewAI 1.15 crew of ``tasks`` sequential tasks (an offlin
 ``CheckpointConfig(provider=JsonProvider())`` and once with ``provider=AgentsnapCheckpointProvider()``, each in its own
 temporary directory; CrewAI writes one checkpoint per finished task (its default trigger), so a run makes ``tasks``
 checkpoints of a growing runtime state. A third run, ``json+fsync``, is JsonProvider plus an fsync of each file and its directory: JsonProvider itself
-never fsyncs. agentsnap runs twice: written behind (its default: the call queues the checkpoint, a background writer
-commits fsync'd snapshots; all durable when ``kickoff()`` returns) and ``durable=True`` (committed and fsync'd in the
+never fsyncs. agentsnap runs twice: written behind (its default: the call appends the checkpoint to the process's journal, no
+fsync, as JsonProvider writes its file, and queues it; a background writer commits fsync'd snapshots and then drops
+the journal entries; all durable when ``kickoff()`` returns) and ``durable=True`` (committed and fsync'd in the
 call, the peer of ``json+fsync``). Measured: the time spent inside the provider's ``checkpoint()`` per call (median
 and total), the whole ``kickoff()`` (for written-behind checkpoints it includes waiting for the writer at the end, so
 the background work is not hidden) and the bytes on disk afterwards (every file under the location, the agentsnap
