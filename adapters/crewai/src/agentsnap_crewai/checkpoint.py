@@ -289,7 +289,7 @@ class AgentsnapCheckpointProvider(JsonProvider):
 
     ``durable=False`` (default): written behind, see :mod:`agentsnap_crewai.writer` for the durability;
     ``durable=True``: each call returns once its snapshot is committed and fsync'd. ``max_pending``: checkpoints
-    a store's background writer may hold queued before a call waits (what a killed process can lose, plus one).
+    a store's background writer may hold queued before a call waits (a killed process loses none: they are journaled).
     """
 
     branch_prefix: str = Field(default=DEFAULT_PREFIX, description="agentsnap branch = prefix + CrewAI branch")
