@@ -230,3 +230,28 @@ def test_a_link_in_place_of_a_secret_is_never_written_through(work: Path, tmp_pa
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "did not write 1 secret file(s) from the local vault: .env" in lines[0], err
     assert (work / "svc/api/.env.local").read_bytes() == NESTED
+
+
+def test_fork_worktrees_get_the_secret_files_back_like_restore_to(work: Path, tmp_path: Path) -> None:
+    """An agent forked into worktrees needs its .env there too (its API key): each worktree gets the kept
+    secret files, byte-identical with their modes, as `restore --to` gives them; without the key, one line."""
+    before = _files(work)
+    _snapshot(work)
+    code, out, err = cli(work, "fork", "-n", "2", "--worktrees", str(tmp_path / "wt"), "--json")
+    assert code == 0 and "warning" not in err, err
+    forks = json.loads(out)["forks"]
+    assert [f["secrets_restored"] for f in forks] == [SECRETS, SECRETS]
+    for f in forks:
+        got = _files(Path(f["path"]))
+        got.pop(".agentsnap")  # the worktree's pointer to its store
+        assert got == before, sorted(set(got) ^ set(before))
+
+    key_dir = tmp_path / "xdg" / "agentsnap" / "keys"
+    for k in key_dir.iterdir():
+        k.rename(tmp_path / "saved-key")
+    code, out, err = cli(work, "fork", "-n", "1", "--worktrees", str(tmp_path / "wt2"))
+    assert code == 0, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "could not bring back 3 secret file(s)" in lines[0] and "is missing" in lines[0], err
+    (path,) = [Path(ln.split()[-1]) for ln in out.splitlines()]
+    assert (path / "app.py").exists() and not (path / ".env").exists()

@@ -153,9 +153,11 @@ def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to:
 
 def fork_lines(out: list[dict[str, Any]], as_json: bool) -> list[tuple[str, bool]]:
     """``agentsnap fork``'s output for :meth:`Repo.fork`'s answer."""
+    # secret files of the local vault a worktree did not get (repository/vault.py): one line each, stderr
+    notes = [(f"warning: {n}", True) for n in dict.fromkeys(f["secrets_note"] for f in out if f.get("secrets_note"))]
     if as_json:
-        return [(json_line({"v": JSON_VERSION, "forks": out}), False)]
-    return [(f"{f['branch']} -> {short(f['id'])}" + (f"  {f['path']}" if "path" in f else ""), False) for f in out]
+        return notes + [(json_line({"v": JSON_VERSION, "forks": out}), False)]
+    return notes + [(f"{f['branch']} -> {short(f['id'])}" + (f"  {f['path']}" if "path" in f else ""), False) for f in out]
 
 
 @contextmanager

@@ -835,6 +835,11 @@ class Repo:
         record_fork(self, oid, names, effects_policy, spec if spec and f"refs/heads/{spec}" in self.refs.list_refs("refs/heads/") else None)
         self.update_refs([RefUpdate(f"refs/heads/{nm}", oid, None) for nm in names], f"fork: {n} from {oid[:12]}")
         out = [{"branch": nm, "id": oid} for nm in names]
+        secrets: list[tuple[str, int, bytes]] = []
+        note: str | None = None
+        if base_dir is not None:  # the secret files the local vault keeps go into every worktree, as restore --to
+            secrets, note = vault.open_for_restore(self, oid, self.get(oid).layers.get("world") or {}, base_dir, None,
+                                                   in_place=False)
         if base_dir is not None:
             entries = self.world_entries(oid)
             first: Path | None = None
@@ -854,6 +859,7 @@ class Repo:
                 wt.set_messages(trace or [])
                 wt.close()
                 item["path"] = str(d)
+                item.update(vault.report(secrets, note, vault.write_back(d, secrets)))
         return out
 
     def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
