@@ -828,6 +828,11 @@ class Repo:
                     if kind == "l" and world.symlink_escapes(path, ref):
                         raise UnsafeSnapshot(path, f"symlink points outside the worktree ({ref!r}) and the snapshot "
                                                    "is not this store's own capture")
+        secrets: list[tuple[str, int, bytes]] = []
+        note: str | None = None
+        if base_dir is not None:  # the secret files the local vault keeps go into every worktree, as restore --to
+            secrets, note = vault.open_for_restore(self, oid, self.get(oid).layers.get("world") or {}, base_dir, None,
+                                                   in_place=False)
         from agentsnap_core.layers.effects import (
             record_fork,  # fork entries first: a branch never exists without its policy
         )
@@ -835,11 +840,6 @@ class Repo:
         record_fork(self, oid, names, effects_policy, spec if spec and f"refs/heads/{spec}" in self.refs.list_refs("refs/heads/") else None)
         self.update_refs([RefUpdate(f"refs/heads/{nm}", oid, None) for nm in names], f"fork: {n} from {oid[:12]}")
         out = [{"branch": nm, "id": oid} for nm in names]
-        secrets: list[tuple[str, int, bytes]] = []
-        note: str | None = None
-        if base_dir is not None:  # the secret files the local vault keeps go into every worktree, as restore --to
-            secrets, note = vault.open_for_restore(self, oid, self.get(oid).layers.get("world") or {}, base_dir, None,
-                                                   in_place=False)
         if base_dir is not None:
             entries = self.world_entries(oid)
             first: Path | None = None
