@@ -255,3 +255,26 @@ def test_fork_worktrees_get_the_secret_files_back_like_restore_to(work: Path, tm
     assert len(lines) == 1 and "could not bring back 3 secret file(s)" in lines[0] and "is missing" in lines[0], err
     (path,) = [Path(ln.split()[-1]) for ln in out.splitlines()]
     assert (path / "app.py").exists() and not (path / ".env").exists()
+
+
+def test_status_says_a_kept_secret_file_is_gone_and_how_to_get_it_back(work: Path) -> None:
+    """`rm .env` is not a change of the snapshot's tree (the file is not in it), but the user should hear of it:
+    status names it and the command that brings it back; the command works."""
+    _snapshot(work)
+    code, out, err = cli(work, "status")
+    assert code == 0 and "gone from the tree" not in err, err
+    (work / ".env").unlink()
+    (work / "svc/api/.env.local").unlink()
+    code, out, err = cli(work, "status")
+    assert code == 0, err
+    lines = [ln for ln in err.splitlines() if "gone from the tree" in ln]
+    assert len(lines) == 1 and ".env, svc/api/.env.local" in lines[0], err
+    code, out, _ = cli(work, "status", "--json")
+    assert json.loads(out)["secrets_missing"] == [".env", "svc/api/.env.local"]
+    cmd = lines[0].split("'")[1].split()
+    assert cmd[:2] == ["agentsnap", "restore"]
+    code, _, err = cli(work, *cmd[1:])
+    assert code == 0 and "warning" not in err, err
+    assert (work / ".env").read_bytes() == SECRET and (work / "svc/api/.env.local").read_bytes() == NESTED
+    code, out, err = cli(work, "status", "--json")
+    assert "secrets_missing" not in json.loads(out), out

@@ -111,6 +111,14 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     left = left_out_line(st["left_out"])
     if left:
         out.append((left, True))
+    gone = st.get("secrets_missing") or []
+    if gone:
+        shown = ", ".join(gone[:5]) + (f", ... ({len(gone) - 5} more)" if len(gone) > 5 else "")
+        import shlex
+
+        cmd = "agentsnap restore HEAD -- " + " ".join(shlex.quote(n) for n in gone)
+        out.append((f"{len(gone)} secret file(s) kept in the local vault are gone from the tree: {shown}; "
+                    f"'{cmd}' brings {'it' if len(gone) == 1 else 'them'} back", True))
     return out
 
 

@@ -891,7 +891,7 @@ class Repo:
             changes = world.compare(self.world_entries(snap) if snap else [], entries)
         trace_base = self.read_layer(snap, "trace") if snap else []
         msgs = self.messages()
-        return {
+        out = {
             "branch": self.current_branch(),
             "head": oid,
             "clean": changes.empty() and msgs == (trace_base or []),
@@ -899,6 +899,25 @@ class Repo:
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
             "left_out": left_out,
         }
+        gone = self._vault_files_gone(snap, left_out)
+        if gone:  # not a change of the snapshot's tree (they are not in it), but restore brings them back
+            out["secrets_missing"] = gone
+        return out
+
+    def _vault_files_gone(self, snap: Snapshot | None, left_out: list[str]) -> list[str]:
+        """Secret files HEAD left out and the local vault keeps that are no longer in the tree (``rm .env``)."""
+        rec = snap.layers.get("world") if snap else None
+        if snap is None or not rec or not rec.get("left_out"):
+            return []
+        present = set(left_out)
+        candidates = [n for n in vault.left_out(rec) if n not in present and not os.path.lexists(self.root / n)]
+        if not candidates:
+            return []
+        try:
+            kept = set(vault.kept(self, snap.id))
+        except AgentSnapError:
+            return []
+        return [n for n in candidates if n in kept]
 
     def walk(self, starts: Iterable[str], limit: int | None = None) -> Iterator[Snapshot]:
         """Snapshots reachable from ``starts``, newest first (a child always before its parents)."""
