@@ -36,6 +36,19 @@ def write(repo: Repo, tokens: list[int], calls: list[tuple[int, int]] | None = N
     return kvcache.write_cache(repo.objects, FP, tokens, PAGE, page_bytes, **kw)
 
 
+def read_all(store, record, expected=FP) -> bytes:
+    """The record's bytes through read_into: each page into two buffers of its own (as an engine's layers)."""
+    out: dict[int, tuple[bytearray, bytearray]] = {}
+
+    def page_buffers(start: int, end: int) -> list[bytearray]:
+        n = (end - start) * 32
+        out[start] = (bytearray(n // 2), bytearray(n - n // 2))
+        return list(out[start])
+
+    kvcache.read_into(store, record, page_buffers, expected)
+    return b"".join(a + b for _start, (a, b) in sorted(out.items()))
+
+
 def test_pages_round_trip_through_a_snapshot(tmp_path):
     repo = Repo.init(tmp_path / "r")
     tokens = list(range(1, 11))
@@ -200,6 +213,46 @@ def test_a_corrupted_segment_is_detected(tmp_path):
         f.write(data)
     with pytest.raises(ObjectCorrupt):
         list(kvcache.iter_pages(repo.objects, record, FP))
+    with pytest.raises(ObjectCorrupt):  # read straight into the engine's buffers: verified where it landed
+        read_all(repo.objects, record)
+    data[-5] ^= 0xFF  # a file longer than its object is refused too
+    data.append(0)
+    with open(path, "wb") as f:
+        f.write(data)
+    with pytest.raises(ObjectCorrupt):
+        read_all(repo.objects, record)
+
+
+def test_read_into_fills_the_engines_buffers_from_every_kind_of_page(tmp_path, monkeypatch):
+    monkeypatch.setattr(kvcache, "SEGMENT_BYTES", 4 * PAGE * 32)  # 4 pages a segment
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 40))
+    record = write(repo, tokens)
+    with monkeypatch.context() as m:  # loose segments: one scatter read each, nothing read whole and copied
+        m.setattr(content, "get_raw", None)
+        assert read_all(repo.objects, record) == kv_bytes(tokens, 0, len(tokens))
+    # a fork that reuses part of an old segment (pages 4-7 of 4-9's: bytes before and after it unused)
+    fork = tokens[:26] + [99, 98]
+    reused = write(repo, fork, previous=record)
+    assert reused["pages"][5]["segment"] == record["pages"][5]["segment"]
+    assert read_all(repo.objects, reused) == kv_bytes(fork, 0, len(fork))
+    # version-1 pages and packed segments (written in a batch) are read and copied
+    old = write_v1(repo, tokens[:10])
+    assert read_all(repo.objects, old) == kv_bytes(tokens, 0, 10)
+    with repo.objects.batch():
+        packed = write(repo, tokens[:7])
+        assert read_all(repo.objects, packed) == kv_bytes(tokens, 0, 7)
+    assert read_all(repo.objects, packed) == kv_bytes(tokens, 0, 7)
+    with pytest.raises(CacheMismatch):
+        read_all(repo.objects, record, dict(FP, weights="w1"))
+
+
+def test_read_into_refuses_buffers_that_do_not_fit_a_page(tmp_path):
+    repo = Repo.init(tmp_path / "r")
+    tokens = list(range(1, 11))
+    record = write(repo, tokens)
+    with pytest.raises(InvalidInput, match="KV page at token 0 has 128 bytes"):
+        kvcache.read_into(repo.objects, record, lambda s, e: [bytearray(10)])
 
 
 def test_a_page_pointing_past_its_segment_is_refused(tmp_path):
@@ -208,6 +261,8 @@ def test_a_page_pointing_past_its_segment_is_refused(tmp_path):
     record["pages"][1]["offset"] = 10_000
     with pytest.raises(InvalidInput, match="KV page at token 4 has 0 bytes"):
         list(kvcache.iter_pages(repo.objects, record, FP))
+    with pytest.raises(InvalidInput, match="KV page at token 4 has 0 bytes"):
+        read_all(repo.objects, record)
     record["pages"][1]["offset"] = -1
     with pytest.raises(InvalidInput, match="page 1 is malformed"):
         list(kvcache.iter_pages(repo.objects, record, FP))
@@ -260,6 +315,7 @@ def test_segments_are_written_encrypted_in_an_encrypted_store(tmp_path, monkeypa
         assert repo.objects.get_stored(oid)[5] == crypto.CODEC_ENCRYPTED
     got = b"".join(d for _s, _e, d in kvcache.iter_pages(repo.objects, record, FP))
     assert got == kv_bytes(tokens, 0, len(tokens))
+    assert read_all(repo.objects, record) == kv_bytes(tokens, 0, len(tokens))
 
 
 def test_previous_pages_missing_from_this_store_are_written_again(tmp_path):

@@ -132,8 +132,10 @@ def read_cache(
 ) -> DynamicCache:
     """Build a fresh DynamicCache on ``device`` (the model's) from a record, page by page.
 
-    The fingerprint is checked first when given. Each page is a view into its segment (read ahead and verified
-    by the core) copied straight into the cache tensors on ``device``, one layer's keys or values at a time.
+    The fingerprint is checked first when given. On the CPU the core reads each segment straight into the cache
+    tensors and verifies it there (:func:`agentsnap_core.layers.kvcache.read_into`); on another device each page
+    is a view into its segment (read ahead and verified by the core) copied to ``device``, one layer's keys or
+    values at a time.
     """
     if fp is not None:
         kvcache.check_fingerprint(record, fp)
@@ -148,6 +150,15 @@ def read_cache(
     per_token = sum(k[0] * k[1] + v[0] * v[1] for k, v in meta["shapes"]) * item
     if sum(p["nbytes"] for p in record["pages"]) != per_token * total:
         raise InvalidInput("KV cache record's page sizes do not match its layer shapes")
+    targets = [t for pair in zip(keys, values, strict=True) for t in pair]
+    if all(t.device.type == "cpu" for t in targets):
+        # on the CPU each segment is read straight into the cache tensors (one scatter read, verified where it
+        # landed): a page's bytes are, per layer's keys or values, per head, its token slots' rows
+        slots = [(t[0, h].reshape(-1).view(torch.uint8).numpy(), t.shape[3] * item)
+                 for t in targets for h in range(t.shape[1])]
+        kvcache.read_into(store, record, lambda start, end: [
+            memoryview(rows[start * row : end * row]) for rows, row in slots])
+        return _cache(keys, values, config)
     for start, end, data in kvcache.iter_pages(store, record):
         buf = _uint8(data)
         at = 0
@@ -160,6 +171,10 @@ def read_cache(
             at += n
         if at != len(buf):
             raise InvalidInput(f"KV page at token {start} is longer than its layout says")
+    return _cache(keys, values, config)
+
+
+def _cache(keys: list[torch.Tensor], values: list[torch.Tensor], config: Any) -> DynamicCache:
     # DynamicCache's constructor concatenates what it is given onto empty tensors (a copy of the whole cache): it is
     # given zero-length slots, and each layer then holds the filled tensors (DynamicLayer.keys / .values, the tensors
     # its update() replaces; transformers 4.57 and 5.23)

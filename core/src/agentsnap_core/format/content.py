@@ -7,12 +7,12 @@ listing content-defined chunks. Forks and edits share every chunk that did not c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 import blake3
 
-from agentsnap_core.errors import ObjectCorrupt
+from agentsnap_core.errors import InvalidInput, ObjectCorrupt
 from agentsnap_core.format import objects
 from agentsnap_core.format.crypto import EncryptedObjects
 from agentsnap_core.format.encoding import pack, unpack
@@ -224,3 +224,41 @@ def get_raw(store: ObjectStore, oid: str) -> memoryview:
     if kind != Kind.BLOB:
         raise ObjectCorrupt(oid, "blob", f"object kind {kind}")
     return memoryview(raw)
+
+
+def get_raw_into(store: ObjectStore, oid: str, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+    """Read the first bytes of one ``BLOB`` object straight into ``buffers`` (writable, filled in order) and verify
+    the whole object against ``oid`` where it landed.
+
+    The local store reads an uncompressed loose object (:func:`put_raw`'s) with one scatter read into the buffers
+    (and what follows them into memory), and the hash runs over the buffers: no copy besides the read itself. Any
+    other object (packed, compressed, encrypted, another store) is read by :func:`get_raw` and copied. Raises
+    :class:`~agentsnap_core.errors.ObjectCorrupt` when the bytes do not hash to ``oid`` or are not a blob, and
+    :class:`~agentsnap_core.errors.InvalidInput` when the object is shorter than the buffers; the buffers then hold
+    bytes that must not be used.
+    """
+    views = [byte_view(b) for b in buffers]
+    want = sum(v.nbytes for v in views)
+    read_into = getattr(type(store), "read_into", None)  # on the class: a wrapper's forwarded methods are skipped
+    got = read_into(store, oid, objects.HEADER.size, views) if read_into is not None else None
+    if got is not None:
+        header, rest = got
+        magic, version, kind, codec, length = objects.HEADER.unpack(header)
+        if magic == objects.MAGIC and codec == 0 and version == objects.OBJECT_FORMAT and length == want + len(rest):
+            h = blake3.blake3(bytes((kind,)))
+            for v in views:
+                h.update(v)
+            h.update(rest)
+            digest = h.hexdigest()
+            if digest != oid:
+                raise ObjectCorrupt(oid, oid, digest)
+            if kind != Kind.BLOB:
+                raise ObjectCorrupt(oid, "blob", f"object kind {kind}")
+            return
+    data = get_raw(store, oid)  # verified
+    if len(data) < want:
+        raise InvalidInput(f"object {oid[:12]} holds {len(data)} bytes, fewer than the {want} to read")
+    at = 0
+    for v in views:
+        v[:] = data[at : at + v.nbytes]
+        at += v.nbytes

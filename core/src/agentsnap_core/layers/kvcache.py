@@ -418,6 +418,81 @@ def iter_pages(
             future.cancel()
 
 
+#: ``page_buffers(start, end)``: writable buffers the bytes of token slots ``[start, end)`` go into, in page order
+PageBuffers = Callable[[int, int], "Sequence[bytearray | memoryview]"]
+
+
+def read_into(
+    store: ObjectStore, record: Mapping[str, Any], page_buffers: PageBuffers,
+    expected: Mapping[str, str] | None = None,
+) -> None:
+    """Read every page of a record straight into the engine's own memory, after checking record and fingerprint.
+
+    ``page_buffers(start, end)`` (called once per page, in token order, on this thread) returns the writable
+    buffers the page's bytes go into, in the page's byte order (e.g. one per layer and head: views of the cache
+    tensors). Each segment is read into them with one scatter read on a worker thread and verified where it
+    landed (BLAKE3 over the buffers; :func:`agentsnap_core.format.content.get_raw_into`): unlike
+    :func:`iter_pages` no segment is held in memory and copied out again. Raises like :func:`iter_pages`
+    (:class:`CacheMismatch`, :class:`InvalidInput`, ``ObjectCorrupt``); the buffers then hold bytes that must
+    not be used.
+    """
+    if expected is not None:
+        check_fingerprint(record, expected)
+    else:
+        check_record(record)
+    targets: dict[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]] = {}
+    for p in record["pages"]:
+        bufs = [content.byte_view(b) for b in page_buffers(p["start"], p["start"] + p["n"])]
+        got = sum(b.nbytes for b in bufs)
+        if got != p["nbytes"]:
+            raise InvalidInput(f"KV page at token {p['start']} has {p['nbytes']} bytes, the cache's layout {got}")
+        if "segment" not in p:  # a version-1 page (or one too large for a segment): read whole, copied
+            _copy_into(_sized(p, memoryview(content.get_bytes(store, p["content"]))), bufs)
+        else:
+            targets.setdefault(p["segment"], []).append((p["offset"], p, bufs))
+    pool = _executor()
+    futures = [pool.submit(_read_segment, store, seg, pages) for seg, pages in targets.items()]
+    try:
+        for future in futures:
+            future.result()
+    finally:  # an error: the reads not started are dropped, the others finish before the buffers are given back
+        for future in futures:
+            future.cancel()
+        wait(futures)
+
+
+def _copy_into(data: memoryview, bufs: list[memoryview]) -> None:
+    at = 0
+    for b in bufs:
+        b[:] = data[at : at + b.nbytes]
+        at += b.nbytes
+
+
+def _read_segment(store: ObjectStore, seg: str, pages: list[tuple[int, Mapping[str, Any], list[memoryview]]]) -> None:
+    """One segment into its pages' buffers (the bytes no page of this record uses into scratch memory: all of the
+    segment is verified)."""
+    pages.sort(key=lambda x: x[0])
+    views: list[memoryview] = []
+    at = 0
+    for offset, p, bufs in pages:
+        if offset < at:  # pages sharing bytes (a record not written by write_cache): read once, copied out
+            data = content.get_raw(store, seg)
+            for _offset, q, qbufs in pages:
+                _copy_into(_slice(q, data), qbufs)
+            return
+        if offset > at:
+            views.append(memoryview(bytearray(offset - at)))
+        views += bufs
+        at = offset + p["nbytes"]
+    try:
+        content.get_raw_into(store, seg, views)
+    except InvalidInput:  # shorter than the record says: name the page, as iter_pages does
+        data = content.get_raw(store, seg)
+        for _offset, q, _bufs in pages:
+            _slice(q, data)
+        raise
+
+
 def shared_prefix_pages(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
     """How many leading pages two records share (same chained hash)."""
     n = 0

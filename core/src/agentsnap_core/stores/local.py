@@ -148,6 +148,45 @@ class LocalObjects:
     def get(self, oid: str) -> tuple[int, bytes]:
         return objects.decode(oid, self.get_stored(oid))
 
+    def read_into(self, oid: str, head: int, views: list[memoryview]) -> tuple[bytes, bytes] | None:
+        """A loose object's stored bytes read with one scatter read: its first ``head`` bytes returned, the next
+        ones straight into ``views`` (writable, in order), the rest returned; ``(head bytes, rest)``, unverified.
+
+        For :func:`agentsnap_core.format.content.get_raw_into` (which verifies what landed). None when the object
+        has no loose file here (packed, held in a batch) or the file is shorter than ``head`` plus the views:
+        the caller then reads it the ordinary way.
+        """
+        if not objects.is_oid(oid) or self._held(oid) is not None or not hasattr(os, "preadv"):
+            return None
+        try:
+            fd = os.open(self._path(oid), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            want = head + sum(v.nbytes for v in views)
+            if size < want or size > objects.MAX_OBJECT_BYTES + objects.HEADER.size + 1024:
+                return None
+            header = os.pread(fd, head, 0)
+            pending, first, pos = [v for v in views if v.nbytes], 0, head
+            while first < len(pending):
+                n = os.preadv(fd, pending[first : first + 1024], pos)
+                if n <= 0:  # the file shrank under us
+                    return None
+                pos += n
+                while n and first < len(pending):
+                    if n >= pending[first].nbytes:
+                        n -= pending[first].nbytes
+                        first += 1
+                    else:
+                        pending[first], n = pending[first][n:], 0
+            rest = os.pread(fd, size - want, want) if size > want else b""
+            if len(header) != head or len(rest) != size - want:
+                return None
+            return header, rest
+        finally:
+            os.close(fd)
+
     def _reuse(self, oid: str, path: str) -> bool:
         """True when the object is already stored (loose or packed) and was marked re-used for gc's grace."""
         if self._held(oid) is not None:  # written in this batch: its pack will be new
