@@ -8,7 +8,7 @@ For each prompt length, on one Llama-shaped model built from a config (random we
   snapshot         - repo.capture(session) into an empty store (the previous run's store deleted first, untimed, as
                      the plain write truncates its previous file): pages grouped into raw segments, BLAKE3, fsync
   snapshot +16 tok - the same session after 16 decoded tokens (full pages reused, only the tail written)
-  restore          - repo.restore_into(fresh session): pages read, verified and copied into a new cache
+  restore          - repo.restore_into(fresh session): segments read straight into a new cache, verified there
   restore + 1 tok  - restore, then the first decoded token            } the peer is re-prefilling the
   re-prefill + 1   - one forward over the whole prompt, then 1 token  } prompt in a fresh session
 Times are medians of --repeat runs (after one warm-up run of each). The issue's targets, printed as ``speed``
