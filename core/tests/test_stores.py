@@ -160,6 +160,27 @@ def test_effects_ledger_storage_is_append_only_with_one_winner(kind: str, tmp_pa
         store.close()
 
 
+@pytest.mark.parametrize("kind", ["local", "postgres"])
+def test_effects_ledger_append_many_is_one_write_or_none(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The stores with a transaction take a batch of rows whole (a fork's N entries: one commit), or none of it."""
+    from agentsnap_core.stores import ledger_of
+
+    url = (tmp_path / "s").as_uri() if kind == "local" else str(request.getfixturevalue(f"{kind}_url"))
+    store = open_store(url, create=True)
+    try:
+        ledger = ledger_of(store)
+        rows = [(b"body%d" % i, b"mac%d" % i) for i in range(3)]
+        assert ledger.append_many(0, rows, b"seal2")
+        assert not ledger.append_many(2, [(b"x", b"y"), (b"z", b"w")], b"sealX")  # index taken: nothing written
+        assert not ledger.append_many(4, [(b"x", b"y")], b"sealX")  # not the next index
+        assert ledger.count() == 3 and ledger.seal() == b"seal2"
+        assert ledger.append_many(3, [(b"body3", b"mac3"), (b"body4", b"mac4")], b"seal4")
+        again = ledger_of(open_store(url))
+        assert again.read(0) == [*rows, (b"body3", b"mac3"), (b"body4", b"mac4")] and again.seal() == b"seal4"
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize("kind", ["postgres", "s3"])
 def test_batch_index_matches_single_rows(kind: str, request: pytest.FixtureRequest) -> None:
     from agentsnap_core.format import objects

@@ -307,35 +307,59 @@ class Ledger:
 
     def try_append(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Append ``record`` if nobody appended since the last :meth:`sync`; return the entry or None."""
+        done = self.try_append_many([record])
+        return done[0] if done else None
+
+    def try_append_many(self, records: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """Append ``records`` in order if nobody appended since the last :meth:`sync`; the entries appended, or None.
+
+        A store with ``append_many`` (SQLite, PostgreSQL) takes them all in one transaction, or none; one without
+        (S3: a conditional write per entry) takes them one by one, and this returns the prefix it took.
+        """
         with self._lock:
             key = self.signing_key()
-            i = len(self.entries)
-            body_map = {
-                **record,
-                "v": ENTRY_FORMAT,
-                "i": i,
-                "kid": key_id(key),
-                "time": record.get("time", time.time()),
-            }
-            body = pack(body_map)
+            kid = key_id(key)
+            start = len(self.entries)
             prev = self.macs[-1] if self.macs else _ZERO
-            mac = entry_mac(key, i, prev, body)
-            seal = pack({"count": i + 1, "head": mac, "kid": key_id(key), "mac": seal_mac(key, i + 1, mac)})
-            if not self.store.append(i, body, mac, seal):
-                return None
-            entry = dict(body_map)
-            self.entries.append(entry)
-            self.macs.append(mac)
-            self._fold(entry)
-            return entry
+            made: list[tuple[dict[str, Any], bytes, bytes, bytes]] = []  # (entry, body, mac, seal after it)
+            for k, record in enumerate(records):
+                i = start + k
+                body_map = {**record, "v": ENTRY_FORMAT, "i": i, "kid": kid, "time": record.get("time", time.time())}
+                body = pack(body_map)
+                prev = entry_mac(key, i, prev, body)
+                seal = pack({"count": i + 1, "head": prev, "kid": kid, "mac": seal_mac(key, i + 1, prev)})
+                made.append((body_map, body, prev, seal))
+            many = getattr(self.store, "append_many", None)
+            if many is not None and len(made) > 1:
+                if not many(start, [(body, mac) for _, body, mac, _ in made], made[-1][3]):
+                    return None
+                taken = made
+            else:
+                taken = []
+                for entry, body, mac, seal in made:
+                    if not self.store.append(start + len(taken), body, mac, seal):
+                        break
+                    taken.append((entry, body, mac, seal))
+                if not taken:
+                    return None
+            for entry, _, mac, _ in taken:
+                self.entries.append(dict(entry))
+                self.macs.append(mac)
+                self._fold(self.entries[-1])
+            return [dict(e) for e, _, _, _ in taken]
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append ``record`` (retrying after concurrent appends)."""
-        while True:
+        return self.append_many([record])[0]
+
+    def append_many(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append ``records`` in order, in one store transaction where the store has one (retrying after
+        concurrent appends, which may then land between them); the entries."""
+        out: list[dict[str, Any]] = []
+        while len(out) < len(records):
             self.sync()
-            entry = self.try_append(record)
-            if entry is not None:
-                return entry
+            out += self.try_append_many(records[len(out) :]) or []
+        return out
 
     def put_result(self, value: Any) -> dict[str, Any]:
         """``{"result": value}`` inline, or ``{"result_ref": content id}`` for large values (made durable)."""

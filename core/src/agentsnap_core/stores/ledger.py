@@ -27,6 +27,10 @@ class LedgerStore(Protocol):
     def append(self, index: int, body: bytes, mac: bytes, seal: bytes) -> bool: """Add row ``index`` and replace the seal atomically, only if ``index`` is the next free one (else False). Durable on return."""
     def seal(self) -> bytes | None: """The current seal, or None."""
 
+    # Optional: ``append_many(index, rows, seal) -> bool`` adds rows ``index..`` (``rows``: ``(body, mac)`` pairs)
+    # and the seal after the last one in one atomic, durable write, or nothing (False) if ``index`` is not the
+    # next free one. The ledger uses it where present (a fork of N branches: one commit instead of N).
+
 
 class SqliteLedgerStore:
     """The embedded ledger: ``entries(idx, body, mac)`` and ``seal`` in one SQLite file."""
@@ -65,6 +69,9 @@ class SqliteLedgerStore:
         return [(bytes(b), bytes(m)) for b, m in rows]
 
     def append(self, index: int, body: bytes, mac: bytes, seal: bytes) -> bool:
+        return self.append_many(index, [(body, mac)], seal)
+
+    def append_many(self, index: int, rows: list[tuple[bytes, bytes]], seal: bytes) -> bool:
         db = self._db(True)
         assert db is not None
         db.execute("BEGIN IMMEDIATE")
@@ -73,7 +80,8 @@ class SqliteLedgerStore:
             if n != index:
                 db.execute("ROLLBACK")
                 return False
-            db.execute("INSERT INTO entries (idx, body, mac) VALUES (?, ?, ?)", (index, body, mac))
+            db.executemany("INSERT INTO entries (idx, body, mac) VALUES (?, ?, ?)",
+                           [(index + k, body, mac) for k, (body, mac) in enumerate(rows)])  # fmt: skip
             db.execute("INSERT OR REPLACE INTO seal (id, value) VALUES (1, ?)", (seal,))
             db.execute("COMMIT")
             return True

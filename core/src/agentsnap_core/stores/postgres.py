@@ -342,12 +342,17 @@ class PostgresLedgerStore:
         return [(bytes(b), bytes(m)) for b, m in rows]
 
     def append(self, index: int, body: bytes, mac: bytes, seal: bytes) -> bool:
+        return self.append_many(index, [(body, mac)], seal)
+
+    def append_many(self, index: int, rows: list[tuple[bytes, bytes]], seal: bytes) -> bool:
         with self.db.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{self.s}:ledger",))
             n = conn.execute(f"SELECT count(*) FROM {self.s}.ledger").fetchone()[0]
             if n != index:
                 return False
-            conn.execute(f"INSERT INTO {self.s}.ledger VALUES (%s, %s, %s)", (index, body, mac))
+            with conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {self.s}.ledger VALUES (%s, %s, %s)",
+                                [(index + k, body, mac) for k, (body, mac) in enumerate(rows)])  # fmt: skip
             conn.execute(
                 f"INSERT INTO {self.s}.ledger_seal VALUES (1, %s) ON CONFLICT (id) DO UPDATE SET value = excluded.value",
                 (seal,),
