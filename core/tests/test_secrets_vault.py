@@ -278,3 +278,21 @@ def test_status_says_a_kept_secret_file_is_gone_and_how_to_get_it_back(work: Pat
     assert (work / ".env").read_bytes() == SECRET and (work / "svc/api/.env.local").read_bytes() == NESTED
     code, out, err = cli(work, "status", "--json")
     assert "secrets_missing" not in json.loads(out), out
+
+
+def test_status_says_so_when_the_vault_entry_of_head_cannot_be_read(work: Path) -> None:
+    """A damaged vault entry was silence: `rm .env` then `status` said nothing, and the user trusted the vault."""
+    snap_id, _ = _snapshot(work)
+    entry = work / ".agentsnap" / "vault" / snap_id
+    assert entry.is_file()
+    entry.write_bytes(b"not a vault entry")
+    code, _, err = cli(work, "status")
+    assert code == 0 and "cannot be read" not in err, err  # nothing gone yet: nothing to say
+    (work / ".env").unlink()
+    code, _, err = cli(work, "status")
+    assert code == 0, err
+    [line] = [ln for ln in err.splitlines() if "vault entry" in ln]
+    assert line.startswith("warning: ") and snap_id[:12] in line and ".env" in line and "may not come back" in line, err
+    code, out, _ = cli(work, "status", "--json")
+    doc = json.loads(out)
+    assert doc["secrets_unreadable"]["paths"] == [".env"] and "secrets_missing" not in doc

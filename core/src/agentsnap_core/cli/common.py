@@ -119,6 +119,12 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
         cmd = "agentsnap restore HEAD -- " + " ".join(shlex.quote(n) for n in gone)
         out.append((f"{len(gone)} secret file(s) kept in the local vault are gone from the tree: {shown}; "
                     f"'{cmd}' brings {'it' if len(gone) == 1 else 'them'} back", True))
+    bad = st.get("secrets_unreadable")
+    if bad:
+        paths = bad["paths"]
+        shown = ", ".join(paths[:5]) + (f", ... ({len(paths) - 5} more)" if len(paths) > 5 else "")
+        out.append((f"warning: {bad['error']}; {len(paths)} secret file(s) left out of HEAD are gone from the tree and "
+                    f"may not come back from it: {shown}", True))
     return out
 
 

@@ -899,25 +899,29 @@ class Repo:
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
             "left_out": left_out,
         }
-        gone = self._vault_files_gone(snap, left_out)
+        gone, problem = self._vault_files_gone(snap, left_out)
         if gone:  # not a change of the snapshot's tree (they are not in it), but restore brings them back
             out["secrets_missing"] = gone
+        if problem:  # never silent: the user believes the vault keeps them
+            out["secrets_unreadable"] = problem
         return out
 
-    def _vault_files_gone(self, snap: Snapshot | None, left_out: list[str]) -> list[str]:
-        """Secret files HEAD left out and the local vault keeps that are no longer in the tree (``rm .env``)."""
+    def _vault_files_gone(self, snap: Snapshot | None, left_out: list[str]) -> tuple[list[str], dict[str, Any] | None]:
+        """Secret files HEAD left out and the local vault keeps that are no longer in the tree (``rm .env``); and,
+        when the vault's entry for HEAD cannot be read, ``{"error", "paths"}``: the left-out files that are gone
+        and may not come back."""
         rec = snap.layers.get("world") if snap else None
         if snap is None or not rec or not rec.get("left_out"):
-            return []
+            return [], None
         present = set(left_out)
         candidates = [n for n in vault.left_out(rec) if n not in present and not os.path.lexists(self.root / n)]
         if not candidates:
-            return []
+            return [], None
         try:
             kept = set(vault.kept(self, snap.id))
-        except AgentSnapError:
-            return []
-        return [n for n in candidates if n in kept]
+        except AgentSnapError as exc:
+            return [], {"error": str(exc), "paths": candidates}
+        return [n for n in candidates if n in kept], None
 
     def walk(self, starts: Iterable[str], limit: int | None = None) -> Iterator[Snapshot]:
         """Snapshots reachable from ``starts``, newest first (a child always before its parents)."""
