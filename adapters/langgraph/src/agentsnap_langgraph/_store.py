@@ -111,6 +111,11 @@ class Shared:
         #: the store's object batch, open while the saver is: what puts write waits in memory for the flush's
         #: pack (one file per flush; readable here at once, by other processes after the flush)
         self.objects_batch: Any = None
+        #: core's writer session (repository/writers.py), held from the first put after a quiet moment until a flush
+        #: has named everything written or re-used since: ``gc --prune now`` keeps what the next flush names
+        self.writer: Any = None
+        self.active_puts = 0
+        self.last_put = 0.0
 
 
 
@@ -150,6 +155,7 @@ def flush_loop(ref: weakref.ReferenceType[PFSaver], shared: Shared, interval: fl
             return
         try:
             saver.flush()
+            saver.release_idle_writer()
         except Exception:  # a failed flush keeps its work queued; it is retried and surfaces on close()
             pass
         del saver

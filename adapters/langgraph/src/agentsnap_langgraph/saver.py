@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -76,6 +76,25 @@ from ._threads import ThreadVerbs
 
 #: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
 REWRITE_AFTER = 600.0
+#: seconds without a put after which a saver with nothing left to flush gives back its writer session (so that gc
+#: collects garbage again while a long-lived saver sits idle)
+WRITER_IDLE = 2.0
+
+
+def _holding_writer(method: Any) -> Any:
+    """A put runs inside :meth:`PFSaver._writing`; one that flushed itself gives the writer session back."""
+
+    @functools.wraps(method)
+    def run(self: PFSaver, *args: Any, **kwargs: Any) -> Any:
+        with self._writing():
+            out = method(self, *args, **kwargs)
+        if self.flush_interval == 0 and not self._durable_rows:  # flushed by the put: nothing left to protect
+            self.release_idle_writer(0.0)
+        return out
+
+    return run
+
+
 #: seconds a read waits for a channel value that is neither an object nor waiting in the index (another process
 #: between its flush's pack and the index rows' cleanup)
 OTHER_FLUSH_WAIT = 5.0
@@ -149,7 +168,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.cache_limit = cache_bytes
         self._author = author_name()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pfsaver-async")
-        self._recover()
+        with self._writing():
+            self._recover()
+        self.release_idle_writer(0.0)
         self._drop_pruned()
         self._flusher: threading.Thread | None = None
         interval = DURABLE_GROUP_INTERVAL if self._durable_rows else flush_interval
@@ -221,6 +242,10 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.flush()
         self._s.closed = True
         self._s.wake.set()
+        with self._s.flush_lock, self._s.lock:
+            held, self._s.writer = self._s.writer, None
+        if held is not None:
+            held.__exit__(None, None, None)
         self._executor.shutdown(wait=False)  # close() may run in that thread (async with)
         if self._s.objects_batch is not None:
             self._s.objects_batch.__exit__(None, None, None)
@@ -262,6 +287,38 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                     s.pending_objects[:0] = pending
                     s.after_barrier[:0] = after
                 raise
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around every put (and the recovery at open): core's writer session is held before the first object is
+        written or re-used, so gc keeps what the next flush names (:meth:`release_idle_writer` gives it back)."""
+        s = self._s
+        with s.lock:
+            s.active_puts += 1
+            if s.writer is None:
+                sessions = getattr(self.repo, "writer_sessions", None)
+                if sessions is not None:
+                    s.writer = sessions.session()
+                    s.writer.__enter__()
+                s.stored.clear()  # values stored before this session were not re-touched in it: store them again
+        try:
+            yield
+        finally:
+            with s.lock:
+                s.active_puts -= 1
+                s.last_put = time.monotonic()
+
+    def release_idle_writer(self, idle: float = WRITER_IDLE) -> bool:
+        """Give back the writer session when no put runs, nothing waits for a flush and no put came for ``idle``
+        seconds (the background flush calls this; a put takes a new one). True when it was given back."""
+        s = self._s
+        with s.flush_lock, s.lock:  # not while a flush is between taking the pending work and committing it
+            busy = s.active_puts or s.pending_refs or s.pending_seqs or s.pending_objects
+            if s.writer is None or busy or time.monotonic() - s.last_put < idle:
+                return False
+            held, s.writer = s.writer, None
+        held.__exit__(None, None, None)
+        return True
 
     def _commit(self, rows: list[SnapshotRow], refs: dict[str, list[Pending]]) -> None:
         """Index the new snapshots and move the thread refs: one core transaction where the store has it."""
@@ -467,6 +524,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         return data
 
     # ------------------------------------------------------------------ put
+    @_holding_writer
     def put(
         self,
         config: RunnableConfig,
