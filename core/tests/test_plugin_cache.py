@@ -51,7 +51,12 @@ def site(tmp_path: Path) -> Path:
 
 
 def _run(site: Path, cache: Path) -> dict:
+    # No bytecode written by the probes: a first import after an install creates a __pycache__ folder in a sys.path
+    # folder (``site`` here; a fresh venv's site-packages in CI), which moves that folder's mtime and rightly costs
+    # the next process one rescan. That is the install-time effect these tests keep out: they check the cache's own
+    # rules (pip compiles at install, so a real site-packages has its __pycache__ already).
     env = {k: v for k, v in os.environ.items() if k != "AGENTSNAP_PLUGINS"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     proc = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120,
         env={**env, "PYTHONPATH": os.pathsep.join([str(site), *[p for p in sys.path[1:] if p]]), "XDG_CACHE_HOME": str(cache)},
