@@ -258,6 +258,11 @@ def get_raw_into(store: ObjectStore, oid: str, buffers: Sequence[bytes | bytearr
     data = get_raw(store, oid)  # verified
     if len(data) < want:
         raise InvalidInput(f"object {oid[:12]} holds {len(data)} bytes, fewer than the {want} to read")
+    scatter(memoryview(data), views)
+
+
+def scatter(data: memoryview, views: Sequence[memoryview]) -> None:
+    """Copy the first bytes of ``data`` into ``views``, filled in order (``data`` holds at least their total)."""
     at = 0
     for v in views:
         v[:] = data[at : at + v.nbytes]

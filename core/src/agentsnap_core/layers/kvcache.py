@@ -447,7 +447,7 @@ def read_into(
         if got != p["nbytes"]:
             raise InvalidInput(f"KV page at token {p['start']} has {p['nbytes']} bytes, the cache's layout {got}")
         if "segment" not in p:  # a version-1 page (or one too large for a segment): read whole, copied
-            _copy_into(_sized(p, memoryview(content.get_bytes(store, p["content"]))), bufs)
+            content.scatter(_sized(p, memoryview(content.get_bytes(store, p["content"]))), bufs)
         else:
             targets.setdefault(p["segment"], []).append((p["offset"], p, bufs))
     pool = _executor()
@@ -461,13 +461,6 @@ def read_into(
         wait(futures)
 
 
-def _copy_into(data: memoryview, bufs: list[memoryview]) -> None:
-    at = 0
-    for b in bufs:
-        b[:] = data[at : at + b.nbytes]
-        at += b.nbytes
-
-
 def _read_segment(store: ObjectStore, seg: str, pages: list[tuple[int, Mapping[str, Any], list[memoryview]]]) -> None:
     """One segment into its pages' buffers (the bytes no page of this record uses into scratch memory: all of the
     segment is verified)."""
@@ -478,7 +471,7 @@ def _read_segment(store: ObjectStore, seg: str, pages: list[tuple[int, Mapping[s
         if offset < at:  # pages sharing bytes (a record not written by write_cache): read once, copied out
             data = content.get_raw(store, seg)
             for _offset, q, qbufs in pages:
-                _copy_into(_slice(q, data), qbufs)
+                content.scatter(_slice(q, data), qbufs)
             return
         if offset > at:
             views.append(memoryview(bytearray(offset - at)))
