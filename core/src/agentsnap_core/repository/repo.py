@@ -817,22 +817,23 @@ class Repo:
         start = 1 + max([int(k[len(prefix) + 1 :]) for k in existing if re.fullmatch(re.escape(prefix) + r"-\d+", k)] or [0])
         names = [f"{prefix}-{i}" for i in range(start, start + n)]
         base_dir = Path(worktrees).resolve() if worktrees else None
-        if base_dir is not None:
+        secrets: list[tuple[str, int, bytes]] = []
+        note: str | None = None
+        world_rec: dict[str, Any] = {}
+        if base_dir is not None:  # everything that could refuse the fork, before any branch exists
             for name in names:
                 d = base_dir / name
                 if d.exists() and any(d.iterdir()):
                     raise TargetNotEmpty(str(d))
-            tree = (self.get(oid).layers.get("world") or {}).get("tree")
-            if tree and not self.links_allowed(tree):  # refused before any branch exists
+            world_rec = self.get(oid).layers.get("world") or {}
+            tree = world_rec.get("tree")
+            if tree and not self.links_allowed(tree):
                 for path, kind, _m, _s, ref in self.world_entries(oid):
                     if kind == "l" and world.symlink_escapes(path, ref):
                         raise UnsafeSnapshot(path, f"symlink points outside the worktree ({ref!r}) and the snapshot "
                                                    "is not this store's own capture")
-        secrets: list[tuple[str, int, bytes]] = []
-        note: str | None = None
-        if base_dir is not None:  # the secret files the local vault keeps go into every worktree, as restore --to
-            secrets, note = vault.open_for_restore(self, oid, self.get(oid).layers.get("world") or {}, base_dir, None,
-                                                   in_place=False)
+            # the secret files the local vault keeps go into every worktree, as restore --to
+            secrets, note = vault.open_for_restore(self, oid, world_rec, base_dir, None, in_place=False)
         from agentsnap_core.layers.effects import (
             record_fork,  # fork entries first: a branch never exists without its policy
         )
@@ -846,7 +847,7 @@ class Repo:
             for item in out:
                 d = _mkdir(base_dir / item["branch"])
                 if first is None:  # links pointing outside: the same rule as restore (links_allowed)
-                    tree = (self.get(oid).layers.get("world") or {}).get("tree")
+                    tree = world_rec.get("tree")
                     world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.links_allowed(tree), None,
                                       self._advance)
                     first = d
