@@ -227,3 +227,49 @@ def test_rewind_into_a_fork_worktree_resumes_there(project: Path, transcript: Pa
     forked = Path(json.loads(r.output)["session"]["path"])
     assert forked.parent == home / ".claude" / "projects" / encode_project_dir(wt)
     assert {json.loads(line)["cwd"] for line in forked.read_text().splitlines() if '"cwd"' in line} == {str(wt)}
+
+
+def _transcript_without_the_pending_call(transcript: Path) -> str:
+    """The fixture's transcript cut before the line holding the pending call (toolu_01Rm7bZ2); the cut-off rest."""
+    lines = transcript.read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if "toolu_01Rm7bZ2" in line)
+    transcript.write_text("".join(lines[:cut]))
+    return "".join(lines[cut:])
+
+
+def test_a_pending_call_claude_code_writes_late_is_waited_for_and_captured(project: Path, transcript: Path) -> None:
+    """Claude Code writes its transcript behind: under load the hook of a call fired while the file still ended
+    before it (seen with the real CLI, 2.1.197), and the snapshot silently lacked the conversation's last steps."""
+    import threading
+    import time
+
+    rest = _transcript_without_the_pending_call(transcript)
+
+    def write_late() -> None:
+        time.sleep(0.5)
+        with open(transcript, "a") as fh:
+            fh.write(rest)
+
+    writer = threading.Thread(target=write_late)
+    writer.start()
+    res = run_hook(payload(project, transcript, "PreToolUse", **RM_SRC))
+    writer.join()
+    assert res.exit_code == 0
+    with Repo.open(project) as repo:
+        snap = repo.get("HEAD")
+        meta = snap.manifest["meta"]["claude_code"]
+        calls = [c.get("id") for e in repo.read_layer(snap, "trace") for c in e.get("tool_calls") or []]
+    assert "toolu_01Rm7bZ2" in calls and meta["call"] == 2
+    assert "pending_call_missing" not in meta["transcript"]
+
+
+def test_a_pending_call_never_written_is_said_in_the_snapshot(project: Path, transcript: Path) -> None:
+    _transcript_without_the_pending_call(transcript)
+    res = run_hook(payload(project, transcript, "PreToolUse", **RM_SRC))
+    assert res.exit_code == 0
+    with Repo.open(project) as repo:
+        meta = repo.get("HEAD").manifest["meta"]["claude_code"]
+    assert meta["transcript"]["pending_call_missing"] == "toolu_01Rm7bZ2"
+    r = CliRunner().invoke(cc_cli, ["rewind", "HEAD", "-C", str(project), "--json", "--no-files"])
+    assert r.exit_code == 0, r.output
+    assert "may lack the steps just before it" in json.loads(r.stdout)["warning"]  # said, not silent

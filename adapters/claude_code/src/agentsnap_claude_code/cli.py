@@ -214,6 +214,11 @@ def rewind(
         restored = None if no_files else repo.restore(snap.id)
         report = write_forked_session(entries, cwd, session_id=plan.session_id, rewrite_cwd=bool(resume_cwd), keep_dangling=keep_dangling)
     out = {"id": snap.id, "restored": restored, "session": report.as_dict(), "resume": f"claude --resume {report.session_id}"}
+    late = (meta.get("transcript") or {}).get("pending_call_missing")
+    if late:  # the hook waited in vain for Claude Code to write the call: the last steps may be missing
+        out["warning"] = (f"the transcript was captured before Claude Code had written tool call {late}: "
+                          "the forked conversation may lack the steps just before it")
+        click.echo(f"warning: {out['warning']}", err=True)
     if as_json:
         _emit(out)
         return

@@ -121,14 +121,37 @@ def _same(a: Snapshot, b: Snapshot) -> bool:
     return tree and trace
 
 
+#: seconds a PreToolUse hook waits for the pending call to reach the transcript. Claude Code writes its transcript
+#: behind: on a busy machine the hook of a second call was seen to fire while the file still ended before the first
+#: call's result, so the snapshot (and a rewind to it) silently lacked the last steps of the conversation.
+TRANSCRIPT_WAIT = 2.0
+
+
+def _has_call(transcript: Transcript, tool_use_id: str) -> bool:
+    return any(c.get("id") == tool_use_id for e in transcript.entries for c in e.get("tool_calls") or [])
+
+
 def _transcript(payload: dict[str, Any], settings: Settings) -> Transcript | None:
+    """The session's transcript; before a tool call, read once it holds that call (at most TRANSCRIPT_WAIT
+    seconds; if it never does, ``pending_call_missing`` in its summary says the capture may lack the last steps)."""
     path = payload.get("transcript_path")
     if not settings["capture_transcript"] or not isinstance(path, str) or not path:
         return None
     p = Path(path).expanduser()
     if not p.is_file():
         return None
-    return read_transcript(p)
+    transcript = read_transcript(p)
+    call = payload.get("tool_use_id")
+    if payload.get("hook_event_name") == "PreToolUse" and isinstance(call, str) and not _has_call(transcript, call):
+        deadline = time.monotonic() + TRANSCRIPT_WAIT
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            transcript = read_transcript(p)
+            if _has_call(transcript, call):
+                break
+        else:
+            transcript.pending_call_missing = call
+    return transcript
 
 
 def _when_not_busy(attempt: Callable[[], _T], wait: float, log: _Log | None) -> _T:

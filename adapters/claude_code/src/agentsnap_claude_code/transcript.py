@@ -44,15 +44,21 @@ class Transcript:
     cwd: str | None = None
     truncated_tail: bool = False
     bad_lines: list[int] = field(default_factory=list)
+    #: the tool call a PreToolUse hook waited for in vain (Claude Code had not written it yet): the capture may lack
+    #: the conversation's last steps
+    pending_call_missing: str | None = None
 
     def summary(self) -> dict[str, Any]:
-        return {
+        out = {
             "path": self.path,
             "session_id": self.session_id,
             "lines": len(self.entries),
             "truncated_tail": self.truncated_tail,
             "bad_lines": list(self.bad_lines),
         }
+        if self.pending_call_missing is not None:
+            out["pending_call_missing"] = self.pending_call_missing
+        return out
 
 
 def encode_project_dir(cwd: str | os.PathLike[str]) -> str:
