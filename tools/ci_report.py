@@ -18,7 +18,7 @@ SESSION_START = re.compile(r"^nox > Running session (?P<name>.+)$")
 SESSION_END = re.compile(
     r"^nox > Session (?P<name>.+?) (?P<result>was successful|failed|was skipped|aborted)\b(?P<rest>.*)$"
 )
-FAILURE_LINE = re.compile(r"^(FAILED|ERROR) |Timeout|exit code (124|137|-15|-9)\b|^E   ")
+FAILURE_LINE = re.compile(r"^(FAILED|ERROR) |Timeout|exit code (124|137|-15|-9)\b")
 COUNTS_LINE = re.compile(r"^=+ .*\b(passed|failed|error|errors|skipped|no tests ran)\b.* in [0-9.]+s")
 
 
@@ -50,7 +50,7 @@ def report(text: str, status: str, max_bytes: int = 10_000) -> str:
     sessions = _sessions(lines)
     bad = [(n, r, b) for n, r, b in sessions if not (r.startswith("was successful") or r.startswith("was skipped"))]
     summary = ["--- failed or errored tests (every session):"]
-    failures = list(dict.fromkeys(line for line in lines if FAILURE_LINE.search(line) and not line.startswith("E   ")))
+    failures = list(dict.fromkeys(line for line in lines if FAILURE_LINE.search(line)))
     if len(failures) > 60:
         failures = failures[:60] + [f"... and {len(failures) - 60} more lines like these in the full log"]
     summary += failures or ["(none)"]

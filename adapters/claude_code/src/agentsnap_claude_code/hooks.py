@@ -127,6 +127,13 @@ def _same(a: Snapshot, b: Snapshot) -> bool:
 TRANSCRIPT_WAIT = 2.0
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
 def _has_call(transcript: Transcript, tool_use_id: str) -> bool:
     return any(c.get("id") == tool_use_id for e in transcript.entries for c in e.get("tool_calls") or [])
 
@@ -140,12 +147,17 @@ def _transcript(payload: dict[str, Any], settings: Settings) -> Transcript | Non
     p = Path(path).expanduser()
     if not p.is_file():
         return None
+    size = _size(p)  # before the read: a write after it is seen below
     transcript = read_transcript(p)
     call = payload.get("tool_use_id")
     if payload.get("hook_event_name") == "PreToolUse" and isinstance(call, str) and not _has_call(transcript, call):
         deadline = time.monotonic() + TRANSCRIPT_WAIT
         while time.monotonic() < deadline:
             time.sleep(0.02)
+            now = _size(p)
+            if now == size:  # nothing written since: no need to parse it again
+                continue
+            size = now
             transcript = read_transcript(p)
             if _has_call(transcript, call):
                 break

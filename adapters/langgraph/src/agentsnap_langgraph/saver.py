@@ -242,10 +242,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.flush()
         self._s.closed = True
         self._s.wake.set()
-        with self._s.flush_lock, self._s.lock:
-            held, self._s.writer = self._s.writer, None
-        if held is not None:
-            held.__exit__(None, None, None)
+        self.release_idle_writer(force=True)
         self._executor.shutdown(wait=False)  # close() may run in that thread (async with)
         if self._s.objects_batch is not None:
             self._s.objects_batch.__exit__(None, None, None)
@@ -308,13 +305,14 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 s.active_puts -= 1
                 s.last_put = time.monotonic()
 
-    def release_idle_writer(self, idle: float = WRITER_IDLE) -> bool:
+    def release_idle_writer(self, idle: float = WRITER_IDLE, *, force: bool = False) -> bool:
         """Give back the writer session when no put runs, nothing waits for a flush and no put came for ``idle``
-        seconds (the background flush calls this; a put takes a new one). True when it was given back."""
+        seconds (the background flush calls this; a put takes a new one); ``force`` (close): whatever is left.
+        True when it was given back."""
         s = self._s
         with s.flush_lock, s.lock:  # not while a flush is between taking the pending work and committing it
             busy = s.active_puts or s.pending_refs or s.pending_seqs or s.pending_objects
-            if s.writer is None or busy or time.monotonic() - s.last_put < idle:
+            if s.writer is None or (not force and (busy or time.monotonic() - s.last_put < idle)):
                 return False
             held, s.writer = s.writer, None
         held.__exit__(None, None, None)

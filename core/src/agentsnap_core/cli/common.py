@@ -113,7 +113,7 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
         out.append((left, True))
     gone = st.get("secrets_missing") or []
     if gone:
-        shown = ", ".join(gone[:5]) + (f", ... ({len(gone) - 5} more)" if len(gone) > 5 else "")
+        shown = _first(gone)
         import shlex
 
         cmd = "agentsnap restore HEAD -- " + " ".join(shlex.quote(n) for n in gone)
@@ -121,10 +121,8 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
                     f"'{cmd}' brings {'it' if len(gone) == 1 else 'them'} back", True))
     bad = st.get("secrets_unreadable")
     if bad:
-        paths = bad["paths"]
-        shown = ", ".join(paths[:5]) + (f", ... ({len(paths) - 5} more)" if len(paths) > 5 else "")
-        out.append((f"warning: {bad['error']}; {len(paths)} secret file(s) left out of HEAD are gone from the tree and "
-                    f"may not come back from it: {shown}", True))
+        out.append((f"warning: {bad['error']}; {len(bad['paths'])} secret file(s) left out of HEAD are gone from the "
+                    f"tree and may not come back from it: {_first(bad['paths'])}", True))
     return out
 
 

@@ -342,11 +342,11 @@ class Ledger:
                     taken.append((entry, body, mac, seal))
                 if not taken:
                     return None
-            for entry, _, mac, _ in taken:
-                self.entries.append(dict(entry))
+            for entry, _, mac, _ in taken:  # each entry a new dict (``{**record, ...}``), as the old single append
+                self.entries.append(entry)
                 self.macs.append(mac)
-                self._fold(self.entries[-1])
-            return [dict(e) for e, _, _, _ in taken]
+                self._fold(entry)
+            return [entry for entry, _, _, _ in taken]
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append ``record`` (retrying after concurrent appends)."""
