@@ -9,11 +9,16 @@
    the local wheel folder with the public index as the only other source, then a check that nothing named
    `agentsnap*` came from anywhere but our wheels, the entry point loads, and the README's example runs as written.
 
+Every install refreshes uv's cache for the names we build, and then every installed `agentsnap*` file is compared
+with the wheel built here: uv caches a find-links wheel by name and version, so on a machine whose uv cache outlives
+the checkout (a CI runner) an earlier build of `agentsnap_core-0.1.0` was installed in place of this one, silently.
+
 Each step prints what it did; the exit status is 1 when anything failed, with every problem listed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -65,6 +70,49 @@ def build(out: Path) -> list[str]:
     files = sorted(str(f) for f in out.iterdir() if f.suffix in (".whl", ".gz"))
     if run([sys.executable, "-m", "twine", "check", "--strict", *files]).returncode:
         problems.append("twine check failed (see above)")
+    return problems
+
+
+def uv_install(py: str, out: Path, args: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    """`uv pip install ARGS` into PY, never from uv's cache for a distribution built into OUT (see the docstring)."""
+    refresh = [a for name in sorted(built_names(out)) for a in ("--refresh-package", name)]
+    return run(["uv", "pip", "install", "--quiet", "--python", py, "--index-url", PUBLIC_INDEX, *refresh, *args], **kw)
+
+
+def wheel_files(whl: Path) -> dict[str, str]:
+    """path -> RECORD hash of every file of the wheel outside its .dist-info."""
+    with zipfile.ZipFile(whl) as z:
+        record = next(n for n in z.namelist() if n.endswith(".dist-info/RECORD"))
+        rows = z.read(record).decode().splitlines()
+    return {path: digest for path, digest, *_ in (r.rsplit(",", 2) for r in rows if r)
+            if digest and ".dist-info/" not in path}
+
+
+def installed_not_built_here(py: str, out: Path) -> list[str]:
+    """Every installed `agentsnap*` distribution that is not what OUT's wheel holds: another version or name (the
+    index: dependency confusion) or other files under the same version (an earlier build, e.g. from a cache)."""
+    probe = (
+        "import importlib.metadata as m, json; print(json.dumps({d.metadata['Name']: [d.version, "
+        "[r.split(',') for r in (d.read_text('RECORD') or '').splitlines()]] for d in m.distributions()}))"
+    )
+    proc = run([py, "-c", probe], capture_output=True)
+    if proc.returncode:
+        return [f"cannot list what {py} has installed: {proc.stderr.strip()[-300:]}"]
+    ours = built_names(out)
+    problems = []
+    for raw, (version, rows) in sorted(json.loads(proc.stdout).items()):
+        dist = canonicalize_name(raw)
+        if not dist.startswith("agentsnap"):
+            continue
+        if ours.get(dist) != version:
+            problems.append(f"{dist} {version} was installed from the index, not built here (dependency confusion)")
+            continue
+        whl = next(w for w in out.glob("*.whl") if canonicalize_name(w.name.split("-")[0]) == dist)
+        installed = {row[0]: row[1] for row in rows if len(row) >= 2 and row[1]}
+        differ = sorted(path for path, digest in wheel_files(whl).items() if installed.get(path) != digest)
+        if differ:
+            problems.append(f"{dist} {version}: {len(differ)} installed files differ from {whl.name} built here "
+                            f"(an earlier build of the same version, e.g. from uv's cache), first: {differ[0]}")
     return problems
 
 
@@ -139,21 +187,11 @@ def check_adapter(name: str, out: Path, work: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_INDEX", "UV_EXTRA_INDEX", "PIP_INDEX", "PIP_EXTRA"))}
     find_links = [a for link in (os.environ.get("PIP_FIND_LINKS") or "").split() for a in ("--find-links", link)]
     # the user's line; our wheels from OUT, everything else from the public index only
-    cmd = ["uv", "pip", "install", "--quiet", "--python", py, "--index-url", PUBLIC_INDEX,
-           "--find-links", str(out), *find_links, "--constraint", str(constraints), *shlex.split(line)[2:]]
-    if run(cmd, env=env).returncode:
+    args = ["--find-links", str(out), *find_links, "--constraint", str(constraints), *shlex.split(line)[2:]]
+    if uv_install(py, out, args, env=env).returncode:
         return [f"{name}: `{line}` failed in a clean venv"]
-    ours = built_names(out)
-    probe = (
-        "import importlib.metadata as m, json; "
-        "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))"
-    )
-    proc = run([py, "-c", probe], capture_output=True)
-    installed = {canonicalize_name(k): v for k, v in __import__("json").loads(proc.stdout).items()}
-    for dist, version in installed.items():
-        if dist.startswith("agentsnap") and ours.get(dist) != version:
-            problems.append(f"{name}: {dist} {version} was installed from the index, not built here (dependency confusion)")
-    if "agentsnap-core" not in installed:
+    problems += [f"{name}: {p}" for p in installed_not_built_here(py, out)]
+    if run([py, "-c", "import agentsnap_core"]).returncode:
         problems.append(f"{name}: agentsnap-core not installed by `{line}`")
     check = run([py, str(ROOT / "tests" / "check_entry_points.py"), name], capture_output=True)
     print(check.stdout, check.stderr, sep="", end="")
@@ -161,11 +199,12 @@ def check_adapter(name: str, out: Path, work: Path) -> list[str]:
         problems.append(f"{name}: entry point check failed")
     problems += run_example(name, readme, venv, work)
     # the clone line, from the repository root, over the same venv (our two packages reinstalled from source)
-    cmd = ["uv", "pip", "install", "--quiet", "--python", py, "--index-url", PUBLIC_INDEX, *find_links,
-           "--constraint", str(constraints), "--reinstall-package", "agentsnap-core",
-           "--reinstall-package", dist_name(pkg), *shlex.split(clone_line)[2:]]
-    if run(cmd, env=env, cwd=ROOT).returncode:
+    args = [*find_links, "--constraint", str(constraints), "--reinstall-package", "agentsnap-core",
+            "--reinstall-package", dist_name(pkg), *shlex.split(clone_line)[2:]]
+    if uv_install(py, out, args, env=env, cwd=ROOT).returncode:
         problems.append(f"{name}: `{clone_line}` failed")
+    elif clone_problems := installed_not_built_here(py, out):
+        problems += [f"{name} after `{clone_line}`: {p}" for p in clone_problems]
     elif run([py, str(ROOT / "tests" / "check_entry_points.py"), name]).returncode:
         problems.append(f"{name}: entry point check failed after `{clone_line}`")
     return problems
@@ -199,10 +238,11 @@ def check_core(out: Path, work: Path) -> list[str]:
     for label, args, cwd in (("wheel", ["--find-links", str(out), "agentsnap-core"], None), ("clone", ["./core"], ROOT)):
         venv = work / f"venv-core-{label}"
         run(["uv", "venv", "--quiet", "--python", sys.executable, str(venv)])
-        cmd = ["uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--index-url", PUBLIC_INDEX, *args]
-        if run(cmd, cwd=cwd).returncode:
+        py = str(venv / "bin" / "python")
+        if uv_install(py, out, args, cwd=cwd).returncode:
             problems.append(f"core: `pip install {' '.join(args[-1:])}` failed")
             continue
+        problems += [f"core ({label}): {p}" for p in installed_not_built_here(py, out)]
         proc = run([str(venv / "bin" / "agentsnap"), "--version"], capture_output=True)
         if proc.returncode or "agentsnap" not in proc.stdout:
             problems.append(f"core ({label}): `agentsnap --version` failed: {proc.stderr.strip()[-300:]}")
