@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .plugin import LangGraphThread
-from .saver import PFSaver, thread_ref
+from .saver import FlushFailed, PFSaver, thread_ref
 from .tools import guard_tools
 
-__all__ = ["LangGraphThread", "PFSaver", "guard_tools", "thread_ref"]
+__all__ = ["FlushFailed", "LangGraphThread", "PFSaver", "guard_tools", "thread_ref"]

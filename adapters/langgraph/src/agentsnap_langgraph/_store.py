@@ -7,6 +7,7 @@ import os
 import re
 import socket
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -116,6 +117,10 @@ class Shared:
         self.writer: Any = None
         self.active_puts = 0
         self.last_put = 0.0
+        #: the error of the last background flush, while no flush has succeeded since (the next put retries the
+        #: flush first and raises FlushFailed if it fails again), and when flushes started failing
+        self.flush_error: BaseException | None = None
+        self.failing_since = 0.0
 
 
 
@@ -156,8 +161,10 @@ def flush_loop(ref: weakref.ReferenceType[PFSaver], shared: Shared, interval: fl
         try:
             saver.flush()
             saver.release_idle_writer()
-        except Exception:  # a failed flush keeps its work queued; it is retried and surfaces on close()
-            pass
+        except Exception as e:  # its work stays queued; retried here, by the next put (which raises if it fails
+            if shared.flush_error is None:  # again: saver.FlushFailed) and at close()
+                shared.failing_since = time.time()
+            shared.flush_error = e
         del saver
 
 

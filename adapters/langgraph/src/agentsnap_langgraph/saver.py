@@ -86,6 +86,8 @@ def _holding_writer(method: Any) -> Any:
 
     @functools.wraps(method)
     def run(self: PFSaver, *args: Any, **kwargs: Any) -> Any:
+        if self._s.flush_error is not None:
+            self._retry_failed_flush()
         with self._writing():
             out = method(self, *args, **kwargs)
         if self.flush_interval == 0 and not self._durable_rows:  # flushed by the put: nothing left to protect
@@ -93,6 +95,14 @@ def _holding_writer(method: Any) -> Any:
         return out
 
     return run
+
+
+class FlushFailed(AgentSnapError):
+    """The group commit (pack, snapshots, thread refs) failed in the background and again when a put retried it.
+
+    The checkpoints already put stay in the checkpoint index (a killed process loses none of them); the next flush
+    that succeeds writes them. The put that raised this stored nothing.
+    """
 
 
 #: seconds a read waits for a channel value that is neither an object nor waiting in the index (another process
@@ -256,6 +266,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         with s.flush_lock:
             with s.lock:
                 if not s.pending_refs and not s.pending_seqs:
+                    s.flush_error = None
                     return
                 refs = {name: list(entries) for name, entries in s.pending_refs.items()}
                 rows, seqs, pending = list(s.pending_rows), list(s.pending_seqs), list(s.pending_objects)
@@ -275,6 +286,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 self.index.sync()  # and the index rows naming them
                 self._commit(rows, refs)  # index rows and ref moves: one transaction
                 self.index.mark_flushed(seqs)
+                s.flush_error = None
             except BaseException:
                 with s.lock:  # keep them for the next attempt
                     for name, entries in refs.items():
@@ -284,6 +296,19 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                     s.pending_objects[:0] = pending
                     s.after_barrier[:0] = after
                 raise
+
+    def _retry_failed_flush(self) -> None:
+        """Before a put, after a background flush failed: flush now; if that fails too, the put raises."""
+        try:
+            self.flush()
+        except Exception as e:
+            since = time.strftime("%H:%M:%S", time.localtime(self._s.failing_since))
+            raise FlushFailed(
+                f"PFSaver cannot write to its store {self.repo.store_dir}: {e}. Flushes have failed since {since}; "
+                f"the checkpoints put meanwhile are kept in the checkpoint index and are written by the first flush "
+                f"that succeeds (the next put retries it, as do the background flush and close()). This put stored "
+                f"nothing."
+            ) from e
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
