@@ -267,9 +267,16 @@ def test_a_pending_call_never_written_is_said_in_the_snapshot(project: Path, tra
     _transcript_without_the_pending_call(transcript)
     res = run_hook(payload(project, transcript, "PreToolUse", **RM_SRC))
     assert res.exit_code == 0
+    message = json.loads(res.stdout)["systemMessage"]
+    assert "undo with:" in message and "may lack the steps just before it" in message  # the hook says it too
     with Repo.open(project) as repo:
         meta = repo.get("HEAD").manifest["meta"]["claude_code"]
     assert meta["transcript"]["pending_call_missing"] == "toolu_01Rm7bZ2"
+    listed = CliRunner().invoke(cc_cli, ["points", "-C", str(project)])
+    assert listed.exit_code == 0, listed.output
+    assert "(Bash: rm -rf src) [conversation captured before this call was written" in listed.output  # and points
+    (point,) = [p for p in json.loads(CliRunner().invoke(cc_cli, ["points", "-C", str(project), "--json"]).stdout) if p["call"]]
+    assert point["conversation_incomplete"] is True
     r = CliRunner().invoke(cc_cli, ["rewind", "HEAD", "-C", str(project), "--json", "--no-files"])
     assert r.exit_code == 0, r.output
     assert "may lack the steps just before it" in json.loads(r.stdout)["warning"]  # said, not silent

@@ -221,6 +221,8 @@ def take_snapshot(
         info = {"root": str(repo.root), "created": created, "call": meta["claude_code"].get("call"), "not_captured": skipped}
         if transcript and transcript.truncated_tail:
             info["truncated_tail"] = True
+        if transcript and transcript.pending_call_missing:
+            info["pending_call_missing"] = transcript.pending_call_missing
     return snap, created, info
 
 
@@ -306,6 +308,9 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
             if skipped
             else ""
         )
+        if info.get("pending_call_missing"):
+            note += ("; the conversation was captured before Claude Code had written this call: the files are all "
+                     "there, a rewind's conversation may lack the steps just before it")
         return _notice(
             f"agentsnap: snapshot {snap.id[:12]} taken before {what} (`{meta['command'][:80]}`); "
             f"undo with: {undo_command(snap.id, info['root'])}   (files and conversation: /agentsnap:rewind {snap.id[:12]}){note}"

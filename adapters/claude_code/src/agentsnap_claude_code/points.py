@@ -42,10 +42,17 @@ class Point:
             return f"before prompt {int(m.get('prompt') or 0) + 1} (end of turn {m.get('prompt')})"
         what = m.get("command") or m.get("file") or ""
         kind = "destructive " if m.get("destructive") else ""
-        return f"before {kind}tool call {m.get('call', '?')} ({m.get('tool')}: {str(what)[:60]})"
+        late = " [conversation captured before this call was written: it may lack the last steps]" if self.incomplete else ""
+        return f"before {kind}tool call {m.get('call', '?')} ({m.get('tool')}: {str(what)[:60]}){late}"
+
+    @property
+    def incomplete(self) -> bool:
+        """The hook waited in vain for Claude Code to write this call into the transcript (the files are whole)."""
+        return bool((self.meta.get("transcript") or {}).get("pending_call_missing"))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.snapshot.id, "label": self.label, "time": self.snapshot.time, **{k: self.meta.get(k) for k in ("session_id", "prompt", "call", "tool", "destructive")}}
+        return {"id": self.snapshot.id, "label": self.label, "time": self.snapshot.time, "conversation_incomplete": self.incomplete,
+                **{k: self.meta.get(k) for k in ("session_id", "prompt", "call", "tool", "destructive")}}
 
 
 def points(repo: Repo, session: str | None = None) -> list[Point]:
