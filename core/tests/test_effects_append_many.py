@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from agentsnap_core import Repo
+from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.layers.effects_ledger import Ledger, store_for, verify_ledger
 from agentsnap_core.stores.ledger import SqliteLedgerStore
 from test_effects import effects_key_home  # noqa: F401  (autouse: a private key dir per test)
@@ -114,3 +115,20 @@ def test_append_many_on_a_moved_index_writes_nothing(repo: Repo) -> None:
     ]
     assert [e["note"] for e in Ledger(store, repo).sync().entries] == ["first", "x", "y"]
     assert verify_ledger(repo)["status"] == "ok"
+
+
+class Refusing(OneAtATime):
+    """A store that says "not the next index" to every append, while nobody else appends (an inconsistent store)."""
+
+    def append(self, index: int, body: bytes, mac: bytes, seal: bytes) -> bool:
+        self.appends += 1
+        return False
+
+
+def test_a_store_that_refuses_every_append_is_an_error_not_an_endless_retry(repo: Repo) -> None:
+    """append_many retried for ever when the store refused for any reason other than a concurrent appender."""
+    led = Ledger(Refusing(store_for(repo)), repo).sync()
+    count = led.store.count()
+    with pytest.raises(AgentSnapError, match=rf"refused entry #{count} .* no other writer appended"):
+        led.append_many([{"kind": "note", "note": "a"}, {"kind": "note", "note": "b"}])
+    assert led.store.appends == 1 and led.store.count() == count  # one try, nothing appended

@@ -358,7 +358,17 @@ class Ledger:
         out: list[dict[str, Any]] = []
         while len(out) < len(records):
             self.sync()
-            out += self.try_append_many(records[len(out) :]) or []
+            before = len(self.entries)
+            got = self.try_append_many(records[len(out) :])
+            if got:
+                out += got
+                continue
+            if len(self.sync().entries) == before:  # refused, yet no other writer appended: retrying cannot help
+                raise AgentSnapError(
+                    f"the effects ledger's store refused entry #{before} although it holds {before} entries and no "
+                    f"other writer appended; nothing was appended. The ledger store is inconsistent: run "
+                    f"'agentsnap verify'"
+                )
         return out
 
     def put_result(self, value: Any) -> dict[str, Any]:
