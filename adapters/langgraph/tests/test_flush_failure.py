@@ -5,7 +5,8 @@ group commit every ``flush_interval`` seconds. That flush ran in a background th
 ``close()``: with the store's disk full (or its directory read-only) a long run went on for hours with no power-loss
 durability, no thread refs moving and memory growing, and nothing said so. Now a put that follows a failed flush
 first retries it; if it fails again, the put raises ``FlushFailed`` naming the cause and stores nothing new. Once the
-store can be written again, the checkpoints kept meanwhile are flushed and nothing is lost.
+store can be written again, the checkpoints kept meanwhile are flushed and nothing is lost. The flush of a saver left
+open, run at interpreter exit, said nothing when it failed either; it now says so on stderr.
 """
 
 from __future__ import annotations
@@ -85,3 +86,41 @@ def test_a_transient_flush_failure_heals_without_an_error(store: Path) -> None:
     with PFSaver(store) as saver:
         counts = [t.checkpoint["channel_values"].get("n") for t in saver.list(cfg)]
     assert 1 in counts and 6 in counts
+
+
+EXIT_CHILD = """
+import errno, sys
+from typing import TypedDict
+from agentsnap_langgraph import PFSaver
+from langgraph.graph import START, StateGraph
+
+class Count(TypedDict):
+    n: int
+
+saver = PFSaver(sys.argv[1], flush_interval=3600)  # left open: its last flush runs at interpreter exit
+builder = StateGraph(Count)
+builder.add_node("step", lambda s: {"n": s["n"] + 1})
+builder.add_edge(START, "step")
+builder.compile(checkpointer=saver).invoke({"n": 40}, {"configurable": {"thread_id": "t"}})
+
+def full(*a):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+saver.repo.objects.barrier = full
+"""
+
+
+def test_a_flush_that_fails_at_exit_is_said_and_the_next_open_writes_it(store: Path, tmp_path: Path) -> None:
+    """The flush of a saver left open ran at interpreter exit and dropped any error: the user saw nothing."""
+    script = tmp_path / "child.py"
+    script.write_text(EXIT_CHILD)
+    child = subprocess.run([sys.executable, str(script), str(store)], capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    assert "PFSaver could not flush" in child.stderr and "No space left on device" in child.stderr
+    assert "written when the store is next opened" in child.stderr
+    with PFSaver(store) as saver:
+        counts = [t.checkpoint["channel_values"].get("n") for t in saver.list({"configurable": {"thread_id": "t"}})]
+    assert 41 in counts
+    cli = Path(sys.executable).with_name("agentsnap")
+    log = subprocess.run([str(cli), "-C", str(store), "log", "--all"], capture_output=True, text=True, timeout=300)
+    assert log.returncode == 0 and log.stdout.strip(), log.stdout + log.stderr  # written by that open: snapshots

@@ -6,6 +6,7 @@ import getpass
 import os
 import re
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -169,9 +170,14 @@ def flush_loop(ref: weakref.ReferenceType[PFSaver], shared: Shared, interval: fl
 
 
 def close_at_exit(ref: weakref.ReferenceType[PFSaver]) -> None:
+    """The last flush of a saver left open; a failure is said on stderr (nothing is lost: see the message)."""
     saver = ref()
     if saver is not None:
         try:
             saver.close()
-        except Exception:
-            pass
+        except Exception as e:
+            sys.stderr.write(
+                f"agentsnap-langgraph: PFSaver could not flush to {saver.repo.store_dir} at exit: {e}. The checkpoints "
+                f"put since its last flush are kept in its checkpoint index and are written when the store is next "
+                f"opened by PFSaver.\n"
+            )
