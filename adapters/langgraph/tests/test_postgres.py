@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 from test_checkpoint_conformance import SyncPathShim, _assert_all_passed  # noqa: E402
+from test_issue22_api import chat  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -92,3 +93,38 @@ def test_s3_only_store_is_refused_clearly(s3_url: str, tmp_path: Path) -> None:
 
     with pytest.raises(AgentSnapError, match="checkpoint index in SQL"):
         PFSaver.from_url(s3_url, path=tmp_path)
+
+
+PG_DURABLE_KILL = """
+import os, sys
+sys.path.insert(0, {here!r})
+import agentsnap_langgraph.saver as savermod
+savermod.DURABLE_GROUP_INTERVAL = 3600.0
+from agentsnap_langgraph import PFSaver
+from test_issue22_api import chat, turns
+flushes = []
+real = PFSaver.flush
+PFSaver.flush = lambda self: (flushes.append(1), real(self))[1]
+saver = PFSaver.from_url({url!r}, path={path!r}, flush_interval=0)
+flushes.clear()  # the open's own
+turns(chat(saver), "k", 3)
+print("flushes during the puts:", len(flushes), flush=True)
+os._exit(0)  # killed: no group commit, no close
+"""
+
+
+def test_durable_mode_on_postgres_is_durable_at_each_put_without_a_flush_in_it(postgres_server: Any, tmp_path: Path) -> None:
+    """Durable mode (flush_interval=0) on a PostgreSQL store flushed inside every put (snapshot objects, core
+    transaction, marking rows flushed: ~1.5x AsyncPostgresSaver per step), though the put's row, with the bytes its
+    snapshot needs, is already committed on the server and its values are in the store's objects table. Now the
+    group commit runs beside the puts there too, and a process killed before any group commit loses nothing."""
+    url, path = _url(postgres_server), str(tmp_path / "worker")
+    proc = subprocess.run([sys.executable, "-c", PG_DURABLE_KILL.format(here=str(HERE), url=url, path=path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "flushes during the puts: 0" in proc.stdout
+    with PFSaver.from_url(url, path=path) as saver:  # the next open writes the snapshots from the rows
+        messages = chat(saver).get_state({"configurable": {"thread_id": "k"}}).values["messages"]
+        assert [m.content for m in messages][-1] == "echo: m2"
+    with Repo.open(path) as repo:
+        assert repo.verify()["ok"]

@@ -122,6 +122,10 @@ class _Conn:
 class PostgresIndex(CheckpointIndex):
     """The index tables in the store's PostgreSQL schema, through a small connection pool."""
 
+    #: every write is a transaction committed on the server before it returns (as PostgresSaver's): PFSaver's
+    #: durable mode needs no flush inside each put on this store
+    commits_durable = True
+
     def __init__(self, conninfo: str, schema: str, where: str) -> None:
         from psycopg_pool import ConnectionPool
 

@@ -170,10 +170,14 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             self._s.objects_batch = batch()
             self._s.objects_batch.__enter__()
         #: durable mode through the index: rows (with the bytes their snapshots need) committed durably at each put,
-        #: objects and refs by the group commit (world files are not in the row: with world_root, every put flushes)
-        self._durable_rows = (flush_interval == 0 and batch is not None and self.world_root is None
-                              and hasattr(self.index, "make_durable"))
-        if self._durable_rows:
+        #: objects and refs by the group commit (world files are not in the row: with world_root, every put flushes).
+        #: The embedded store's index is made to fsync each commit (its values wait beside the rows for the pack);
+        #: a PostgreSQL store's index commits on the server at each put, and its values are written to the store's
+        #: objects table by the put itself (autocommit), so it is durable at each put as it is
+        durable_index = getattr(self.index, "commits_durable", False) or (
+            batch is not None and hasattr(self.index, "make_durable"))
+        self._durable_rows = flush_interval == 0 and self.world_root is None and durable_index
+        if self._durable_rows and hasattr(self.index, "make_durable"):
             self.index.make_durable()
         self.cache_limit = cache_bytes
         self._author = author_name()
