@@ -15,6 +15,7 @@ import errno
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -49,6 +50,14 @@ class DiskFull:
         self.objects.barrier = self.real
 
 
+def _failed(saver: PFSaver) -> None:
+    """Wait until the background flush has failed and recorded it (the loop retries every 0.05 s)."""
+    deadline = time.monotonic() + 60
+    while saver._s.flush_error is None:
+        assert time.monotonic() < deadline, "the background flush never failed"
+        time.sleep(0.01)
+
+
 def test_a_flush_that_keeps_failing_is_raised_by_the_next_put_and_nothing_is_lost(store: Path) -> None:
     cfg = {"configurable": {"thread_id": "t"}}
     with PFSaver(store, flush_interval=0.05) as saver:
@@ -58,7 +67,7 @@ def test_a_flush_that_keeps_failing_is_raised_by_the_next_put_and_nothing_is_los
         disk = DiskFull(saver.repo.objects)
         saver.repo.objects.barrier = disk
         graph.invoke({"n": 10}, cfg)  # its row is in the index; its background flush fails
-        assert disk.failed.wait(60), "the background flush never ran"
+        _failed(saver)
         with pytest.raises(FlushFailed, match="No space left on device") as raised:
             graph.invoke({"n": 20}, cfg)
         assert isinstance(raised.value.__cause__, OSError)
