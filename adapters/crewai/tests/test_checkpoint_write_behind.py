@@ -121,6 +121,13 @@ def _journals(loc: Path) -> list[Path]:
                   if not p.name.startswith(f"{os.getpid()}-"))
 
 
+def _core_cli(loc: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run([sys.executable, "-m", "agentsnap_core", *args], cwd=loc, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out
+
+
 def _verify_cli(loc: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "agentsnap_core", "verify"], cwd=loc, capture_output=True, text=True,
                          timeout=300)
@@ -176,6 +183,8 @@ def test_a_killed_crew_loses_no_checkpoint_a_call_returned(tmp_path: Path) -> No
     assert _kill(child) == []
     assert _no_checkpoint_committed(loc)  # the writer committed none: only the child's journal holds them
     left = _journals(loc)
+    core_log = _core_cli(loc, "log", "--all")  # core alone does not replay: it says so, not silently less
+    assert "write-behind journal(s) of a process that ended" in core_log.stderr and "agentsnap-crewai" in core_log.stderr
     out = subprocess.run([sys.executable, "-c", textwrap.dedent("""
         import json, sys
         from agentsnap_core import Repo
@@ -193,6 +202,7 @@ def test_a_killed_crew_loses_no_checkpoint_a_call_returned(tmp_path: Path) -> No
     assert [s.manifest["meta"]["crewai_parent"] for s in snaps] == [None, ids[0], ids[1]]
     assert json.loads(checkpoint_data(repo, ids[1]))["parent_id"] == ids[0]  # CrewAI's own lineage field
     assert len(left) == 1 and _journals(loc) == []  # the dead process's journal: replayed, then removed
+    assert "write-behind journal" not in _core_cli(loc, "log", "--all").stderr
     _verify_cli(loc)
 
 

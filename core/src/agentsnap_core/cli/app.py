@@ -31,6 +31,7 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     status_lines,
 )
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.repository import journals
 from agentsnap_core.repository.repo import Repo, Snapshot
 
 #: verbs whose module is imported only when that verb runs (or for --help): `--version`, `status`, `snapshot`
@@ -171,6 +172,9 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
         raise InvalidInput(f"-n takes a number of snapshots (0 or more), not {limit}")
     repo = open_repo(ctx)
     snaps = repo.log(spec, all_refs=all_refs, limit=limit)
+    late = journals.notice(repo.store_dir)  # checkpoints a process that ended left in an adapter's journal
+    if late:
+        click.echo(late, err=True)
     labels = _labels(repo)
     if as_json:
         emit([{**s.summary(), "refs": labels.get(s.id, [])} for s in snaps])

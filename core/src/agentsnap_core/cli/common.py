@@ -123,6 +123,11 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     if bad:
         out.append((f"warning: {bad['error']}; {len(bad['paths'])} secret file(s) left out of HEAD are gone from the "
                     f"tree and may not come back from it: {_first(bad['paths'])}", True))
+    late = st.get("unreplayed_journals")
+    if late:
+        from agentsnap_core.repository import journals
+
+        out.append((journals.describe([(j["adapter"], j["path"]) for j in late]), True))
     return out
 
 

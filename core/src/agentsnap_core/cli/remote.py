@@ -11,6 +11,7 @@ import click
 
 from agentsnap_core.cli.app import JSON_VERSION, emit, json_opt, open_repo, register, short
 from agentsnap_core.operations import remote as remote_mod
+from agentsnap_core.repository import journals
 from agentsnap_core.stores import mask_url
 
 jobs_opt = click.option(
@@ -65,6 +66,9 @@ def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], forc
              as_json: bool) -> None:  # fmt: skip
     """Send snapshots to REMOTE (name or URL; default origin) and move its branches (default: the current one)."""
     repo = open_repo(ctx)
+    late = journals.notice(repo.store_dir)  # not in any snapshot: they would not reach the remote
+    if late:
+        click.echo(f"{late}; they are not pushed", err=True)
     try:
         with _bar("push", as_json) as progress:
             result = remote_mod.push(repo, remote, list(refs) or None, force_with_lease=force_with_lease, jobs=jobs,

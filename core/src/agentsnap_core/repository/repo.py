@@ -37,7 +37,7 @@ from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import world
-from agentsnap_core.repository import vault, writers
+from agentsnap_core.repository import journals, vault, writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 from agentsnap_core.stores.local import LocalStore
@@ -892,7 +892,7 @@ class Repo:
             changes = world.compare(self.world_entries(snap) if snap else [], entries)
         trace_base = self.read_layer(snap, "trace") if snap else []
         msgs = self.messages()
-        out = {
+        out: dict[str, Any] = {
             "branch": self.current_branch(),
             "head": oid,
             "clean": changes.empty() and msgs == (trace_base or []),
@@ -905,6 +905,9 @@ class Repo:
             out["secrets_missing"] = gone
         if problem:  # never silent: the user believes the vault keeps them
             out["secrets_unreadable"] = problem
+        late = journals.unreplayed(self.store_dir)
+        if late:  # checkpoints an adapter journaled and a process that ended never committed: not in any snapshot
+            out["unreplayed_journals"] = [{"adapter": adapter, "path": str(path)} for adapter, path in late]
         return out
 
     def _vault_files_gone(self, snap: Snapshot | None, left_out: list[str]) -> tuple[list[str], dict[str, Any] | None]:
