@@ -28,15 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentsnap_core.repository import journals as core_journals
+from agentsnap_core.repository.journals import SUFFIX  # noqa: F401 - this adapter's journal names
+
 _MAGIC = b"ASCJ"
 _HEAD = struct.Struct("<4sII")  # magic, payload length, CRC-32 of the payload
 #: a journal file still holding uncommitted entries is left for a new one (removed once all are committed) past this
 ROTATE_BYTES = 64 << 20
-SUFFIX = ".journal"
 
 
 def journal_dir(store_dir: Path) -> Path:
-    return Path(store_dir) / "crewai" / "journal"
+    """This adapter's journals of a store, where core looks for them (``agentsnap_core.repository.journals``)."""
+    return core_journals.journal_dir(store_dir, "crewai")
 
 
 def frame(meta: dict[str, Any], data: str) -> list[bytes]:

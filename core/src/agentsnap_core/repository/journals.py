@@ -16,11 +16,19 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+#: a journal file's name ends so; it lies in :func:`journal_dir`
+SUFFIX = ".journal"
+
+
+def journal_dir(store_dir: str | os.PathLike[str], adapter: str) -> Path:
+    """Where ``adapter`` keeps its processes' journals of the store in ``store_dir`` (the convention above)."""
+    return Path(store_dir) / adapter / "journal"
+
 
 def unreplayed(store_dir: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     """``(adapter, journal file)`` of every non-empty journal whose process has ended, in path order."""
     found = []
-    for path in sorted(Path(store_dir).glob("*/journal/*.journal")):
+    for path in sorted(Path(store_dir).glob(str(journal_dir("", "*") / f"*{SUFFIX}"))):  # every adapter's
         try:
             if path.stat().st_size == 0:
                 continue
