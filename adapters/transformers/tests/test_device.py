@@ -53,3 +53,43 @@ def test_cuda_session_restores_onto_the_gpu_and_continues(tmp_path):
     repo.restore_into(fresh, snap.id)
     assert fresh.cache.layers[0].keys.device.type == "cuda"
     assert fresh.decode(6) == expected
+
+
+def _strided(s: KVSession) -> KVSession:
+    """The same cache values held in non-contiguous tensors (as a GPU cache is not CPU memory): the staged path."""
+    for layer in s.cache.layers:
+        layer.keys = layer.keys.transpose(2, 3).contiguous().transpose(2, 3)
+        layer.values = layer.values.transpose(2, 3).contiguous().transpose(2, 3)
+    assert not s.cache.layers[0].keys.is_contiguous()
+    return s
+
+
+def test_a_cache_staged_through_host_chunks_is_stored_byte_identically(tmp_path, monkeypatch):
+    """The path a GPU cache takes (chunks of token slots copied to host memory, one chunk ahead), run on the CPU
+    with chunks of two pages: the same segments as the direct path, for a full and an incremental capture."""
+    repo = Repo.init(tmp_path / "repo")
+    direct = tinymodel.session()
+    direct.prefill(tinymodel.PROMPT)
+    staged = _strided(direct.fork())
+    per_token = sum(2 * x.keys.shape[1] * x.keys.shape[3] * 4 for x in direct.cache.layers)
+    monkeypatch.setattr(kv, "STAGING_BYTES", per_token * 2 * tinymodel.PAGE_SIZE)
+    copies: list[int] = []
+    real_copy = kv._HostStaging._copy
+    monkeypatch.setattr(kv._HostStaging, "_copy", lambda self, a: copies.append(a) or real_copy(self, a))
+
+    a = repo.read_layer(repo.capture(direct, "direct").id, "cache")
+    b = repo.read_layer(repo.capture(staged, "staged").id, "cache")
+    assert a["pages"] == b["pages"]
+    assert copies == [0, 16]  # 25 tokens, pages of 8, chunks of 16 token slots: two batches, not one per page
+
+    direct.decode(20)
+    staged.decode(20)
+    staged = _strided(staged)  # decoding concatenates into new contiguous tensors
+    copies.clear()
+    a = repo.read_layer(repo.capture(direct, "direct +20").id, "cache")
+    b = repo.read_layer(repo.capture(staged, "staged +20").id, "cache")
+    assert a["pages"] == b["pages"]
+    assert copies and copies[0] == 24  # only the pages not stored before (from the last, partial one) are staged
+    fresh = KVSession(tinymodel.model(), page_size=tinymodel.PAGE_SIZE)
+    repo.restore_into(fresh, repo.log()[0].id)
+    assert fresh.decode(4) == direct.fork().decode(4)

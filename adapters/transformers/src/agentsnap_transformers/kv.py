@@ -6,7 +6,6 @@ of shape ``[kv_heads, end - start, head_dim]`` (batch 1), as raw bytes in the ca
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,21 +18,14 @@ from agentsnap_core.stores.base import ObjectStore
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 DEFAULT_PAGE_SIZE = 16
+#: host memory per chunk of token slots staged from a GPU cache for a snapshot (pinned; one chunk copied ahead)
+STAGING_BYTES = 32 << 20
 
 
 def tensor_bytes(t: torch.Tensor) -> memoryview:
     """The raw bytes of a CPU tensor (any dtype, bfloat16 included), copied only if not contiguous."""
     flat = t.detach().to("cpu").contiguous().reshape(-1).view(torch.uint8)
     return memoryview(flat.numpy()).cast("B")
-
-
-def _uint8(data: memoryview) -> torch.Tensor:
-    """A uint8 tensor over ``data`` without copying it (read-only: it is only ever copied from)."""
-    if len(data) == 0:
-        return torch.empty(0, dtype=torch.uint8)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given buffer is not writable")
-        return torch.frombuffer(data, dtype=torch.uint8)
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -104,17 +96,17 @@ def write_cache(
     if length != len(tokens):
         raise InvalidInput(f"cache holds {length} token slots but {len(tokens)} tokens were given")
 
-    # on the CPU a page is sliced out of byte views of the cache (no copy: in a contiguous [heads, tokens, dim]
-    # tensor one head's token slots are contiguous); elsewhere each layer's slots are copied to the host
+    # a page is sliced out of byte views of host memory (no copy: in a contiguous [heads, tokens, dim] tensor one
+    # head's token slots are contiguous): the cache itself on the CPU; on a GPU, chunks of token slots copied to
+    # pinned host memory in one batch per chunk, the next chunk's copy running while the core stores this one
     tensors = [t[0] for layer in layers for t in (layer.keys, layer.values)]
-    heads: list[tuple[memoryview, int]] | None = None
     if all(t.device.type == "cpu" and t.is_contiguous() for t in tensors):
         heads = [(tensor_bytes(head), head.shape[-1] * head.element_size()) for t in tensors for head in t]
 
-    def page_bytes(start: int, end: int) -> list[memoryview]:  # joined by the core straight into its segment
-        if heads is not None:
+        def page_bytes(start: int, end: int) -> list[memoryview]:  # joined by the core straight into its segment
             return [view[start * row : end * row] for view, row in heads]
-        return [tensor_bytes(t[:, start:end, :]) for t in tensors]
+    else:
+        page_bytes = _HostStaging(tensors, page_size).page_bytes
 
     meta = {
         "shapes": [[[x.keys.shape[1], x.keys.shape[3]], [x.values.shape[1], x.values.shape[3]]] for x in layers],
@@ -152,26 +144,66 @@ def read_cache(
         raise InvalidInput("KV cache record's page sizes do not match its layer shapes")
     targets = [t for pair in zip(keys, values, strict=True) for t in pair]
     if all(t.device.type == "cpu" for t in targets):
-        # on the CPU each segment is read straight into the cache tensors (one scatter read, verified where it
-        # landed): a page's bytes are, per layer's keys or values, per head, its token slots' rows
-        slots = [(t[0, h].reshape(-1).view(torch.uint8).numpy(), t.shape[3] * item)
-                 for t in targets for h in range(t.shape[1])]
-        kvcache.read_into(store, record, lambda start, end: [
-            memoryview(rows[start * row : end * row]) for rows, row in slots])
+        _read_into(store, record, targets)
         return _cache(keys, values, config)
-    for start, end, data in kvcache.iter_pages(store, record):
-        buf = _uint8(data)
-        at = 0
-        for target in (t for pair in zip(keys, values, strict=True) for t in pair):
-            heads, dim = target.shape[1], target.shape[3]
-            n = heads * (end - start) * dim * item
-            if at + n > len(buf):
-                raise InvalidInput(f"KV page at token {start} is shorter than its layout says")
-            target[0, :, start:end, :].copy_(buf[at : at + n].view(dtype).view(heads, end - start, dim))
-            at += n
-        if at != len(buf):
-            raise InvalidInput(f"KV page at token {start} is longer than its layout says")
+    # elsewhere (a GPU) the segments are read the same way into pinned host memory, then copied to the device in
+    # one batch of large copies (not one small copy per page and layer)
+    pin = targets[0].device.type == "cuda"
+    host = [torch.empty(t.shape, dtype=dtype, pin_memory=pin) for t in targets]
+    _read_into(store, record, host)
+    for t, h in zip(targets, host, strict=True):
+        t.copy_(h, non_blocking=pin)
+    if pin:
+        torch.cuda.current_stream(targets[0].device).synchronize()  # the host buffers are released after this
     return _cache(keys, values, config)
+
+
+def _read_into(store: ObjectStore, record: Mapping[str, Any], targets: list[torch.Tensor]) -> None:
+    """Read every segment straight into CPU tensors ``[1, heads, tokens, dim]`` (one scatter read each, verified
+    where it landed): a page's bytes are, per layer's keys or values, per head, its token slots' rows."""
+    item = targets[0].element_size()
+    slots = [(t[0, h].reshape(-1).view(torch.uint8).numpy(), t.shape[3] * item)
+             for t in targets for h in range(t.shape[1])]
+    kvcache.read_into(store, record, lambda start, end: [
+        memoryview(rows[start * row : end * row]) for rows, row in slots])
+
+
+class _HostStaging:
+    """Device tensors ``[heads, tokens, dim]`` handed to the core as host byte views, a chunk of token slots at a
+    time: each chunk (about :data:`STAGING_BYTES`) is copied to pinned host memory with one copy per tensor, and
+    the next chunk's copies are queued as soon as one is taken (they run while the core hashes and writes).
+    Host memory is bounded by the chunks the core still holds (its segments in flight) plus the one ahead."""
+
+    def __init__(self, tensors: list[torch.Tensor], page_size: int) -> None:
+        self.tensors = tensors
+        self.length = tensors[0].shape[1]
+        self.pin = tensors[0].device.type == "cuda"
+        per_token = sum(t.shape[0] * t.shape[2] * t.element_size() for t in tensors)
+        self.chunk = max(page_size, STAGING_BYTES // max(1, per_token) // page_size * page_size)
+        self.current: tuple[int, int, list[tuple[memoryview, int]]] | None = None
+        self.ahead: tuple[int, int, list[torch.Tensor], Any] | None = None
+
+    def _copy(self, a: int) -> tuple[int, int, list[torch.Tensor], Any]:
+        b = min(a + self.chunk, self.length)
+        host = [torch.empty((t.shape[0], b - a, t.shape[2]), dtype=t.dtype, pin_memory=self.pin) for t in self.tensors]
+        for h, t in zip(host, self.tensors, strict=True):
+            h.copy_(t[:, a:b, :], non_blocking=self.pin)
+        done = None
+        if self.pin:
+            done = torch.cuda.Event()
+            done.record(torch.cuda.current_stream(self.tensors[0].device))
+        return a, b, host, done
+
+    def page_bytes(self, start: int, end: int) -> list[memoryview]:
+        if self.current is None or not self.current[0] <= start < self.current[1]:
+            a, b, host, done = self.ahead if self.ahead and self.ahead[0] == start else self._copy(start)
+            self.ahead = self._copy(b) if b < self.length else None
+            if done is not None:
+                done.synchronize()
+            self.current = (a, b, [(tensor_bytes(head), head.shape[-1] * head.element_size())
+                                   for h in host for head in h])
+        a, _b, heads = self.current
+        return [view[(start - a) * row : (end - a) * row] for view, row in heads]
 
 
 def _cache(keys: list[torch.Tensor], values: list[torch.Tensor], config: Any) -> DynamicCache:
