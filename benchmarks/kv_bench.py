@@ -18,6 +18,8 @@ into pinned memory is printed too (the GPU peer).
 
     python benchmarks/kv_bench.py [--lengths 512,2048,4096] [--repeat 3] [--layers 8] [--hidden 512]
 
+    python benchmarks/kv_bench.py --device cuda --lengths 1024,4096,16384   (model and cache on the GPU)
+
 Needs: agentsnap, agentsnap-transformers, transformers, torch (e.g. the venv of `nox -s transformers`).
 """
 
@@ -61,13 +63,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--hidden", type=int, default=512)
+    parser.add_argument("--device", default="cpu", help="where the model and its cache live (cpu, cuda)")
     args = parser.parse_args()
 
     import torch
     from agentsnap_core import Repo
     from agentsnap_transformers import KVSession
 
-    model = build_model(args.layers, args.hidden)
+    model = build_model(args.layers, args.hidden).to(args.device)
+    gpu = torch.device(args.device).type == "cuda"
     rows = []
     with tempfile.TemporaryDirectory(prefix="kv-bench-") as tmp:
         for n, length in enumerate(int(x) for x in args.lengths.split(",")):
@@ -80,6 +84,8 @@ def main() -> None:
 
             def memcpy(s: KVSession = session) -> None:
                 [(x.keys.clone(), x.values.clone()) for x in s.cache.layers]
+                if gpu:
+                    torch.cuda.synchronize()
 
             def capture(r: Repo, s: KVSession = session) -> None:
                 s.base_record = None  # a first snapshot into an empty store: every page compressed and written
@@ -100,19 +106,30 @@ def main() -> None:
                 return made[-1]
             plain = Path(tmp) / f"plain{n}.bin"
 
-            def write_fsync(s: KVSession = session, path: Path = plain) -> None:
+            cache_tensors = [t for x in session.cache.layers for t in (x.keys, x.values)]
+            # on a GPU the peers copy through pinned host buffers allocated once, outside the timing
+            pinned = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in cache_tensors] if gpu else None
+
+            def write_fsync(ts: list = cache_tensors, hs: list | None = pinned, path: Path = plain) -> None:
+                if hs is not None:  # device -> pinned host, one copy per tensor
+                    for h, t in zip(hs, ts, strict=True):
+                        h.copy_(t, non_blocking=True)
+                    torch.cuda.synchronize()
                 with open(path, "wb") as f:
-                    for x in s.cache.layers:
-                        f.write(x.keys.contiguous().numpy().data)
-                        f.write(x.values.contiguous().numpy().data)
+                    for t in hs or ts:
+                        f.write(t.contiguous().numpy().data)
                     f.flush()
                     os.fsync(f.fileno())
 
-            def read_copy(s: KVSession = session, path: Path = plain) -> None:
-                targets = [torch.empty_like(t) for x in s.cache.layers for t in (x.keys, x.values)]
+            def read_copy(ts: list = cache_tensors, hs: list | None = pinned, path: Path = plain) -> None:
+                targets = [torch.empty_like(t) for t in ts]
                 with open(path, "rb") as f:
-                    for t in targets:
+                    for t in hs or targets:
                         f.readinto(t.numpy().data.cast("B"))
+                if hs is not None:  # pinned host -> device, one copy per tensor
+                    for t, h in zip(targets, hs, strict=True):
+                        t.copy_(h, non_blocking=True)
+                    torch.cuda.synchronize()
 
             for fn in (memcpy, write_fsync, read_copy):  # warm-up
                 fn()
@@ -121,16 +138,16 @@ def main() -> None:
             t_read = median_time(read_copy, args.repeat)
             t_pinned = None
             if torch.cuda.is_available():
-                dev = [t.cuda() for x in session.cache.layers for t in (x.keys, x.values)]
+                dev = [t.to("cuda") for t in cache_tensors]
                 host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in dev]
 
-                def pinned(d: list = dev, h: list = host) -> None:
+                def pinned_copy(d: list = dev, h: list = host) -> None:
                     for a, b in zip(d, h, strict=True):
                         b.copy_(a, non_blocking=True)
                     torch.cuda.synchronize()
 
-                pinned()
-                t_pinned = median_time(pinned, args.repeat)
+                pinned_copy()
+                t_pinned = median_time(pinned_copy, args.repeat)
             capture(empty_repo())  # warm-up
             t_snap = median_time(capture, args.repeat, empty_repo)
             snap = repo.capture(session, "base")
@@ -156,7 +173,11 @@ def main() -> None:
             rows.append((length, nbytes, t_memcpy, t_write, t_read, t_snap, t_incr, t_restore, t_rf, t_pf, t_pinned))
             repo.close()
 
-    print(f"model: Llama-shaped, {args.layers} layers, hidden {args.hidden}, float32, CPU; median of {args.repeat}")
+    where = f"{args.device} ({torch.cuda.get_device_name()})" if gpu else "CPU"
+    print(f"model: Llama-shaped, {args.layers} layers, hidden {args.hidden}, float32, {where}; median of {args.repeat}")
+    if gpu:
+        print("on the GPU the peers include the copies: write+fsync = device->pinned host + write + fsync, "
+              "read+copy = read into pinned host + host->device")
     head = (f"{'tokens':>7} {'KV MB':>7} | {'memcpy':>8} {'write+fsync':>11} {'snapshot':>9} {'speed':>6} {'+16 tok':>8} | "
             f"{'read+copy':>9} {'restore':>8} {'speed':>6} | {'restore+1':>9} {'prefill+1':>9} {'first-token':>11}")
     print(head)
