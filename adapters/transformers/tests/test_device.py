@@ -3,10 +3,13 @@ the CUDA test runs where a GPU exists)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import tinymodel
 import torch
 from agentsnap_core import Repo
+from agentsnap_core.errors import ObjectCorrupt
 from agentsnap_transformers import KVSession, kv
 
 
@@ -93,3 +96,31 @@ def test_a_cache_staged_through_host_chunks_is_stored_byte_identically(tmp_path,
     fresh = KVSession(tinymodel.model(), page_size=tinymodel.PAGE_SIZE)
     repo.restore_into(fresh, repo.log()[0].id)
     assert fresh.decode(4) == direct.fork().decode(4)
+
+
+def test_the_staged_restore_a_gpu_takes_puts_every_page_in_place(tmp_path, monkeypatch):
+    """The restore path of a GPU cache (chunks of pages read in stored order into two host buffers, copied to the
+    device and put in place there), run on the CPU with chunks of two pages and a short last page: every token slot
+    of every layer equals the captured cache, and a corrupted segment is refused."""
+    repo = Repo.init(tmp_path / "repo")
+    s = tinymodel.session()
+    s.prefill(tinymodel.PROMPT)  # 25 tokens: three full pages of 8 and one of 1
+    record = repo.read_layer(repo.capture(s, "p").id, "cache")
+    per_token = sum(2 * x.keys.shape[1] * x.keys.shape[3] * 4 for x in s.cache.layers)
+    monkeypatch.setattr(kv, "STAGING_BYTES", per_token * 2 * tinymodel.PAGE_SIZE)
+    chunks: list[int] = []
+    real = kv.kvcache.read_pages_into
+    monkeypatch.setattr(kv.kvcache, "read_pages_into", lambda st, pages, f: chunks.append(len(pages)) or real(st, pages, f))
+    captured = [t for x in s.cache.layers for t in (x.keys, x.values)]
+    targets = [torch.full_like(t, float("nan")) for t in captured]
+    kv._read_staged(repo.objects, record, targets)
+    assert chunks == [2, 2]
+    assert all(torch.equal(a, b) for a, b in zip(targets, captured, strict=True))
+
+    segment = repo.objects._path(record["pages"][-1]["segment"])  # the local store's loose file of the last segment
+    os.chmod(segment, 0o644)
+    with open(segment, "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        f.write(b"\xff\x00\xff")
+    with pytest.raises(ObjectCorrupt):
+        kv._read_staged(repo.objects, record, targets)

@@ -6,7 +6,7 @@ of shape ``[kv_heads, end - start, head_dim]`` (batch 1), as raw bytes in the ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import blake3
@@ -96,9 +96,9 @@ def write_cache(
     if length != len(tokens):
         raise InvalidInput(f"cache holds {length} token slots but {len(tokens)} tokens were given")
 
-    # a page is sliced out of byte views of host memory (no copy: in a contiguous [heads, tokens, dim] tensor one
-    # head's token slots are contiguous): the cache itself on the CPU; on a GPU, chunks of token slots copied to
-    # pinned host memory in one batch per chunk, the next chunk's copy running while the core stores this one
+    # on the CPU a page is sliced out of byte views of the cache (no copy: in a contiguous [heads, tokens, dim]
+    # tensor one head's token slots are contiguous); on a GPU, chunks of pages are put in stored order there and
+    # copied to pinned host memory in one copy each, the next chunk's copy running while the core stores this one
     tensors = [t[0] for layer in layers for t in (layer.keys, layer.values)]
     if all(t.device.type == "cpu" and t.is_contiguous() for t in tensors):
         heads = [(tensor_bytes(head), head.shape[-1] * head.element_size()) for t in tensors for head in t]
@@ -125,9 +125,9 @@ def read_cache(
     """Build a fresh DynamicCache on ``device`` (the model's) from a record, page by page.
 
     The fingerprint is checked first when given. On the CPU the core reads each segment straight into the cache
-    tensors and verifies it there (:func:`agentsnap_core.layers.kvcache.read_into`); on another device each page
-    is a view into its segment (read ahead and verified by the core) copied to ``device``, one layer's keys or
-    values at a time.
+    tensors and verifies it there (:func:`agentsnap_core.layers.kvcache.read_into`); on another device (a GPU)
+    chunks of pages are read and verified the same way into pinned host memory, copied to the device in one copy
+    each and put in place there (:func:`_read_staged`).
     """
     if fp is not None:
         kvcache.check_fingerprint(record, fp)
@@ -146,15 +146,7 @@ def read_cache(
     if all(t.device.type == "cpu" for t in targets):
         _read_into(store, record, targets)
         return _cache(keys, values, config)
-    # elsewhere (a GPU) the segments are read the same way into pinned host memory, then copied to the device in
-    # one batch of large copies (not one small copy per page and layer)
-    pin = targets[0].device.type == "cuda"
-    host = [torch.empty(t.shape, dtype=dtype, pin_memory=pin) for t in targets]
-    _read_into(store, record, host)
-    for t, h in zip(targets, host, strict=True):
-        t.copy_(h, non_blocking=pin)
-    if pin:
-        torch.cuda.current_stream(targets[0].device).synchronize()  # the host buffers are released after this
+    _read_staged(store, record, targets)
     return _cache(keys, values, config)
 
 
@@ -168,42 +160,57 @@ def _read_into(store: ObjectStore, record: Mapping[str, Any], targets: list[torc
         memoryview(rows[start * row : end * row]) for rows, row in slots])
 
 
-class _HostStaging:
-    """Device tensors ``[heads, tokens, dim]`` handed to the core as host byte views, a chunk of token slots at a
-    time: each chunk (about :data:`STAGING_BYTES`) is copied to pinned host memory with one copy per tensor, and
-    the next chunk's copies are queued as soon as one is taken (they run while the core hashes and writes).
-    Host memory is bounded by the chunks the core still holds (its segments in flight) plus the one ahead."""
+def _read_staged(store: ObjectStore, record: Mapping[str, Any], targets: list[torch.Tensor]) -> None:
+    """Read a record into tensors ``[1, heads, tokens, dim]`` on a device other than the CPU, a chunk of pages at a
+    time: each chunk is read in the stored byte order (one buffer per page, verified where it landed) into one of two
+    pinned host buffers of about :data:`STAGING_BYTES`, copied to the device in one copy, and put in place there
+    (one strided copy per tensor on the device); the next chunk is read while the device copies this one."""
+    device = targets[0].device
+    pin = device.type == "cuda"
+    item = targets[0].element_size()
+    dims = [(t.shape[1], t.shape[3]) for t in targets]
+    per_token = sum(h * d for h, d in dims) * item
+    pages, size = record["pages"], record["page_size"]
+    per_chunk = max(1, STAGING_BYTES // (per_token * size))
+    cap = min(per_chunk, len(pages)) * size * per_token
+    hosts = [torch.empty(cap, dtype=torch.uint8, pin_memory=pin) for _ in range(2)]
+    staged = [torch.empty(cap, dtype=torch.uint8, device=device) for _ in range(2)]
+    copied: list[Any] = [None, None]  # per host buffer: the event of its last copy to the device
+    stream = torch.cuda.current_stream(device) if pin else None
+    for k, i in enumerate(range(0, len(pages), per_chunk)):
+        chunk, slot = pages[i : i + per_chunk], k % 2
+        if copied[slot] is not None:
+            copied[slot].synchronize()  # the host buffer's previous chunk is on the device
+        a, b = chunk[0]["start"], chunk[-1]["start"] + chunk[-1]["n"]
+        view = memoryview(hosts[slot].numpy())
+        kvcache.read_pages_into(store, chunk, lambda s, e, a=a, v=view: [v[(s - a) * per_token : (e - a) * per_token]])
+        on_device = staged[slot][: (b - a) * per_token]
+        on_device.copy_(hosts[slot][: (b - a) * per_token], non_blocking=pin)
+        if stream is not None:
+            copied[slot] = torch.cuda.Event()
+            copied[slot].record(stream)
+        for cache, stored in _pairs(on_device, [t[0] for t in targets], dims, a, b, size, per_token):
+            cache.copy_(stored)
+    if stream is not None:
+        stream.synchronize()
 
-    def __init__(self, tensors: list[torch.Tensor], page_size: int) -> None:
-        self.tensors = tensors
-        self.length = tensors[0].shape[1]
-        self.pin = tensors[0].device.type == "cuda"
-        per_token = sum(t.shape[0] * t.shape[2] * t.element_size() for t in tensors)
-        self.chunk = max(page_size, STAGING_BYTES // max(1, per_token) // page_size * page_size)
-        self.current: tuple[int, int, list[tuple[memoryview, int]]] | None = None
-        self.ahead: tuple[int, int, list[torch.Tensor], Any] | None = None
 
-    def _copy(self, a: int) -> tuple[int, int, list[torch.Tensor], Any]:
-        b = min(a + self.chunk, self.length)
-        host = [torch.empty((t.shape[0], b - a, t.shape[2]), dtype=t.dtype, pin_memory=self.pin) for t in self.tensors]
-        for h, t in zip(host, self.tensors, strict=True):
-            h.copy_(t[:, a:b, :], non_blocking=self.pin)
-        done = None
-        if self.pin:
-            done = torch.cuda.Event()
-            done.record(torch.cuda.current_stream(self.tensors[0].device))
-        return a, b, host, done
-
-    def page_bytes(self, start: int, end: int) -> list[memoryview]:
-        if self.current is None or not self.current[0] <= start < self.current[1]:
-            a, b, host, done = self.ahead if self.ahead and self.ahead[0] == start else self._copy(start)
-            self.ahead = self._copy(b) if b < self.length else None
-            if done is not None:
-                done.synchronize()
-            self.current = (a, b, [(tensor_bytes(head), head.shape[-1] * head.element_size())
-                                   for h in host for head in h])
-        a, _b, heads = self.current
-        return [view[(start - a) * row : (end - a) * row] for view, row in heads]
+def _pairs(data: torch.Tensor, tensors: list[torch.Tensor], dims: list[tuple[int, int]], a: int, b: int, size: int,
+           per_token: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """For token slots ``[a, b)`` (whole pages, but a record's last page): pairs of views of the same values, in the
+    cache tensors ``[heads, tokens, dim]`` and in ``data`` (the pages' bytes in stored order, on the same device),
+    shaped alike ``[heads, pages, slots, dim]``; a copy between them moves a chunk with one strided copy per tensor."""
+    full = (b - a) // size * size  # only a record's last page can be short
+    for start, n, count, slots in ((a, full, full // size, size), (a + full, b - a - full, 1, b - a - full)):
+        if n == 0:
+            continue
+        pages = data[(start - a) * per_token : (start - a + n) * per_token].view(count, slots * per_token)
+        at = 0
+        for t, (h, d) in zip(tensors, dims, strict=True):
+            width = h * slots * d * t.element_size()
+            stored = pages[:, at : at + width].view(t.dtype).view(count, h, slots, d).permute(1, 0, 2, 3)
+            yield t[:, start : start + n, :].view(h, count, slots, d), stored
+            at += width
 
 
 def _cache(keys: list[torch.Tensor], values: list[torch.Tensor], config: Any) -> DynamicCache:
@@ -215,3 +222,45 @@ def _cache(keys: list[torch.Tensor], values: list[torch.Tensor], config: Any) ->
     for layer, k, v in zip(cache.layers, keys, values, strict=True):
         layer.keys, layer.values = k, v
     return cache
+
+
+class _HostStaging:
+    """Device tensors ``[heads, tokens, dim]`` handed to the core as host bytes, a chunk of pages at a time: each
+    chunk (about :data:`STAGING_BYTES`) is put in stored page order on the device (one strided copy per tensor) and
+    copied to pinned host memory in one copy; the next chunk's copies are queued as soon as one is taken (they run
+    while the core hashes and writes). Host memory is bounded by the chunks the core still holds (its segments in
+    flight) plus the one ahead."""
+
+    def __init__(self, tensors: list[torch.Tensor], page_size: int) -> None:
+        self.tensors, self.size = tensors, page_size
+        self.length = tensors[0].shape[1]
+        self.pin = tensors[0].device.type == "cuda"
+        self.dims = [(t.shape[0], t.shape[2]) for t in tensors]
+        self.per_token = sum(h * d for h, d in self.dims) * tensors[0].element_size()
+        self.chunk = max(1, STAGING_BYTES // (self.per_token * page_size)) * page_size
+        self.current: tuple[int, int, memoryview] | None = None
+        self.ahead: tuple[int, int, torch.Tensor, Any] | None = None
+
+    def _copy(self, a: int) -> tuple[int, int, torch.Tensor, Any]:
+        b = min(a + self.chunk, self.length)
+        device = self.tensors[0].device
+        packed = torch.empty((b - a) * self.per_token, dtype=torch.uint8, device=device)
+        for cache, stored in _pairs(packed, self.tensors, self.dims, a, b, self.size, self.per_token):
+            stored.copy_(cache)
+        host = torch.empty(packed.shape, dtype=torch.uint8, pin_memory=self.pin)
+        host.copy_(packed, non_blocking=self.pin)
+        done = None
+        if self.pin:
+            done = torch.cuda.Event()
+            done.record(torch.cuda.current_stream(device))
+        return a, b, host, done
+
+    def page_bytes(self, start: int, end: int) -> memoryview:
+        if self.current is None or not self.current[0] <= start < self.current[1]:
+            a, b, host, done = self.ahead if self.ahead and self.ahead[0] == start else self._copy(start)
+            self.ahead = self._copy(b) if b < self.length else None
+            if done is not None:
+                done.synchronize()
+            self.current = (a, b, memoryview(host.numpy()))
+        a, _b, view = self.current
+        return view[(start - a) * self.per_token : (end - a) * self.per_token]

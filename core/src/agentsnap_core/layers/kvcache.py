@@ -440,8 +440,14 @@ def read_into(
         check_fingerprint(record, expected)
     else:
         check_record(record)
+    read_pages_into(store, record["pages"], page_buffers)
+
+
+def read_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], page_buffers: PageBuffers) -> None:
+    """:func:`read_into` for some of a checked record's pages (e.g. a chunk that fits a staging buffer): the
+    caller has checked the record (:func:`check_fingerprint` or :func:`check_record`); each page is verified."""
     targets: dict[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]] = {}
-    for p in record["pages"]:
+    for p in pages:
         bufs = [content.byte_view(b) for b in page_buffers(p["start"], p["start"] + p["n"])]
         got = sum(b.nbytes for b in bufs)
         if got != p["nbytes"]:
@@ -451,7 +457,7 @@ def read_into(
         else:
             targets.setdefault(p["segment"], []).append((p["offset"], p, bufs))
     pool = _executor()
-    futures = [pool.submit(_read_segment, store, seg, pages) for seg, pages in targets.items()]
+    futures = [pool.submit(_read_segment, store, seg, group) for seg, group in targets.items()]
     try:
         for future in futures:
             future.result()
