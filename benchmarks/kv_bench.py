@@ -36,15 +36,23 @@ from pathlib import Path
 from typing import Any
 
 
-def build_model(layers: int, hidden: int) -> Any:
+def build_model(layers: int, hidden: int, *, head_dim: int = 64, kv_heads: int | None = None, dtype: str = "float32",
+                device: str = "cpu") -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    heads = hidden // 64
+    heads = hidden // head_dim
     config = LlamaConfig(vocab_size=1024, hidden_size=hidden, intermediate_size=hidden * 2, num_hidden_layers=layers,
-                         num_attention_heads=heads, num_key_value_heads=heads, max_position_embeddings=16384)
-    return LlamaForCausalLM(config).eval()
+                         num_attention_heads=heads, num_key_value_heads=kv_heads or heads, head_dim=head_dim,
+                         max_position_embeddings=32768)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        with torch.device(device):  # weights made where they run (a large model is not built on the CPU first)
+            return LlamaForCausalLM(config).eval()
+    finally:
+        torch.set_default_dtype(default)
 
 
 def median_time(fn: Callable[[], Any], repeat: int, setup: Callable[[], Any] | None = None) -> float:
@@ -64,13 +72,17 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--device", default="cpu", help="where the model and its cache live (cpu, cuda)")
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--kv-heads", type=int, default=None, help="key/value heads (grouped-query attention)")
+    parser.add_argument("--dtype", default="float32", help="model and cache dtype (float32, bfloat16, float16)")
     args = parser.parse_args()
 
     import torch
     from agentsnap_core import Repo
     from agentsnap_transformers import KVSession
 
-    model = build_model(args.layers, args.hidden).to(args.device)
+    model = build_model(args.layers, args.hidden, head_dim=args.head_dim, kv_heads=args.kv_heads, dtype=args.dtype,
+                        device=args.device)
     gpu = torch.device(args.device).type == "cuda"
     rows = []
     with tempfile.TemporaryDirectory(prefix="kv-bench-") as tmp:
@@ -117,7 +129,7 @@ def main() -> None:
                     torch.cuda.synchronize()
                 with open(path, "wb") as f:
                     for t in hs or ts:
-                        f.write(t.contiguous().numpy().data)
+                        f.write(t.contiguous().view(torch.uint8).numpy().data)
                     f.flush()
                     os.fsync(f.fileno())
 
@@ -125,7 +137,7 @@ def main() -> None:
                 targets = [torch.empty_like(t) for t in ts]
                 with open(path, "rb") as f:
                     for t in hs or targets:
-                        f.readinto(t.numpy().data.cast("B"))
+                        f.readinto(t.view(torch.uint8).numpy().data)
                 if hs is not None:  # pinned host -> device, one copy per tensor
                     for t, h in zip(targets, hs, strict=True):
                         t.copy_(h, non_blocking=True)
@@ -174,7 +186,8 @@ def main() -> None:
             repo.close()
 
     where = f"{args.device} ({torch.cuda.get_device_name()})" if gpu else "CPU"
-    print(f"model: Llama-shaped, {args.layers} layers, hidden {args.hidden}, float32, {where}; median of {args.repeat}")
+    print(f"model: Llama-shaped, {args.layers} layers, hidden {args.hidden}, head dim {args.head_dim}, "
+          f"{args.kv_heads or args.hidden // args.head_dim} KV heads, {args.dtype}, {where}; median of {args.repeat}")
     if gpu:
         print("on the GPU the peers include the copies: write+fsync = device->pinned host + write + fsync, "
               "read+copy = read into pinned host + host->device")
