@@ -186,3 +186,48 @@ def test_an_engine_dropped_without_shutdown_frees_its_connector_and_writer(setup
     assert ref() is None
     thread.join(timeout=60)
     assert not thread.is_alive()
+
+
+def test_a_requests_pages_load_with_one_copy_per_layer_and_a_bad_page_stops_there(setup, monkeypatch):
+    """Three saved blocks loaded into other blocks of a fresh cache: one indexed copy per layer for the whole
+    request (a GPU pays per copy; it was one per page and layer), byte-exact; a page that does not fit this engine's
+    layout stops the request there, its block and the later ones reported for vLLM to recompute."""
+    import torch
+    from agentsnap_vllm.connector import AgentsnapConnectorMetadata, _Transfer
+
+    model, repo = setup
+    saver = connector(model, repo, role="worker")
+    source = kv_layers()
+    saver.register_kv_caches(source)
+    tokens = list(range(500, 500 + 3 * BLOCK))
+    saver.bind_connector_metadata(saves_meta([("s", tokens, [2, 5, 11], {"final": True})]))
+    saver.wait_for_save()
+    (record,) = saver.take_saved()
+    saver.shutdown()
+
+    loader = connector(model, repo, role="worker")
+    target = {name: torch.zeros_like(t) for name, t in source.items()}
+    loader.register_kv_caches(target)
+    writes = []
+    real_setitem = torch.Tensor.__setitem__
+    monkeypatch.setattr(torch.Tensor, "__setitem__", lambda t, i, v: writes.append(1) or real_setitem(t, i, v))
+    loader.bind_connector_metadata(AgentsnapConnectorMetadata(loads=[_Transfer("l", tokens, [1, 3, 4],
+                                                                                 pages=record["pages"])]))
+    loader.start_load_kv(None)
+    monkeypatch.undo()
+    assert len(writes) == len(target)  # one per layer
+    for name in source:
+        for src, dst in zip([2, 5, 11], [1, 3, 4], strict=True):
+            assert torch.equal(target[name][dst], source[name][src])
+    assert loader.get_block_ids_with_load_errors() == set() and loader.totals.data["pages_loaded"] == 3
+
+    short = dict(record["pages"][1], nbytes=record["pages"][1]["nbytes"] // 2)  # the page's bytes from a smaller layout
+    target[next(iter(target))].zero_()
+    loader.bind_connector_metadata(AgentsnapConnectorMetadata(loads=[_Transfer(
+        "m", tokens, [6, 7, 8], pages=[record["pages"][0], short, record["pages"][2]])]))
+    loader.start_load_kv(None)
+    assert loader.get_block_ids_with_load_errors() == {7, 8}
+    assert "page 1" in loader.load_failures[-1]
+    for name in source:
+        assert torch.equal(target[name][6], source[name][2])  # the page before the bad one is loaded
+    loader.shutdown()

@@ -502,33 +502,45 @@ class AgentsnapConnector(KVConnectorBase_V1):
         layers = self._layers(forward_context)
         names = sorted(layers)
         for load in meta.loads:
-            for page_no, page in enumerate(load.pages):
-                try:
-                    self._load_page(layers, names, page, load.block_ids[page_no])
-                    self._count(pages_loaded=1, bytes_loaded=int(page.get("nbytes", 0)))
-                except (AgentSnapError, ValueError, RuntimeError) as exc:
-                    # vLLM recomputes the failed block and every later one of this request
-                    # (kv_load_failure_policy="recompute"); the engine keeps serving.
-                    self._load_errors.update(load.block_ids[page_no:])
-                    self.load_failures.append(f"request {load.req_id} page {page_no}: {type(exc).__name__}: {exc}")
-                    self._count(load_errors=1)
-                    break
+            self._load(layers, names, load)
 
-    def _load_page(self, layers: dict[str, torch.Tensor], names: list[str], page: dict[str, Any], block_id: int) -> None:
-        data = self._pages.read(page)  # a verified view into the page's segment (the last few segments are kept)
-        raw = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    def _load(self, layers: dict[str, torch.Tensor], names: list[str], load: _Transfer) -> None:
+        """A request's pages into its blocks: each page read (verified) into one host buffer for the request (pinned
+        on a GPU), copied to the device in one copy and scattered into every layer's blocks with one indexed copy per
+        layer (not one small copy per page and layer). A page that fails stops the request there: its block and
+        every later one are reported for vLLM to recompute; the pages before it are loaded."""
+        kvs = [layers[name] for name in names]
+        # bytes of one block of each layer, in the stored order: [block slots, *kv[idx, :, off] per token]
+        sizes = [self._block * kv[0, :, 0].numel() * kv.element_size() for kv in kvs]
+        device = kvs[0].device
+        pin = device.type == "cuda"
+        host = torch.empty((len(load.pages), sum(sizes)), dtype=torch.uint8, pin_memory=pin)
+        loaded = nbytes = 0
+        for page_no, page in enumerate(load.pages):
+            try:
+                data = self._pages.read(page)  # a verified view into the page's segment (the last few are kept)
+                if len(data) != host.shape[1]:
+                    relation = "smaller" if len(data) < host.shape[1] else "larger"
+                    raise InvalidInput(f"KV page at token {page.get('start')} is {relation} than this engine's layout")
+                memoryview(host[page_no].numpy())[:] = data
+            except (AgentSnapError, ValueError, RuntimeError) as exc:
+                # vLLM recomputes the failed block and every later one of this request
+                # (kv_load_failure_policy="recompute"); the engine keeps serving.
+                self._load_errors.update(load.block_ids[page_no:])
+                self.load_failures.append(f"request {load.req_id} page {page_no}: {type(exc).__name__}: {exc}")
+                self._count(load_errors=1)
+                break
+            loaded, nbytes = loaded + 1, nbytes + len(data)
+        if not loaded:
+            return
+        data = host[:loaded].to(device, non_blocking=pin)  # the CPU: the same tensor, no copy
+        idx, off = self._slots(load.block_ids[:loaded], loaded * self._block, device)
         at = 0
-        for name in names:
-            kv = layers[name]
-            idx, off = self._slots([block_id], self._block, kv.device)
-            target_shape = kv[idx, :, off].shape
-            size = target_shape.numel() * kv.element_size()
-            if at + size > len(raw):
-                raise InvalidInput(f"KV page at token {page.get('start')} is smaller than this engine's layout")
-            kv[idx, :, off] = raw[at : at + size].view(kv.dtype).view(target_shape).to(kv.device)
+        for kv, size in zip(kvs, sizes, strict=True):
+            part = data[:, at : at + size].view(kv.dtype)  # [pages, block slots x token elements]
+            kv[idx, :, off] = part.reshape(loaded * self._block, *kv[0, :, 0].shape)
             at += size
-        if at != len(raw):
-            raise InvalidInput(f"KV page at token {page.get('start')} is larger than this engine's layout")
+        self._count(pages_loaded=loaded, bytes_loaded=nbytes)
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         """Blocks whose pages failed to load in this step (vLLM recomputes them)."""
