@@ -72,6 +72,8 @@ def test_random_argv_never_gives_a_traceback(store: Path, monkeypatch: pytest.Mo
     assert {"push", "merge", "remote add", "effects verify", "prune"} <= drawn, drawn  # lazily loaded verbs included
     monkeypatch.chdir(store)
     monkeypatch.setenv("HOME", str(store.parent / "home"))
+    monkeypatch.setenv("AGENTSNAP_RESIDENT_DIR", str(store.parent / "run"))  # `resident start`: one of its own,
+    monkeypatch.setenv("AGENTSNAP_RESIDENT_IDLE", "5")  # gone soon after
     runner = CliRunner()
     runs = {"n": 0}
 

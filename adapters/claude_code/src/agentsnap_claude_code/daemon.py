@@ -22,13 +22,17 @@ nothing listens on the network. Started by the in-process entry point when it ha
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
+
+from agentsnap_core.cli.resident import bind, claim, lock_pid, module_files, private_dir, unbind
+from agentsnap_core.cli.resident import fingerprint as _fingerprint
+from agentsnap_core.cli.resident import peer_uid as _peer_uid
+
+__all__ = ["private_dir", "run_dir", "serve", "socket_name", "spawn"]
 
 #: the request/reply format; part of the socket's name, so a client and a helper of different versions never meet
 PROTOCOL = 1
@@ -53,41 +57,9 @@ def socket_name(executable: str | None = None) -> str:
     return f"hook-{h:016x}-p{PROTOCOL}.sock"
 
 
-def private_dir(d: str, create: bool = False) -> bool:
-    """True when ``d`` is a real directory owned by this user that nobody else may enter (made so if ``create``)."""
-    if create:
-        try:
-            os.makedirs(d, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
-            return False
-    try:
-        st = os.lstat(d)
-    except OSError:
-        return False
-    return st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
-
-
 def _sources() -> list[str]:
     """The source files of every agentsnap module loaded now."""
-    return sorted(
-        str(mod.__file__)
-        for name, mod in list(sys.modules.items())
-        if name.split(".")[0] in ("agentsnap_claude_code", "agentsnap_core") and getattr(mod, "__file__", None)
-    )
-
-
-def _fingerprint(paths: list[str]) -> list[tuple[int, int]]:
-    """Identity of ``paths`` (modification time, inode): a reinstall or an edit of agentsnap's code changes it."""
-    out = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-            out.append((st.st_mtime_ns, st.st_ino))
-        except OSError:
-            out.append((-1, -1))
-    return out
+    return module_files(("agentsnap_claude_code", "agentsnap_core"))
 
 
 def _parse(data: bytes) -> tuple[str, str, dict[str, str], str]:
@@ -117,15 +89,6 @@ def _recv_all(conn: socket.socket) -> bytes:
         if not b:
             return b"".join(chunks)
         chunks.append(b)
-
-
-def _peer_uid(conn: socket.socket) -> int | None:
-    """The caller's user id (Linux ``SO_PEERCRED``, macOS ``LOCAL_PEERCRED``); None where neither exists (the 0700 folder guards)."""
-    if hasattr(socket, "SO_PEERCRED"):
-        return int(struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1])
-    if sys.platform == "darwin":  # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16];}
-        return int(struct.unpack_from("I", conn.getsockopt(0, 0x001, 76), 4)[0])
-    return None
 
 
 def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, int]]) -> bool:
@@ -159,17 +122,10 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
 
 def serve(idle: float | None = None) -> int:
     """Bind the socket and answer calls until idle (or stale); 0 when another helper already serves it."""
-    d = run_dir()
-    if not private_dir(d, create=True):
-        return 1
-    name = socket_name()
-    lock = os.open(os.path.join(d, name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return 0  # another helper holds this socket
-    os.ftruncate(lock, 0)
-    os.pwrite(lock, b"%d\n" % os.getpid(), 0)
+    d, name = run_dir(), socket_name()
+    lock = claim(d, name)
+    if lock is None:
+        return 0  # another helper holds this socket (or the folder is not the user's alone)
     import agentsnap_core.plugins as plugins  # everything a call may need, loaded once, before the first call
     from agentsnap_core import Repo  # noqa: F401
 
@@ -178,20 +134,7 @@ def serve(idle: float | None = None) -> int:
     plugins.get_plugin_manager()
     sources = _sources()
     started = _fingerprint(sources)
-    os.chdir(d)  # bind by a relative name: a socket path has a length limit
-    try:
-        os.unlink(name)  # left by a helper that died (we hold the lock, so none serves it)
-    except FileNotFoundError:
-        pass
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    umask = os.umask(0o077)  # the socket for the user only; the snapshots keep the umask the hook had
-    try:
-        srv.bind(name)
-    finally:
-        os.umask(umask)
-    ident = os.stat(name).st_ino
-    srv.listen(16)
-    os.chdir("/")
+    srv, ident = bind(d, name)
     srv.settimeout(float(os.environ.get("AGENTSNAP_HOOK_IDLE") or IDLE_SECONDS) if idle is None else idle)
     try:
         while True:
@@ -206,12 +149,7 @@ def serve(idle: float | None = None) -> int:
                 except (OSError, ValueError):
                     pass  # a client gone or garbled: it falls back on its own
     finally:
-        srv.close()
-        try:
-            if os.stat(os.path.join(d, name)).st_ino == ident:
-                os.unlink(os.path.join(d, name))
-        except OSError:
-            pass
+        unbind(srv, d, name, ident)
         os.close(lock)
 
 
@@ -231,21 +169,7 @@ def spawn() -> None:
 
 def helper_pid() -> int | None:
     """The pid of the helper serving this Python's socket, if one runs (read from its lock file)."""
-    path = os.path.join(run_dir(), socket_name() + ".lock")
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None  # nobody holds it
-        except BlockingIOError:
-            text = os.pread(fd, 32, 0).strip()
-            return int(text) if text.isdigit() else None
-    finally:
-        os.close(fd)
+    return lock_pid(os.path.join(run_dir(), socket_name() + ".lock"))
 
 
 def main() -> int:

@@ -9,6 +9,7 @@ are importable from here as before.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from agentsnap_core import __version__
@@ -17,12 +18,18 @@ from agentsnap_core import __version__
 _FAST_VERBS = frozenset({"status", "snapshot", "restore", "fork"})
 
 
-def run(argv: list[str] | None = None) -> None:
-    """The console script ``agentsnap``."""
+def run(argv: list[str] | None = None, *, resident: bool = True) -> None:
+    """The console script ``agentsnap`` (``resident=False``: never hand the command to the resident process)."""
     args = sys.argv[1:] if argv is None else argv
     if args == ["--version"]:  # the same line click's version option prints, without loading click
         sys.stdout.write(f"agentsnap, version {__version__}\n")
         return
+    if resident and os.environ.get("AGENTSNAP_RESIDENT") == "1" and args[:1] != ["resident"]:
+        from agentsnap_core.cli.resident import call  # a child of the warm process runs it (cli/resident.py)
+
+        code = call(args)
+        if code is not None:
+            raise SystemExit(code)
     if _FAST_VERBS.intersection(args[:3]):  # the commonest command lines are answered without click (cli/fast.py)
         from agentsnap_core.cli.fast import answer
 

@@ -43,6 +43,7 @@ LAZY_VERBS = {
     **dict.fromkeys(("push", "fetch", "pull", "clone", "remote"), "cli.remote"),
     **dict.fromkeys(("prune", "du", "expire", "timeline"), "cli.retention"),
     "scan": "cli.scan",
+    "resident": "cli.resident_cmd",
     "ui": "ui.cli",
 }
 

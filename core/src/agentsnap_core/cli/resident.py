@@ -1,0 +1,473 @@
+"""The resident process: ``agentsnap`` commands forked from a warm process instead of a fresh interpreter.
+
+A command run the ordinary way starts Python, imports the repository stack and the plugins, and only then works;
+for ``status`` on a small tree that start is five times the work. With ``AGENTSNAP_RESIDENT=1`` in the environment
+the ``agentsnap`` script instead hands its command line, working directory, environment, umask and its own standard
+input, output and error (the file descriptors themselves, ``SCM_RIGHTS``) to a resident process over a unix socket;
+that process, which has everything imported, forks a child that becomes the command: it runs exactly what the
+script would run (:func:`agentsnap_core.cli.run`), reads and writes the caller's own terminal, pipes or files, and its
+exit status is the script's. The client imports nothing but ``_socket`` (no ``socket``, no ``enum``).
+
+It is an optimisation only. The script runs the command itself whenever the resident process is absent (and starts
+one, detached, for the next command), of another version or protocol, stale (an agentsnap module changed on disk
+since it started: it says so and exits), or refuses the call. A child killed by a signal is reported by the
+resident process, and the script exits as a shell reports such a command (128 + the signal). ``Ctrl-C`` and
+``SIGTERM`` given to the script are passed on to the child.
+
+Security: the socket lives in a directory only the user can enter (``$AGENTSNAP_RESIDENT_DIR``, else
+``$XDG_RUNTIME_DIR/agentsnap``, else ``/tmp/agentsnap-<uid>``; mode 0700, owned by the user, not a link: anything
+else and neither side uses it) and a call from another user id is refused (``SO_PEERCRED``). The process exits after
+``AGENTSNAP_RESIDENT_IDLE`` seconds (default 900) without a call. ``agentsnap resident stop`` ends it.
+
+What the child does not share with a fresh process: modules are imported once, when the resident process starts
+(an agentsnap module edited since makes it stale, see above; another installed package is seen only by a new
+resident process); everything else a command depends on (arguments, directory, environment, umask, standard
+streams and their encodings) is the caller's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+PROTOCOL = 1
+MAGIC = b"AGSNAPCLI%d" % PROTOCOL
+IDLE_SECONDS = 900
+_MAX_REQUEST = 1 << 22
+
+
+def enabled() -> bool:
+    """True when the environment asks for the resident process (``AGENTSNAP_RESIDENT=1``)."""
+    return os.environ.get("AGENTSNAP_RESIDENT") == "1"
+
+
+def run_dir() -> str:
+    d = os.environ.get("AGENTSNAP_RESIDENT_DIR")
+    if not d:
+        rt = os.environ.get("XDG_RUNTIME_DIR")
+        d = os.path.join(rt, "agentsnap") if rt else f"/tmp/agentsnap-{os.getuid()}"
+    return d
+
+
+def socket_name() -> str:
+    """``cli-<FNV-1a of the Python's path and agentsnap's version>-p<PROTOCOL>.sock``: one per installation."""
+    from agentsnap_core import __version__
+
+    h = 0xCBF29CE484222325
+    for b in os.fsencode(sys.executable) + b"\0" + __version__.encode():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"cli-{h:016x}-p{PROTOCOL}.sock"
+
+
+def private_dir(d: str, create: bool = False) -> bool:
+    """True when ``d`` is a real directory owned by this user that nobody else may enter (made so if ``create``)."""
+    if create:
+        try:
+            os.makedirs(d, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return False
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return False
+    return st.st_mode & 0o170000 == 0o040000 and st.st_uid == os.getuid() and st.st_mode & 0o077 == 0
+
+
+# --- the client: the `agentsnap` script -------------------------------------------------------------------------
+
+
+def _encode(args: list[str]) -> bytes:
+    """``MAGIC\\0cwd\\0umask\\0encodings\\0program\\0argc\\0args...\\0K=V...``, NUL-separated (no field holds a
+    NUL). ``program`` is ``argv[0]`` and ``__main__.__package__`` (click names the program in its messages from them)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    streams = ",".join(f"{getattr(s, 'encoding', None) or ''}:{getattr(s, 'errors', None) or ''}"
+                       for s in (sys.stdin, sys.stdout, sys.stderr))
+    env = [k + b"=" + v for k, v in os.environb.items()]
+    package = getattr(sys.modules.get("__main__"), "__package__", None)
+    program = os.fsencode(sys.argv[0] if sys.argv else "") + (b"" if package is None else b"\x01" + package.encode())
+    fields = [MAGIC, os.fsencode(os.getcwd()), b"%d" % umask, streams.encode(), program, b"%d" % len(args),
+              *(os.fsencode(a) for a in args), *env]
+    return b"\0".join(fields)
+
+
+def call(args: list[str]) -> int | None:
+    """Run ``args`` in a child of the resident process; its exit status, or None to run the command here."""
+    import _socket
+
+    d = run_dir()
+    if not private_dir(d):
+        spawn()
+        return None
+    try:
+        payload = _encode(args)
+    except (OSError, ValueError):
+        return None  # e.g. the working directory is gone: the ordinary path says so
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        try:
+            sock.connect(os.path.join(d, socket_name()))
+        except OSError:
+            spawn()
+            return None
+        try:
+            fds = b"".join(i.to_bytes(4, sys.byteorder, signed=True) for i in (0, 1, 2))
+            sock.sendmsg([payload], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+            sock.shutdown(_socket.SHUT_WR)
+        except OSError:
+            return None  # nothing ran: e.g. a standard stream is closed
+        return _wait(sock)
+    finally:
+        sock.close()
+
+
+def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
+    """Read the replies: ``PID n`` once the child runs, then ``EXIT n`` (the child) or ``SIG n`` (the resident
+    process, when the child was killed); ``STALE`` or nothing before ``PID``: None (nothing ran)."""
+    import _signal  # not `signal`: it imports enum, a tenth of this script's start
+
+    data, child = b"", 0
+    previous = {}
+
+    def forward(signum: int, _frame: object) -> None:
+        if child:
+            os.kill(child, signum)
+
+    try:
+        while True:
+            try:
+                chunk = sock.recv(4096)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            data += chunk
+            if not child and b"\n" in data and data.startswith(b"PID "):
+                child = int(data[4 : data.index(b"\n")])
+                for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
+                    previous[sig] = _signal.signal(sig, forward)
+    finally:
+        for sig, handler in previous.items():
+            _signal.signal(sig, handler)
+    lines = data.split(b"\n")
+    if not child:
+        return None
+    for line in lines[1:]:
+        if line.startswith(b"EXIT "):
+            return int(line[5:])
+        if line.startswith(b"SIG "):
+            sig = int(line[4:])
+            sys.stderr.write(f"agentsnap: the command was killed by signal {sig}\n")
+            return 128 + sig
+    sys.stderr.write("agentsnap: the resident process ended the command without an exit status\n")
+    return 1
+
+
+def spawn() -> None:
+    """Start the resident process in the background, detached (its stdio closed); errors are ignored."""
+    import subprocess
+
+    try:
+        subprocess.Popen([sys.executable, "-m", "agentsnap_core.cli.resident"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+                         start_new_session=True, cwd="/")
+    except OSError:
+        pass
+
+
+# --- the resident process -----------------------------------------------------------------------------------------
+
+
+def module_files(packages: tuple[str, ...] = ("agentsnap",)) -> list[str]:
+    """The source files of the loaded modules whose top-level package name starts with one of ``packages``."""
+    return sorted(str(m.__file__) for name, m in list(sys.modules.items())
+                  if name.split(".")[0].startswith(packages) and getattr(m, "__file__", None))
+
+
+def fingerprint(paths: list[str]) -> list[tuple[int, int]]:
+    """Identity of ``paths`` (modification time, inode): a reinstall or an edit of the code changes it."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((st.st_mtime_ns, st.st_ino))
+        except OSError:
+            out.append((-1, -1))
+    return out
+
+
+def _preload() -> None:
+    """Import what commands use (not run: nothing read from the environment or a store is kept)."""
+    import importlib
+
+    import agentsnap_core.cli.fast  # noqa: F401
+    import agentsnap_core.repository.repo  # noqa: F401
+    from agentsnap_core import plugins
+    from agentsnap_core.cli.app import LAZY_VERBS
+
+    for module in LAZY_VERBS.values():
+        importlib.import_module(f"agentsnap_core.{module}")
+    try:
+        for _name, load, _dist in plugins._entry_points():  # the adapters' plugin modules (registered per command)
+            load()
+    except Exception:  # noqa: BLE001 - a broken plugin is reported by the command that loads it
+        pass
+    plugins._pm = None  # built by each command, from its own environment
+
+
+def peer_uid(conn) -> int | None:  # type: ignore[no-untyped-def]
+    """The caller's user id (Linux ``SO_PEERCRED``, macOS ``LOCAL_PEERCRED``); None where neither exists (the 0700
+    folder guards)."""
+    import socket
+    import struct
+
+    if hasattr(socket, "SO_PEERCRED"):
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return int(struct.unpack("3i", creds)[1])
+    if sys.platform == "darwin":  # struct xucred {u_int cr_version; uid_t cr_uid; short cr_ngroups; gid_t cr_groups[16];}
+        return int(struct.unpack_from("I", conn.getsockopt(0, 0x001, 76), 4)[0])
+    return None
+
+
+def claim(d: str, name: str) -> int | None:
+    """The lock file of socket ``name`` in the private folder ``d`` (made if missing), held, with the caller's pid
+    written in it; None when ``d`` is not private (:func:`private_dir`) or another process holds the lock."""
+    import fcntl
+
+    if not private_dir(d, create=True):
+        return None
+    lock = os.open(os.path.join(d, name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        return None
+    os.ftruncate(lock, 0)
+    os.pwrite(lock, b"%d\n" % os.getpid(), 0)
+    return lock
+
+
+def lock_pid(path: str) -> int | None:
+    """The pid written in a held lock file (:func:`claim`); None when nobody holds it."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        except BlockingIOError:
+            text = os.pread(fd, 32, 0).strip()
+            return int(text) if text.isdigit() else None
+    finally:
+        os.close(fd)
+
+
+def bind(d: str, name: str):  # type: ignore[no-untyped-def]
+    """A listening unix socket ``d/name`` for the user only (a socket left by a dead holder of the lock replaced);
+    ``(socket, inode)`` for :func:`unbind`."""
+    import socket
+
+    os.chdir(d)  # bind by a relative name: a socket path has a length limit
+    try:
+        try:
+            os.unlink(name)
+        except FileNotFoundError:
+            pass
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        umask = os.umask(0o077)
+        try:
+            srv.bind(name)
+        finally:
+            os.umask(umask)
+        ident = os.stat(name).st_ino
+    finally:
+        os.chdir("/")
+    srv.listen(64)
+    return srv, ident
+
+
+def unbind(srv, d: str, name: str, ident: int) -> None:  # type: ignore[no-untyped-def]
+    """Close the socket and remove its file, unless another process has bound the name since."""
+    srv.close()
+    try:
+        if os.stat(os.path.join(d, name)).st_ino == ident:
+            os.unlink(os.path.join(d, name))
+    except OSError:
+        pass
+
+
+def _parse(data: bytes) -> tuple[str, int, list[tuple[str, str]], tuple[str, str | None], list[str], dict[str, str]]:
+    fields = data.split(b"\0")
+    if len(fields) < 6 or fields[0] != MAGIC:
+        raise ValueError("not an agentsnap command")
+    argv0, sep, package = fields[4].partition(b"\x01")
+    program = (os.fsdecode(argv0), package.decode() if sep else None)
+    argc = int(fields[5])
+    args = [os.fsdecode(a) for a in fields[6 : 6 + argc]]
+    env = {}
+    for item in fields[6 + argc :]:
+        k, eq, v = item.partition(b"=")
+        if eq:
+            env[os.fsdecode(k)] = os.fsdecode(v)
+    streams = [tuple(s.split(":", 1)) for s in fields[3].decode().split(",")]
+    return os.fsdecode(fields[1]), int(fields[2]), streams, program, args, env  # type: ignore[return-value]
+
+
+def _child(conn, fds: list[int], request: bytes, others: list) -> int:  # type: ignore[no-untyped-def]
+    """In the forked child: become the command (the caller's streams, directory, environment, umask) and run it."""
+    import io
+    import signal
+
+    for other in others:  # the connections of the other running commands: theirs to close, not this one's
+        other.close()
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    cwd, umask, streams, (argv0, package), args, env = _parse(request)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.umask(umask)
+    os.chdir(cwd)
+    made = []
+    for fd, (encoding, errors), mode in zip((0, 1, 2), streams, ("r", "w", "w"), strict=True):
+        raw = io.FileIO(fd, mode + "b", closefd=False)
+        buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+        made.append(io.TextIOWrapper(buffered, encoding=encoding or None, errors=errors or None,
+                                     line_buffering=mode == "w" and os.isatty(fd), write_through=fd == 2))
+    sys.stdin, sys.stdout, sys.stderr = made
+    sys.argv = [argv0, *args]
+    main = type(sys)("__main__")  # the caller's program, as click names it in usage lines
+    main.__package__ = package
+    sys.modules["__main__"] = main
+    conn.sendall(b"PID %d\n" % os.getpid())
+    from agentsnap_core.cli import run
+
+    code: int = 0
+    try:
+        run(args, resident=False)
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            sys.stderr.write(f"{exc.code}\n")
+            code = 1
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # noqa: BLE001 - as the interpreter would: the traceback, status 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    conn.sendall(b"EXIT %d\n" % (code & 0xFF))
+    return code & 0xFF
+
+
+def serve(idle: float | None = None) -> int:
+    """Bind the socket and fork a child per command until idle (or stale); 0 when another one already serves."""
+    import signal
+    import socket
+
+    d, name = run_dir(), socket_name()
+    lock = claim(d, name)
+    if lock is None:
+        return 0  # another one serves this socket (or the folder is not the user's alone)
+    _preload()
+    sources = module_files()
+    started = fingerprint(sources)
+    children: dict[int, socket.socket] = {}
+
+    def reap(_signum: int = 0, _frame: object = None) -> None:
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = children.pop(pid, None)
+            if conn is not None:
+                if os.WIFSIGNALED(status):
+                    try:
+                        conn.sendall(b"SIG %d\n" % os.WTERMSIG(status))
+                    except OSError:
+                        pass
+                conn.close()
+
+    def stop(_signum: int, _frame: object) -> None:
+        raise SystemExit(0)  # through the finally below: the socket is removed
+
+    signal.signal(signal.SIGCHLD, reap)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    srv, ident = bind(d, name)
+    srv.settimeout(float(os.environ.get("AGENTSNAP_RESIDENT_IDLE") or IDLE_SECONDS) if idle is None else idle)
+    try:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                if children:
+                    continue
+                return 0
+            fds: list[int] = []
+            try:
+                if peer_uid(conn) not in (None, os.getuid()):
+                    conn.close()
+                    continue
+                conn.settimeout(10)
+                request, fds, _flags, _addr = socket.recv_fds(conn, _MAX_REQUEST, 3)
+                while True:  # the rest of a long request (no more descriptors come)
+                    more = conn.recv(1 << 16)
+                    if not more:
+                        break
+                    request += more
+                if len(fds) != 3:
+                    raise ValueError("a command comes with its three standard streams")
+                if fingerprint(sources) != started:
+                    conn.sendall(b"STALE\n")
+                    return 0
+                child = os.fork()
+                if child == 0:  # the child: never returns into this loop
+                    code = 1
+                    try:
+                        srv.close()
+                        os.close(lock)
+                        code = _child(conn, fds, request, list(children.values()))
+                    finally:
+                        os._exit(code)
+                children[child] = conn
+                reap()
+            except (OSError, ValueError):
+                conn.close()  # the client sees no PID line and runs the command itself
+            finally:
+                for fd in fds:
+                    os.close(fd)
+    finally:
+        unbind(srv, d, name, ident)
+        os.close(lock)
+
+
+def pid() -> int | None:
+    """The pid of the resident process serving this installation, if one runs (from its lock file)."""
+    return lock_pid(os.path.join(run_dir(), socket_name() + ".lock"))
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

@@ -1,0 +1,169 @@
+"""``AGENTSNAP_RESIDENT=1``: commands forked from the warm resident process (cli/resident.py) behave as the same
+commands run the ordinary way - output, exit status, working directory, environment - and every way the resident
+process can be missing or out of date falls back to running the command in the script. Timing lives in
+benchmarks/cli_bench.py; these tests check behaviour (what ran where), never speed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the resident process forks (POSIX only)")
+
+SCRIPT = ("import sys\nfrom agentsnap_core.cli import run\ntry:\n    run(sys.argv[1:])\nfinally:\n"
+          "    print('served-here' if 'agentsnap_core.repository.repo' in sys.modules else 'served-resident', "
+          "file=sys.stderr)\n")
+
+
+@pytest.fixture
+def env(tmp_path: Path):
+    e = dict(os.environ, AGENTSNAP_RESIDENT_DIR=str(tmp_path / "run"), AGENTSNAP_RESIDENT_IDLE="120")
+    e.pop("AGENTSNAP_RESIDENT", None)
+    yield e
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "resident", "stop"], env=e, capture_output=True, timeout=60)
+    pid = _pid(e)
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+
+
+def _pid(e: dict[str, str]) -> int | None:
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", "resident", "status", "--json"], env=e,
+                          capture_output=True, text=True, timeout=60)
+    return json.loads(proc.stdout)["pid"]
+
+
+def agentsnap(cwd: Path, e: dict[str, str], *args: str, resident: bool, stdin: str = "") -> tuple[int, str, str, str]:
+    """Run the script's entry point; (exit status, stdout, stderr without the marker line, where it was served)."""
+    run_env = dict(e, AGENTSNAP_RESIDENT="1" if resident else "0")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=cwd, env=run_env, input=stdin,
+                          capture_output=True, text=True, timeout=120)
+    err, _, where = proc.stderr.rstrip("\n").rpartition("\n")
+    if not where.startswith("served-"):
+        err, where = proc.stderr, "?"
+    return proc.returncode, proc.stdout, err + ("\n" if err else ""), where
+
+
+def start(e: dict[str, str]) -> int:
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", "resident", "start"], env=e, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pid = _pid(e)
+    assert pid is not None
+    return pid
+
+
+def test_commands_served_by_the_resident_process_print_and_exit_as_the_script_does(tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    (work / "a.txt").write_text("a\n")
+    start(env)
+    code, out, err, where = agentsnap(work, env, "snapshot", "-m", "first", resident=True)
+    assert (code, err, where) == (0, "", "served-resident") and len(out.strip()) == 64
+    (work / "b.txt").write_text("b\n")
+    (work / "sub").mkdir()
+    for args in (["status"], ["status", "--json"], ["log"], ["restore", "no-such-snapshot"], ["diff", "HEAD"],
+                 ["show", "HEAD"], ["no-such-verb"], ["-C", "..", "status"]):
+        cwd = work / "sub" if args[0] == "-C" else work
+        here = agentsnap(cwd, env, *args, resident=False)
+        warm = agentsnap(cwd, env, *args, resident=True)
+        assert here[3] == "served-here" and warm[3] == "served-resident", args
+        assert warm[:3] == here[:3], args
+    code, out, err, where = agentsnap(work, env, "restore", "HEAD", "--json", resident=True)
+    assert (code, err, where) == (0, "", "served-resident")
+    assert json.loads(out)["changes"]["deleted"] == ["b.txt", "sub"]
+    assert not (work / "b.txt").exists()  # the restore ran, in the caller's directory
+
+
+def test_the_command_gets_the_callers_environment_and_streams(tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    start(env)
+    cache = tmp_path / "cache"
+    code, out, err, where = agentsnap(work, dict(env, XDG_CACHE_HOME=str(cache)), "snapshot", "-m", "x",
+                                      resident=True)
+    assert (code, where) == (0, "served-resident"), err
+    assert list((cache / "agentsnap" / "plugins").iterdir())  # the plugin list was cached where the caller said
+    # a closed standard input is the caller's too: nothing hangs, the command sees end of file
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, "status"], cwd=work, env=dict(env, AGENTSNAP_RESIDENT="1"),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "served-resident" in proc.stderr and "On branch main" in proc.stdout
+
+
+def test_without_a_resident_process_the_script_runs_the_command_and_starts_one(tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    assert _pid(env) is None
+    code, out, _err, where = agentsnap(work, env, "status", resident=True)
+    assert (code, where) == (0, "served-here") and "On branch main" in out
+    for _ in range(200):  # the script started one, detached, for the next command
+        if _pid(env) is not None and (tmp_path / "run").exists() and any((tmp_path / "run").glob("*.sock")):
+            break
+        time.sleep(0.1)
+    assert agentsnap(work, env, "status", resident=True)[3] == "served-resident"
+
+
+def test_a_resident_process_whose_code_changed_on_disk_is_not_used(tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    pid = start(env)
+    import agentsnap_core.cli.fast as fast
+
+    source = Path(fast.__file__)
+    before = source.stat()
+    os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # as a reinstall or an edit does
+    try:
+        code, out, _err, where = agentsnap(work, env, "status", resident=True)
+    finally:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (code, where) == (0, "served-here") and "On branch main" in out
+    for _ in range(100):
+        if _pid(env) != pid:
+            break
+        time.sleep(0.1)
+    assert _pid(env) != pid  # it said so and exited
+
+
+def test_a_killed_command_and_ctrl_c_are_reported_as_a_shell_would(tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    server = start(env)
+
+    def serving_ui(resident: str = "1") -> tuple[subprocess.Popen[str], int]:
+        proc = subprocess.Popen([sys.executable, "-c", SCRIPT, "ui", "--no-open"], cwd=work,
+                                env=dict(env, AGENTSNAP_RESIDENT=resident), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        assert "http://127.0.0.1:" in proc.stdout.readline()  # the child serves, its output on the caller's pipe
+        children = Path(f"/proc/{server}/task/{server}/children").read_text().split()
+        assert len(children) == (1 if resident == "1" else 0)
+        return proc, int(children[0]) if children else proc.pid
+
+    proc, child = serving_ui()
+    os.kill(child, signal.SIGKILL)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGKILL
+    assert "killed by signal 9" in err
+    here, _pid_here = serving_ui("0")
+    here.send_signal(signal.SIGINT)
+    out_here, _err = here.communicate(timeout=60)
+    proc, child = serving_ui()
+    proc.send_signal(signal.SIGINT)  # Ctrl-C at the script reaches the command, which ends as it does unserved
+    out, _err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (here.returncode, out_here)
+    for _ in range(100):
+        if not Path(f"/proc/{child}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{child}").exists()
