@@ -17,9 +17,10 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the resident process forks (POSIX only)")
 
+#: the script's entry point, then where the command ran: a command run here loads the CLI (click's or the fast one)
 SCRIPT = ("import sys\nfrom agentsnap_core.cli import run\ntry:\n    run(sys.argv[1:])\nfinally:\n"
-          "    print('served-here' if 'agentsnap_core.repository.repo' in sys.modules else 'served-resident', "
-          "file=sys.stderr)\n")
+          "    here = {'agentsnap_core.cli.app', 'agentsnap_core.cli.fast'} & set(sys.modules)\n"
+          "    print('served-here' if here else 'served-resident', file=sys.stderr)\n")
 
 
 @pytest.fixture
@@ -87,11 +88,12 @@ def test_the_command_gets_the_callers_environment_and_streams(tmp_path, env):
     work.mkdir()
     subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
     start(env)
-    cache = tmp_path / "cache"
-    code, out, err, where = agentsnap(work, dict(env, XDG_CACHE_HOME=str(cache)), "snapshot", "-m", "x",
-                                      resident=True)
-    assert (code, where) == (0, "served-resident"), err
-    assert list((cache / "agentsnap" / "plugins").iterdir())  # the plugin list was cached where the caller said
+    for allow in ("none", "agentsnap_core.plugins.defaults"):  # the plugins a command loads follow its environment
+        e = dict(env, AGENTSNAP_PLUGINS=allow)
+        here, warm = (agentsnap(work, e, "plugins", "--json", resident=flag) for flag in (False, True))
+        assert (here[3], warm[3]) == ("served-here", "served-resident") and warm[:3] == here[:3]
+    assert agentsnap(work, env, "plugins", "--json", resident=True)[:3] == agentsnap(work, env, "plugins", "--json",
+                                                                                    resident=False)[:3]
     # a closed standard input is the caller's too: nothing hangs, the command sees end of file
     proc = subprocess.run([sys.executable, "-c", SCRIPT, "status"], cwd=work, env=dict(env, AGENTSNAP_RESIDENT="1"),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
@@ -146,6 +148,8 @@ def test_a_killed_command_and_ctrl_c_are_reported_as_a_shell_would(tmp_path, env
                                 stderr=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         assert "http://127.0.0.1:" in proc.stdout.readline()  # the child serves, its output on the caller's pipe
+        assert proc.stderr is not None and "press Ctrl-C" in proc.stderr.readline()
+        time.sleep(0.5)  # into its serving loop, which ends on Ctrl-C
         children = Path(f"/proc/{server}/task/{server}/children").read_text().split()
         assert len(children) == (1 if resident == "1" else 0)
         return proc, int(children[0]) if children else proc.pid

@@ -199,7 +199,8 @@ def fingerprint(paths: list[str]) -> list[tuple[int, int]]:
 
 
 def _preload() -> None:
-    """Import what commands use (not run: nothing read from the environment or a store is kept)."""
+    """Import what commands use, and build the plugin manager (a command whose environment names other plugins
+    builds its own; nothing else read from the environment or a store is kept)."""
     import importlib
 
     import agentsnap_core.cli.fast  # noqa: F401
@@ -209,12 +210,11 @@ def _preload() -> None:
 
     for module in LAZY_VERBS.values():
         importlib.import_module(f"agentsnap_core.{module}")
-    try:
-        for _name, load, _dist in plugins._entry_points():  # the adapters' plugin modules (registered per command)
-            load()
-    except Exception:  # noqa: BLE001 - a broken plugin is reported by the command that loads it
-        pass
-    plugins._pm = None  # built by each command, from its own environment
+    plugins.get_plugin_manager()  # kept for the commands whose environment allows the same plugins (_child)
+    _preloaded["allow"] = os.environ.get(plugins.ENV_ALLOW)
+
+
+_preloaded: dict[str, str | None] = {}
 
 
 def peer_uid(conn) -> int | None:  # type: ignore[no-untyped-def]
@@ -336,6 +336,10 @@ def _child(conn, fds: list[int], request: bytes, others: list) -> int:  # type: 
         os.close(fd)
     os.environ.clear()
     os.environ.update(env)
+    from agentsnap_core import plugins
+
+    if os.environ.get(plugins.ENV_ALLOW) != _preloaded.get("allow"):
+        plugins._pm = None  # this command names other plugins: built from its environment
     os.umask(umask)
     os.chdir(cwd)
     made = []
@@ -389,7 +393,7 @@ def serve(idle: float | None = None) -> int:
     if lock is None:
         return 0  # another one serves this socket (or the folder is not the user's alone)
     _preload()
-    sources = module_files()
+    sources = module_files() + [p for p in sys.path if p and os.path.isdir(p)]  # code edited, packages installed
     started = fingerprint(sources)
     children: dict[int, socket.socket] = {}
 
