@@ -28,11 +28,27 @@ import socket
 import subprocess
 import sys
 
-from agentsnap_core.cli.resident import bind, claim, lock_pid, module_files, private_dir, unbind
-from agentsnap_core.cli.resident import fingerprint as _fingerprint
-from agentsnap_core.cli.resident import peer_uid as _peer_uid
+# The socket, lock and peer checks are core's (agentsnap_core.cli.resident), imported when used: the hook imports this
+# module for spawn() on a path that must not load agentsnap_core (tests/test_quick.py).
 
-__all__ = ["private_dir", "run_dir", "serve", "socket_name", "spawn"]
+
+def private_dir(d: str, create: bool = False) -> bool:
+    """True when ``d`` is a real directory owned by this user that nobody else may enter (made so if ``create``)."""
+    from agentsnap_core.cli.resident import private_dir as check
+
+    return check(d, create)
+
+
+def _fingerprint(paths: list[str]) -> list[tuple[int, int]]:
+    from agentsnap_core.cli.resident import fingerprint
+
+    return fingerprint(paths)
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    from agentsnap_core.cli.resident import peer_uid
+
+    return peer_uid(conn)
 
 #: the request/reply format; part of the socket's name, so a client and a helper of different versions never meet
 PROTOCOL = 1
@@ -59,6 +75,8 @@ def socket_name(executable: str | None = None) -> str:
 
 def _sources() -> list[str]:
     """The source files of every agentsnap module loaded now."""
+    from agentsnap_core.cli.resident import module_files
+
     return module_files(("agentsnap_claude_code", "agentsnap_core"))
 
 
@@ -122,6 +140,8 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
 
 def serve(idle: float | None = None) -> int:
     """Bind the socket and answer calls until idle (or stale); 0 when another helper already serves it."""
+    from agentsnap_core.cli.resident import bind, claim, unbind
+
     d, name = run_dir(), socket_name()
     lock = claim(d, name)
     if lock is None:
@@ -169,6 +189,8 @@ def spawn() -> None:
 
 def helper_pid() -> int | None:
     """The pid of the helper serving this Python's socket, if one runs (read from its lock file)."""
+    from agentsnap_core.cli.resident import lock_pid
+
     return lock_pid(os.path.join(run_dir(), socket_name() + ".lock"))
 
 
