@@ -167,9 +167,8 @@ def _read_staged(store: ObjectStore, record: Mapping[str, Any], targets: list[to
     (one strided copy per tensor on the device); the next chunk is read while the device copies this one."""
     device = targets[0].device
     pin = device.type == "cuda"
-    item = targets[0].element_size()
-    dims = [(t.shape[1], t.shape[3]) for t in targets]
-    per_token = sum(h * d for h, d in dims) * item
+    tensors = [t[0] for t in targets]
+    dims, per_token = _page_layout(tensors)
     pages, size = record["pages"], record["page_size"]
     per_chunk = max(1, STAGING_BYTES // (per_token * size))
     cap = min(per_chunk, len(pages)) * size * per_token
@@ -189,10 +188,16 @@ def _read_staged(store: ObjectStore, record: Mapping[str, Any], targets: list[to
         if stream is not None:
             copied[slot] = torch.cuda.Event()
             copied[slot].record(stream)
-        for cache, stored in _pairs(on_device, [t[0] for t in targets], dims, a, b, size, per_token):
+        for cache, stored in _pairs(on_device, tensors, dims, a, b, size, per_token):
             cache.copy_(stored)
     if stream is not None:
         stream.synchronize()
+
+
+def _page_layout(tensors: list[torch.Tensor]) -> tuple[list[tuple[int, int]], int]:
+    """``([(heads, dim)] per tensor, bytes per token slot)`` of cache tensors ``[heads, tokens, dim]``."""
+    dims = [(t.shape[0], t.shape[2]) for t in tensors]
+    return dims, sum(h * d for h, d in dims) * tensors[0].element_size()
 
 
 def _pairs(data: torch.Tensor, tensors: list[torch.Tensor], dims: list[tuple[int, int]], a: int, b: int, size: int,
@@ -235,8 +240,7 @@ class _HostStaging:
         self.tensors, self.size = tensors, page_size
         self.length = tensors[0].shape[1]
         self.pin = tensors[0].device.type == "cuda"
-        self.dims = [(t.shape[0], t.shape[2]) for t in tensors]
-        self.per_token = sum(h * d for h, d in self.dims) * tensors[0].element_size()
+        self.dims, self.per_token = _page_layout(tensors)
         self.chunk = max(1, STAGING_BYTES // (self.per_token * page_size)) * page_size
         self.current: tuple[int, int, memoryview] | None = None
         self.ahead: tuple[int, int, torch.Tensor, Any] | None = None

@@ -275,7 +275,7 @@ def hash_views(h: Any, views: Sequence[memoryview]) -> None:
     at = 0
     for v in views:
         n = v.nbytes
-        if n >= HASH_IN_PLACE or n > HASH_RUN:
+        if n >= HASH_IN_PLACE:  # (HASH_IN_PLACE <= HASH_RUN: a run always fits)
             if at:
                 h.update(run[:at])  # type: ignore[index]
                 at = 0
