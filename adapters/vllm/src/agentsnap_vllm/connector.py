@@ -524,23 +524,30 @@ class AgentsnapConnector(KVConnectorBase_V1):
                     raise InvalidInput(f"KV page at token {page.get('start')} is {relation} than this engine's layout")
                 memoryview(host[page_no].numpy())[:] = data
             except (AgentSnapError, ValueError, RuntimeError) as exc:
-                # vLLM recomputes the failed block and every later one of this request
-                # (kv_load_failure_policy="recompute"); the engine keeps serving.
-                self._load_errors.update(load.block_ids[page_no:])
-                self.load_failures.append(f"request {load.req_id} page {page_no}: {type(exc).__name__}: {exc}")
-                self._count(load_errors=1)
+                self._failed(load, page_no, f"page {page_no}", exc)
                 break
             loaded, nbytes = loaded + 1, nbytes + len(data)
         if not loaded:
             return
-        data = host[:loaded].to(device, non_blocking=pin)  # the CPU: the same tensor, no copy
-        idx, off = self._slots(load.block_ids[:loaded], loaded * self._block, device)
-        at = 0
-        for kv, size in zip(kvs, sizes, strict=True):
-            part = data[:, at : at + size].view(kv.dtype)  # [pages, block slots x token elements]
-            kv[idx, :, off] = part.reshape(loaded * self._block, *kv[0, :, 0].shape)
-            at += size
+        try:
+            on_device = host[:loaded].to(device, non_blocking=pin)  # the CPU: the same tensor, no copy
+            idx, off = self._slots(load.block_ids[:loaded], loaded * self._block, device)
+            at = 0
+            for kv, size in zip(kvs, sizes, strict=True):
+                part = on_device[:, at : at + size].view(kv.dtype)  # [pages, block slots x token elements]
+                kv[idx, :, off] = part.reshape(loaded * self._block, *kv[0, :, 0].shape)
+                at += size
+        except RuntimeError as exc:
+            self._failed(load, 0, f"pages 0-{loaded - 1}", exc)
+            return
         self._count(pages_loaded=loaded, bytes_loaded=nbytes)
+
+    def _failed(self, load: _Transfer, first: int, where: str, exc: BaseException) -> None:
+        """A load's pages from ``first`` on did not land: vLLM recomputes their blocks
+        (kv_load_failure_policy="recompute"); said in ``load_failures``; the engine keeps serving."""
+        self._load_errors.update(load.block_ids[first:])
+        self.load_failures.append(f"request {load.req_id} {where}: {type(exc).__name__}: {exc}")
+        self._count(load_errors=1)
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         """Blocks whose pages failed to load in this step (vLLM recomputes them)."""
