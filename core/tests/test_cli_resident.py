@@ -114,6 +114,18 @@ def test_without_a_resident_process_the_script_runs_the_command_and_starts_one(t
     assert agentsnap(work, env, "status", resident=True)[3] == "served-resident"
 
 
+def test_a_folder_others_may_enter_is_not_used_and_each_command_says_so(tmp_path, env):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    (tmp_path / "run").mkdir(mode=0o755)
+    os.chmod(tmp_path / "run", 0o755)
+    code, out, err, where = agentsnap(work, env, "status", resident=True)
+    assert (code, where) == (0, "served-here") and "On branch main" in out
+    assert "AGENTSNAP_RESIDENT=1 ignored" in err and str(tmp_path / "run") in err
+    assert list((tmp_path / "run").iterdir()) == []  # nothing started or bound there
+
+
 def test_a_resident_process_whose_code_changed_on_disk_is_not_used(tmp_path, env):
     work = tmp_path / "work"
     work.mkdir()

@@ -140,7 +140,7 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
 
 def serve(idle: float | None = None) -> int:
     """Bind the socket and answer calls until idle (or stale); 0 when another helper already serves it."""
-    from agentsnap_core.cli.resident import bind, claim, unbind
+    from agentsnap_core.cli.resident import bind, claim, connections, unbind
 
     d, name = run_dir(), socket_name()
     lock = claim(d, name)
@@ -157,17 +157,14 @@ def serve(idle: float | None = None) -> int:
     srv, ident = bind(d, name)
     srv.settimeout(float(os.environ.get("AGENTSNAP_HOOK_IDLE") or IDLE_SECONDS) if idle is None else idle)
     try:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except TimeoutError:
-                return 0
+        for conn in connections(srv):
             with conn:
                 try:
                     if not _handle(conn, sources, started):
                         return 0
                 except (OSError, ValueError):
                     pass  # a client gone or garbled: it falls back on its own
+        return 0  # idle
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)

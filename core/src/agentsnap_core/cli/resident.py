@@ -20,8 +20,8 @@ else and neither side uses it) and a call from another user id is refused (``SO_
 ``AGENTSNAP_RESIDENT_IDLE`` seconds (default 900) without a call. ``agentsnap resident stop`` ends it.
 
 What the child does not share with a fresh process: modules are imported once, when the resident process starts
-(an agentsnap module edited since makes it stale, see above; another installed package is seen only by a new
-resident process); everything else a command depends on (arguments, directory, environment, umask, standard
+(an agentsnap module edited since, or a ``sys.path`` folder changed by an install, makes it stale, see above);
+everything else a command depends on (arguments, directory, environment, umask, standard
 streams and their encodings) is the caller's.
 """
 
@@ -99,7 +99,11 @@ def call(args: list[str]) -> int | None:
 
     d = run_dir()
     if not private_dir(d):
-        spawn()
+        if os.path.lexists(d):  # someone else's, or open to others: never used, and the user asked for it
+            sys.stderr.write(f"agentsnap: AGENTSNAP_RESIDENT=1 ignored: {d} is not a folder only you can enter "
+                             "(yours, mode 0700, not a link)\n")
+        else:
+            spawn()
         return None
     try:
         payload = _encode(args)
@@ -165,14 +169,24 @@ def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
     return 1
 
 
+def log_path() -> str:
+    """Where the resident process writes what goes wrong (its standard error): ``<socket>.log`` beside the socket."""
+    return os.path.join(run_dir(), socket_name() + ".log")
+
+
 def spawn() -> None:
-    """Start the resident process in the background, detached (its stdio closed); errors are ignored."""
+    """Start the resident process in the background, detached, its standard error in :func:`log_path` (which
+    ``agentsnap resident status`` names when it is not empty); errors starting it are ignored: the script runs
+    every command itself meanwhile."""
     import subprocess
 
+    d = run_dir()
+    if not private_dir(d, create=True):
+        return
     try:
-        subprocess.Popen([sys.executable, "-m", "agentsnap_core.cli.resident"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
-                         start_new_session=True, cwd="/")
+        with open(log_path(), "ab") as log:
+            subprocess.Popen([sys.executable, "-m", "agentsnap_core.cli.resident"], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=log, close_fds=True, start_new_session=True, cwd="/")
     except OSError:
         pass
 
@@ -198,6 +212,9 @@ def fingerprint(paths: list[str]) -> list[tuple[int, int]]:
     return out
 
 
+_preloaded: dict[str, str | None] = {}
+
+
 def _preload() -> None:
     """Import what commands use, and build the plugin manager (a command whose environment names other plugins
     builds its own; nothing else read from the environment or a store is kept)."""
@@ -212,9 +229,6 @@ def _preload() -> None:
         importlib.import_module(f"agentsnap_core.{module}")
     plugins.get_plugin_manager()  # kept for the commands whose environment allows the same plugins (_child)
     _preloaded["allow"] = os.environ.get(plugins.ENV_ALLOW)
-
-
-_preloaded: dict[str, str | None] = {}
 
 
 def peer_uid(conn) -> int | None:  # type: ignore[no-untyped-def]
@@ -291,6 +305,18 @@ def bind(d: str, name: str):  # type: ignore[no-untyped-def]
         os.chdir("/")
     srv.listen(64)
     return srv, ident
+
+
+def connections(srv, busy=lambda: False):  # type: ignore[no-untyped-def]
+    """The connections accepted on ``srv`` until it has waited its timeout with none and ``busy()`` is false."""
+    while True:
+        try:
+            conn, _ = srv.accept()
+        except TimeoutError:
+            if busy():
+                continue
+            return
+        yield conn
 
 
 def unbind(srv, d: str, name: str, ident: int) -> None:  # type: ignore[no-untyped-def]
@@ -423,13 +449,7 @@ def serve(idle: float | None = None) -> int:
     srv, ident = bind(d, name)
     srv.settimeout(float(os.environ.get("AGENTSNAP_RESIDENT_IDLE") or IDLE_SECONDS) if idle is None else idle)
     try:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except TimeoutError:
-                if children:
-                    continue
-                return 0
+        for conn in connections(srv, lambda: bool(children)):
             fds: list[int] = []
             try:
                 if peer_uid(conn) not in (None, os.getuid()):
@@ -446,6 +466,7 @@ def serve(idle: float | None = None) -> int:
                     raise ValueError("a command comes with its three standard streams")
                 if fingerprint(sources) != started:
                     conn.sendall(b"STALE\n")
+                    sys.stderr.write(f"agentsnap resident {os.getpid()}: exiting, agentsnap changed on disk\n")
                     return 0
                 child = os.fork()
                 if child == 0:  # the child: never returns into this loop
@@ -458,11 +479,13 @@ def serve(idle: float | None = None) -> int:
                         os._exit(code)
                 children[child] = conn
                 reap()
-            except (OSError, ValueError):
+            except (OSError, ValueError) as exc:
                 conn.close()  # the client sees no PID line and runs the command itself
+                sys.stderr.write(f"agentsnap resident {os.getpid()}: a call not served: {type(exc).__name__}: {exc}\n")
             finally:
                 for fd in fds:
                     os.close(fd)
+        return 0  # idle
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)

@@ -34,14 +34,16 @@ def resident_command(ctx: click.Context, action: str, as_json: bool) -> None:
             if resident.pid() is None:
                 break
         pid = resident.pid()
+    log = resident.log_path()
     data = {"v": JSON_VERSION, "running": pid is not None, "pid": pid, "enabled": resident.enabled(),
-            "socket": os.path.join(resident.run_dir(), resident.socket_name())}
+            "socket": os.path.join(resident.run_dir(), resident.socket_name()),
+            "log": log if os.path.exists(log) and os.path.getsize(log) else None}
     if as_json:
         emit(data)
     else:
         state = f"running (pid {pid})" if pid is not None else "not running"
         use = "used (AGENTSNAP_RESIDENT=1)" if data["enabled"] else "not used (set AGENTSNAP_RESIDENT=1 to use it)"
-        click.echo(f"resident process: {state}; {use}")
+        click.echo(f"resident process: {state}; {use}" + (f"; what went wrong: {data['log']}" if data["log"] else ""))
     if action == "start" and pid is None:
         ctx.exit(1)
 
