@@ -21,10 +21,15 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import _typed
+
 #: 2: a checkpoint's pre-flush bytes live in ``lg_pending`` (deleted at the flush), not in its row
 #: 3: so do the channel values a put wrote (``lg_pending_blobs``): on the embedded store they reach the object
 #: store only with the flush's pack, and a killed process's next open writes them from here
-SCHEMA_VERSION = 3
+#: 4: a row's checkpoint, metadata or write value may be zstd-compressed (a ``zstd+`` type, :mod:`._typed`);
+#: ``lg_blobs`` and ``lg_writes`` of a new index are ``WITHOUT ROWID`` (their key is their only index); a value waiting
+#: in ``lg_pending_blobs`` may be zstd-compressed (:func:`._typed.squeeze`; a schema-3 row is read as it is)
+SCHEMA_VERSION = 4
 #: rows per query of a streamed listing
 PAGE = 64
 
@@ -62,7 +67,7 @@ CREATE TABLE IF NOT EXISTS lg_blobs (
     type TEXT NOT NULL,
     oid TEXT,
     PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
-);
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lg_writes (
     thread_id TEXT NOT NULL,
     checkpoint_ns TEXT NOT NULL,
@@ -74,7 +79,7 @@ CREATE TABLE IF NOT EXISTS lg_writes (
     value BLOB NOT NULL,
     task_path TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-);
+) WITHOUT ROWID;
 """
 
 CheckpointRow = tuple[str, str, str, str | None, str, str, bytes, str, bytes]
@@ -162,20 +167,21 @@ class CheckpointIndex:
             if pending_blobs:
                 db.executemany(
                     "INSERT OR IGNORE INTO lg_pending_blobs (seq, oid, data) VALUES (?,?,?)",
-                    [(seq, oid, data) for oid, data in pending_blobs],
+                    [(seq, oid, _typed.squeeze(data)) for oid, data in pending_blobs],
                 )
         return int(seq)
 
     def pending_blobs(self, seq: int) -> list[bytes]:
         """The channel values a not yet flushed checkpoint wrote (written as objects by recovery)."""
         with self.read() as db:
-            return [bytes(r[0]) for r in db.execute("SELECT data FROM lg_pending_blobs WHERE seq=?", (seq,))]
+            rows = db.execute("SELECT oid, data FROM lg_pending_blobs WHERE seq=?", (seq,)).fetchall()
+        return [_typed.unsqueeze(oid, data) for oid, data in rows]
 
     def pending_blob(self, oid: str) -> bytes | None:
         """A channel value another process wrote and has not flushed yet, or None."""
         with self.read() as db:
             row = db.execute("SELECT data FROM lg_pending_blobs WHERE oid=? LIMIT 1", (oid,)).fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else _typed.unsqueeze(oid, row[0])
 
     def insert_writes(self, rows: Sequence[tuple[Any, ...]], replace: Sequence[bool]) -> None:
         """Store writes; rows with ``replace`` overwrite, the others are kept if already present."""

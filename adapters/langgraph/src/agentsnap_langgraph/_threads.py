@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
 from ._store import ChannelMap, thread_ref
+from ._typed import expand
 
 if TYPE_CHECKING:
     from agentsnap_core.repo import Repo
@@ -209,7 +210,7 @@ class ThreadVerbs:
         with self.index.read() as db:
             rows = db.execute("SELECT meta_type, meta FROM lg_checkpoints WHERE thread_id=?", (thread_id,)).fetchall()
         for typ, raw in rows:
-            md = self.serde.loads_typed((typ, raw))
+            md = self.serde.loads_typed(expand(typ, raw))
             if isinstance(md, dict) and ("counters_since_delta_snapshot" in md or "delta_writes_versioned" in md):
                 return True
         return False

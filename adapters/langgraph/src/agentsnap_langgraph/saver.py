@@ -73,6 +73,7 @@ from ._store import (
     thread_ref,
 )
 from ._threads import ThreadVerbs
+from ._typed import expand, shrink
 
 #: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
 REWRITE_AFTER = 600.0
@@ -617,7 +618,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         }
         world_rec = self._capture_world() if self.world_root is not None else None
         snap = self._write_snapshot(state_doc, channels, parents, meta, world_rec, defer=True)
-        row: CheckpointRow = (thread_id, ns, checkpoint["id"], parent_id, snap.id, ckpt_t[0], ckpt_t[1], meta_t[0], meta_t[1])
+        row: CheckpointRow = (thread_id, ns, checkpoint["id"], parent_id, snap.id, *shrink(*ckpt_t), *shrink(*meta_t))
         seq = self.index.insert_checkpoint(row, str(run_id) if run_id is not None else None, new_blobs, snap.pending,
                                            waiting)
         with self._s.lock:
@@ -739,7 +740,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         rows, replace = [], []
         for idx, (channel, value) in enumerate(writes):
             widx = WRITES_IDX_MAP.get(channel, idx)
-            typ, data = self.serde.dumps_typed(value)
+            typ, data = shrink(*self.serde.dumps_typed(value))
             rows.append((thread_id, ns, checkpoint_id, task_id, widx, channel, typ, data, task_path))
             replace.append(widx < 0)
         if rows:
@@ -748,7 +749,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
     # ------------------------------------------------------------------ reads
     def _tuple(self, row: CheckpointRow, config: RunnableConfig | None = None) -> CheckpointTuple:
         thread_id, ns, cid, parent_id, _snap, ckpt_type, ckpt, meta_type, meta = row
-        checkpoint = self.serde.loads_typed((ckpt_type, ckpt))
+        checkpoint = self.serde.loads_typed(expand(ckpt_type, ckpt))
         values: dict[str, Any] = {}
         with self._s.lock:
             last = self._s.last.get((thread_id, ns))
@@ -766,12 +767,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 continue
             values[ch] = self.serde.loads_typed((typ, self._get_blob(oid)))
         checkpoint["channel_values"] = values
-        writes = [(t, c, self.serde.loads_typed((typ, v))) for t, c, typ, v, _p, _i in self.index.writes(thread_id, ns, cid)]
+        writes = [(t, c, self.serde.loads_typed(expand(typ, v))) for t, c, typ, v, _p, _i in self.index.writes(thread_id, ns, cid)]
         return CheckpointTuple(
             config=config
             or {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
             checkpoint=checkpoint,
-            metadata=self.serde.loads_typed((meta_type, meta)),
+            metadata=self.serde.loads_typed(expand(meta_type, meta)),
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
                 if parent_id
@@ -812,7 +813,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         count = 0
         for row in self.index.iter_rows(thread_id, ns, checkpoint_id, before_id, sql_limit):
             if filter:
-                md = self.serde.loads_typed((row[7], row[8]))
+                md = self.serde.loads_typed(expand(row[7], row[8]))
                 if not all(md.get(k) == v for k, v in filter.items()):
                     continue
             yield self._tuple(row)
