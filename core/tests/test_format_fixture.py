@@ -61,7 +61,7 @@ def test_new_code_writes_into_an_old_store(old_repo: Repo) -> None:
 
 
 def _bump_store(path: Path) -> str:
-    (path / "format.json").write_text('{"format": "agentsnap-store", "version": 3}\n')  # 2 = packs (read)
+    (path / "format.json").write_text('{"format": "agentsnap-store", "version": 4}\n')  # 2 = packs, 3 = solid packs (read)
     return "store"
 
 
@@ -79,7 +79,7 @@ def test_newer_store_or_index_version_is_refused_by_name(tmp_path: Path, bump: o
     work.mkdir()
     shutil.copytree(FIXTURE, work / ".agentsnap")
     what = bump(work / ".agentsnap")  # type: ignore[operator]
-    newer, known = (3, 2) if what == "store" else (2, 1)
+    newer, known = (4, 3) if what == "store" else (2, 1)
     with pytest.raises(UnsupportedFormat, match=rf"^{what} .* has format version {newer}, this agentsnap understands {known}"):
         Repo.open(work)
 

@@ -296,7 +296,7 @@ def store_format_v2(repo: Repo, tmp: Path, hostile: bool) -> Callable[[], Any]:
     other = tmp / "other-store"
     LocalStore(other, create=True).close()
     if hostile:
-        (other / "format.json").write_text('{"format": "agentsnap-store", "version": 3}\n')  # 2 = packs (read)
+        (other / "format.json").write_text('{"format": "agentsnap-store", "version": 4}\n')  # 2, 3 = packs (read)
     return lambda: LocalStore(other).close()
 
 
@@ -408,7 +408,7 @@ CASES = [
     Case("object-v2", "version", object_case(_object_v2), UnsupportedFormat, "format version 2"),
     Case("manifest-v2", "version", manifest_v2, UnsupportedFormat, "snapshot .* format version 2"),
     Case("tree-v2", "version", tree_v2, UnsupportedFormat, "world tree .* format version 2"),
-    Case("store-v2", "version", store_format_v2, UnsupportedFormat, "store .* format version 3"),
+    Case("store-v2", "version", store_format_v2, UnsupportedFormat, "store .* format version 4"),
     Case("index-v2", "version", index_schema_v2, UnsupportedFormat, "index .* format version 2"),
     Case("manifest-format", "version", manifest_case(format="pickle"), ObjectCorrupt, "not a snapshot manifest"),
     # pickle and other code-carrying payloads

@@ -136,10 +136,10 @@ def test_packs_mark_the_store_format_so_an_older_agentsnap_refuses_it(
         assert json.loads(fmt.read_text())["version"] == 1
         (old.root / "a.txt").write_text("a\n")
         old.snapshot("packs its objects")
-    assert json.loads(fmt.read_text())["version"] == localmod.STORE_FORMAT == 2
+    assert json.loads(fmt.read_text())["version"] == localmod.STORE_FORMAT == 3
     monkeypatch.setattr(localmod, "STORE_FORMATS", (1,))  # the agentsnap before packs
     monkeypatch.setattr(localmod, "STORE_FORMAT", 1)
-    with pytest.raises(UnsupportedFormat, match=r"has format version 2, this agentsnap understands 1; upgrade"):
+    with pytest.raises(UnsupportedFormat, match=r"has format version 3, this agentsnap understands 1; upgrade"):
         LocalStore(tmp_path / "w" / ".agentsnap")
 
 
@@ -150,7 +150,7 @@ def test_a_v1_store_packed_by_gc_is_marked_too(tmp_path: Path) -> None:
     with Repo.open(tmp_path / "w") as old:
         oid = old.objects.put(Kind.BLOB, b"x" * 100)
         old.objects.pack_live({oid}, None)
-    assert json.loads((tmp_path / "w" / ".agentsnap" / "format.json").read_text())["version"] == 2
+    assert json.loads((tmp_path / "w" / ".agentsnap" / "format.json").read_text())["version"] == localmod.STORE_FORMAT
 
 
 def _wal(repo: Repo) -> int:

@@ -64,17 +64,32 @@ def _compress(raw: bytes | memoryview) -> bytes:
     return comp.compress(raw)
 
 
-def encode(kind: int, raw: bytes | memoryview) -> tuple[str, bytes]:
-    """Return ``(oid, stored bytes)`` for an object."""
+def encode(kind: int, raw: bytes | memoryview, compress: bool = True) -> tuple[str, bytes]:
+    """Return ``(oid, stored bytes)`` for an object; ``compress=False``: uncompressed (codec 0), for an object
+    that goes into a pack's block, which is compressed as a whole."""
     if len(raw) > MAX_OBJECT_BYTES:
         raise ValueError(f"object of {len(raw)} bytes is over the {MAX_OBJECT_BYTES} byte limit")
     oid = digest(kind, raw)
     codec, payload = 0, raw
-    if len(raw) >= 64:
+    if compress and len(raw) >= 64:
         packed = _compress(raw)
         if len(packed) < len(raw) * 0.95:
             codec, payload = 1, packed
     return oid, HEADER.pack(MAGIC, OBJECT_FORMAT, kind, codec, len(raw)) + bytes(payload)
+
+
+def compact(stored: bytes) -> bytes:
+    """Stored bytes to send elsewhere: an uncompressed object (as a pack's block hands it out) compressed as
+    :func:`encode` would (same id, same raw bytes); anything else as it is. Unverified: the receiver verifies."""
+    if len(stored) < HEADER.size + 64 or stored[:3] != MAGIC:
+        return stored
+    _magic, version, kind, codec, length = HEADER.unpack_from(stored)
+    if codec != 0 or version != OBJECT_FORMAT or len(stored) != HEADER.size + length:
+        return stored
+    packed = _compress(memoryview(stored)[HEADER.size :])
+    if len(packed) >= length * 0.95:
+        return stored
+    return HEADER.pack(MAGIC, OBJECT_FORMAT, kind, 1, length) + packed
 
 
 def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
@@ -93,7 +108,7 @@ def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
         raw = bytes(payload)
     elif codec == 1:
         try:
-            raw = _decompress_bounded(payload, length)
+            raw = decompress_bounded(payload, length)
         except zstandard.ZstdError as exc:
             raise ObjectCorrupt(oid, oid, "?", f"bad compressed data ({exc})") from None
     elif codec == CODEC_ENCRYPTED:
@@ -110,8 +125,9 @@ def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
     return kind, raw
 
 
-def _decompress_bounded(payload: memoryview, length: int) -> bytes:
-    """Decompress at most ``length`` bytes (plus one, to see an overrun) whatever the frame header declares.
+def decompress_bounded(payload: bytes | memoryview, length: int) -> bytes:
+    """Decompress at most ``length`` bytes (plus one, to see an overrun) whatever the frame header declares
+    (an object's payload, or a pack's block).
 
     ``ZstdDecompressor.decompress`` allocates the frame's declared content size up front (a forged
     frame declaring 1 TiB is a MemoryError); a streaming reader only ever holds what it produced.

@@ -203,7 +203,7 @@ class _Copier:
         held: list[tuple[str, bytes]] = []
 
         def one(oid: str) -> tuple[int, tuple[str, bytes] | None]:
-            stored = self.src.get_stored(oid)
+            stored = objects.compact(self.src.get_stored(oid))  # a packed small object is sent compressed
             if hold_lists and _stored_kind(stored) == Kind.CHUNKS:
                 return 0, (oid, stored)
             self.dst.put_stored(oid, stored)
@@ -276,7 +276,7 @@ def transfer(
     dst.objects.barrier()
     # 4. manifests, oldest first, each indexed once it is in
     for oid, _m in reversed(needed):
-        c.copy_stored(oid, src.objects.get_stored(oid))
+        c.copy_stored(oid, objects.compact(src.objects.get_stored(oid)))
         result.snapshots += 1
     dst.objects.barrier()
     rows = [

@@ -191,7 +191,8 @@ class _Sizer:
     def stored_size(self, oid: str) -> int:
         if oid not in self.stored:
             try:
-                self.stored[oid] = len(self.repo.objects.get_stored(oid))
+                sizer = getattr(self.repo.objects, "stored_size", None)  # a local store knows packed shares
+                self.stored[oid] = sizer(oid) if sizer else len(self.repo.objects.get_stored(oid))
             except ObjectMissing:
                 self.stored[oid] = 0
         return self.stored[oid]

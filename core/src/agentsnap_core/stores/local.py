@@ -3,16 +3,17 @@
 Layout (format version in ``format.json``)::
 
     .agentsnap/
-      format.json            {"format": "agentsnap-store", "version": 2}
+      format.json            {"format": "agentsnap-store", "version": 3}
       index.sqlite           refs, reflog, HEADs, snapshot index, config (WAL)
       objects/ab/cdef...     one file per large object (see agentsnap_core.format.objects)
       objects/pack/pack-*.pack  small objects, one pack per batch (merged by gc), index inside
                              (see agentsnap_core.stores.pack)
       wt/<worktree>/         per-worktree stat cache and pending trace
 
-Format versions: 1 = objects loose only; 2 = objects may live in packs. A version-1 store is
-marked 2 before its first pack is written, so an agentsnap that knows only loose objects refuses
-the store (:class:`UnsupportedFormat`) instead of reporting packed objects missing.
+Format versions: 1 = objects loose only; 2 = objects may live in packs (pack version 1); 3 = packs may be
+of version 2 (small objects compressed together in blocks). A store of an older version is marked 3 before
+this code writes its first pack, so an agentsnap that does not know those packs refuses the store
+(:class:`UnsupportedFormat`) instead of reporting packed objects missing.
 
 Write order (see docs/FORMAT.md): inside a batch (:meth:`LocalObjects.batch`, opened by every
 snapshot) new objects smaller than :data:`PACK_MAX_STORED` are kept in memory and readable at
@@ -35,17 +36,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentsnap_core.errors import AgentSnapError, ObjectMissing, RefConflict, UnsupportedFormat
+from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, ObjectMissing, RefConflict, UnsupportedFormat
 from agentsnap_core.format import objects
 from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow, connect_sqlite, sqlite_read_only
-from agentsnap_core.stores.pack import PACK_MAX_STORED, PackSet, write_pack_file
+from agentsnap_core.stores.pack import PACK_MAX_STORED, PackCorrupt, PackSet, write_pack_file
 
 __all__ = ["PACK_MAX_STORED", "LocalObjects", "LocalStore", "SqliteRefs"]
 
-#: the format this code writes: objects loose or in packs
-STORE_FORMAT = 2
-#: the formats this code reads (1: loose objects only; marked 2 before the first pack is written)
-STORE_FORMATS = (1, 2)
+#: the format this code writes: objects loose or in packs whose small objects are compressed in blocks
+STORE_FORMAT = 3
+#: the formats this code reads (1: loose objects only; 2: packs of version 1 only; a store of either is marked 3
+#: before this code writes its first pack)
+STORE_FORMATS = (1, 2, 3)
 #: format of stores that never hold packs (S3): an older agentsnap still opens them
 LOOSE_FORMAT = 1
 INDEX_SCHEMA = 1
@@ -85,8 +87,8 @@ class LocalObjects:
         #: one barrier at a time: a barrier that finds nothing left to write returns only once the one writing
         #: its objects (another thread's) has made them durable
         self._barrier_lock = threading.Lock()
-        #: called once before this store writes its first pack (marks the store format)
-        self._before_first_pack = before_first_pack
+        #: called once before this store writes its first pack of this format (marks the store format)
+        self.packs.before_write = before_first_pack
         #: counters for benchmarks and tests: packs written by barriers, objects in them, barriers that wrote
         self.stats = {"packs": 0, "packed": 0, "barriers": 0}
 
@@ -142,11 +144,28 @@ class LocalObjects:
         hit = self.packs.locate(oid)  # loose first, then packs (re-scanned on a miss: another gc may have packed it)
         if hit is None:
             raise ObjectMissing(oid)
-        pk, off, length = hit
-        return pk.read(off, length)
+        pk, loc = hit
+        try:
+            return pk.read(loc)
+        except PackCorrupt as exc:  # a damaged block: the object cannot be read from there
+            raise ObjectCorrupt(oid, oid, "?", str(exc)) from None
 
     def get(self, oid: str) -> tuple[int, bytes]:
         return objects.decode(oid, self.get_stored(oid))
+
+    def stored_size(self, oid: str) -> int:
+        """Bytes the object takes in this store (its file, or its share of its pack), for ``du``."""
+        held = self._held(oid)
+        if held is not None:
+            return len(held)
+        try:
+            return os.stat(self._path(oid)).st_size
+        except FileNotFoundError:
+            pass
+        hit = self.packs.locate(oid)
+        if hit is None:
+            raise ObjectMissing(oid)
+        return hit[0].share(hit[1])
 
     def read_into(self, oid: str, head: int, views: list[memoryview]) -> tuple[bytes, bytes] | None:
         """A loose object's stored bytes read with one scatter read: its first ``head`` bytes returned, the next
@@ -207,7 +226,9 @@ class LocalObjects:
         path = self._path(oid)
         if self._reuse(oid, path):
             return oid
-        _, stored = objects.encode(kind, raw)
+        # an object a batch will pack goes into a block compressed as a whole: compressing it alone first is waste
+        blocked = self._batches > 0 and len(raw) + objects.HEADER.size < PACK_MAX_STORED
+        _, stored = objects.encode(kind, raw, compress=not blocked)
         self._write(oid, path, stored)
         return oid
 
@@ -339,9 +360,6 @@ class LocalObjects:
                 except FileNotFoundError:
                     pass
         drop = None if drop_before is None else (lambda o: o not in live)
-        if self._before_first_pack is not None and add:
-            self._before_first_pack()
-            self._before_first_pack = None
         return self.packs.repack(add, drop, drop_before=drop_before)
 
     def footprint(self) -> dict[str, int]:
@@ -412,9 +430,6 @@ class LocalObjects:
         if not items:
             return
         try:
-            if self._before_first_pack is not None:
-                self._before_first_pack()
-                self._before_first_pack = None
             path, made_dir = write_pack_file(self.packs, items.items(), durable=durable)
         except BaseException:
             with self._lock:  # nothing was published: keep them for the next try

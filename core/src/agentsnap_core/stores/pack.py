@@ -3,13 +3,24 @@
 A pack is one file ``objects/pack/pack-<id>.pack``::
 
     b"ASPK" | version (u8) | flags (u8; bit 0: every object re-compressed by gc) | 2 zero bytes
-    stored object bytes, one after another (each exactly as a loose object file holds it)
-    index: one 44-byte entry per object, sorted by id: id (32 raw bytes) | offset (u64 LE) | length (u32 LE)
+    data: frames, one after another
+    index: one entry per object, sorted by id
     trailer: b"ASPX" | version (u32 LE) | index offset (u64 LE) | count (u64 LE) | BLAKE3 of the index (32 bytes)
+
+Version 1 (still read): each frame is one object's stored bytes (exactly as a loose object file holds them) and
+an entry is id (32 raw bytes) | offset (u64 LE) | length (u32 LE). Version 2 (written since): an object whose raw
+size is at most :data:`SOLID_MAX` is stored *solid*: objects are laid one after another in their uncompressed
+stored form (codec 0) and compressed together, as one zstd frame per block of about :data:`BLOCK_BYTES`; an entry
+is id | frame offset (u64) | frame length (u32) | offset in the block (u32) | length in the block (u32), or
+``PLAIN`` as the offset in the block for a frame that is one object's stored bytes (large and encrypted objects).
+Compressing small objects together is what makes them small: a checkpoint's state document, a manifest, a message
+list one message longer than the version before, a source file beside its siblings share most of their bytes,
+which one object compressed alone cannot use (git gets the same from deltas inside its packs).
 
 The index sits in the same file as the data, so a pack is published by one ``rename`` of a complete, fsynced
 file: there is never a pack without its index or an index without its data. Readers ``mmap`` the file and
-binary-search the index; nothing is loaded up front. Every object read from a pack is re-hashed by
+binary-search the index; nothing is loaded up front; a block is decompressed (bounded) when an object in it is
+read, and the last few are kept. Every object read from a pack is re-hashed by
 :func:`agentsnap_core.format.objects.decode` as a loose one is.
 """
 
@@ -21,7 +32,9 @@ import os
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import blake3
@@ -31,11 +44,27 @@ from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import objects
 
 MAGIC = b"ASPK"
-VERSION = 1
+#: the version written; version 1 packs (one frame per object) are still read
+VERSION = 2
+VERSIONS = (1, 2)
 HEAD = struct.Struct("<4sBB2x")
-#: flag: gc wrote this pack and re-compressed its objects (a batch writes its pack fast, at the objects' own level)
+#: flag: gc wrote this pack and re-compressed its objects (a batch writes its pack fast, at zstd level 1)
 TIGHT = 1
-ENTRY = struct.Struct("<32sQI")
+ENTRY_V1 = struct.Struct("<32sQI")
+ENTRY = struct.Struct("<32sQIII")
+#: "offset in the block" of an entry whose frame is one object's stored bytes
+PLAIN = 0xFFFFFFFF
+#: objects of at most this many raw bytes are compressed together with their neighbours in the pack
+SOLID_MAX = 64 * 1024
+#: a block is closed once it holds this many bytes; it never decompresses to more than ``BLOCK_MAX``
+BLOCK_BYTES = 256 * 1024
+BLOCK_MAX = BLOCK_BYTES + SOLID_MAX + objects.HEADER.size
+#: zstd level of the blocks a batch writes (gc writes at ``PACK_ZSTD_LEVEL``)
+BATCH_ZSTD_LEVEL = 1
+#: decompressed blocks each open pack keeps (reads of neighbouring objects mostly hit the same block)
+BLOCK_CACHE = 4
+#: where an object lies in a pack: (frame offset, frame length, offset in the block or PLAIN, length in the block)
+Loc = tuple[int, int, int, int]
 TRAILER = struct.Struct("<4sIQQ32s")
 TRAILER_MAGIC = b"ASPX"
 PREFIX, SUFFIX = "pack-", ".pack"
@@ -75,31 +104,48 @@ class Pack:
         tmagic, tversion, self.index_at, self.count, digest = TRAILER.unpack_from(self.mm, size - TRAILER.size)
         if magic != MAGIC or tmagic != TRAILER_MAGIC:
             raise PackCorrupt(f"pack {path}: not an agentsnap pack")
-        if version != VERSION or tversion != VERSION:
-            raise PackCorrupt(f"pack {path}: version {version} is not {VERSION}")
-        if self.index_at < HEAD.size or self.index_at + self.count * ENTRY.size != size - TRAILER.size:
+        if version not in VERSIONS or tversion != version:
+            raise PackCorrupt(f"pack {path}: version {version} is not one of {VERSIONS}")
+        self.version = version
+        self.entry = ENTRY_V1 if version == 1 else ENTRY
+        if self.index_at < HEAD.size or self.index_at + self.count * self.entry.size != size - TRAILER.size:
             raise PackCorrupt(f"pack {path}: index bounds do not match the file size")
         self.digest = digest
+        self._blocks: dict[int, bytes] = {}
+        self._blocks_lock = threading.Lock()
+        self._totals: dict[int, int] | None = None
+
+    def _loc(self, i: int) -> Loc:
+        """Entry ``i``'s location, bounds-checked against the data."""
+        at = self.index_at + i * self.entry.size
+        if self.version == 1:
+            _, off, length = ENTRY_V1.unpack_from(self.mm, at)
+            inner, size = PLAIN, 0
+        else:
+            _, off, length, inner, size = ENTRY.unpack_from(self.mm, at)
+        if off < HEAD.size or off + length > self.index_at or (inner != PLAIN and inner + size > BLOCK_MAX):
+            raise PackCorrupt(f"pack {self.path}: entry {self._key(i).hex()[:12]} points outside the data")
+        return off, length, inner, size
 
     def check_index(self) -> None:
         """Index digest, order and bounds (verify)."""
-        index = self.mm[self.index_at : self.index_at + self.count * ENTRY.size]
+        index = self.mm[self.index_at : self.index_at + self.count * self.entry.size]
         if blake3.blake3(index).digest() != self.digest:
             raise PackCorrupt(f"pack {self.path}: the index does not match its checksum")
         prev = b""
-        for raw, off, length in ENTRY.iter_unpack(index):
+        for i in range(self.count):
+            raw = self._key(i)
             if raw <= prev:
                 raise PackCorrupt(f"pack {self.path}: index out of order")
-            if off < HEAD.size or off + length > self.index_at:
-                raise PackCorrupt(f"pack {self.path}: entry {raw.hex()[:12]} points outside the data")
+            self._loc(i)
             prev = raw
 
     def _key(self, i: int) -> bytes:
-        at = self.index_at + i * ENTRY.size
+        at = self.index_at + i * self.entry.size
         return self.mm[at : at + 32]
 
-    def find(self, oid: str) -> tuple[int, int] | None:
-        """``(offset, length)`` of an object, or None."""
+    def find(self, oid: str) -> Loc | None:
+        """Where an object lies, or None."""
         try:
             key = bytes.fromhex(oid)
         except ValueError:
@@ -112,25 +158,64 @@ class Pack:
             else:
                 hi = mid
         if lo < self.count and self._key(lo) == key:
-            _, off, length = ENTRY.unpack_from(self.mm, self.index_at + lo * ENTRY.size)
-            if off < HEAD.size or off + length > self.index_at:
-                raise PackCorrupt(f"pack {self.path}: entry {oid[:12]} points outside the data")
-            return off, length
+            return self._loc(lo)
         return None
 
-    def read(self, off: int, length: int) -> bytes:
-        return self.mm[off : off + length]
+    def read(self, loc: Loc) -> bytes:
+        """An object's stored bytes (a solid object's in their uncompressed form, codec 0); unverified."""
+        off, length, inner, size = loc
+        if inner == PLAIN:
+            return self.mm[off : off + length]
+        block = self._block(off, length)
+        if inner + size > len(block):
+            raise PackCorrupt(f"pack {self.path}: an entry points past the end of its block at {off}")
+        return block[inner : inner + size]
 
-    def entries(self) -> Iterator[tuple[str, int, int]]:
-        for i in range(self.count):
-            raw, off, length = ENTRY.unpack_from(self.mm, self.index_at + i * ENTRY.size)
-            yield raw.hex(), off, length
+    def _block(self, off: int, length: int) -> bytes:
+        with self._blocks_lock:
+            block = self._blocks.get(off)
+        if block is not None:
+            return block
+        try:
+            block = objects.decompress_bounded(self.mm[off : off + length], BLOCK_MAX)
+        except zstandard.ZstdError as exc:
+            raise PackCorrupt(f"pack {self.path}: the block at {off} is damaged ({exc})") from None
+        if len(block) > BLOCK_MAX:
+            raise PackCorrupt(f"pack {self.path}: the block at {off} holds more than {BLOCK_MAX} bytes")
+        with self._blocks_lock:
+            while len(self._blocks) >= BLOCK_CACHE:
+                self._blocks.pop(next(iter(self._blocks)))
+            self._blocks[off] = block
+        return block
+
+    def share(self, loc: Loc) -> int:
+        """The bytes of the pack an object accounts for: its frame, or its part of its block's frame (in
+        proportion to its uncompressed size; the block's total is read off the index once)."""
+        off, length, inner, size = loc
+        if inner == PLAIN:
+            return length
+        totals = self._totals
+        if totals is None:
+            totals = {}
+            for i in range(self.count):
+                b_off, _b_len, b_inner, b_size = self._loc(i)
+                if b_inner != PLAIN:
+                    totals[b_off] = totals.get(b_off, 0) + b_size
+            self._totals = totals
+        return max(1, length * size // max(1, totals.get(off, size)))
+
+    def entries(self) -> Iterator[tuple[str, Loc]]:
+        """Every object's id and location, in data order (a block's objects together)."""
+        out = [(self._key(i).hex(), self._loc(i)) for i in range(self.count)]
+        out.sort(key=lambda e: (e[1][0], e[1][2]))
+        return iter(out)
 
     def close(self) -> None:
         try:
             self.mm.close()
         except (BufferError, ValueError):  # a reader still holds a slice view; the map goes with it
             pass
+        self._blocks = {}
 
 
 #: at most this many packs are left beside a new one: past it, gc merges them all (files on disk stay O(1))
@@ -158,7 +243,8 @@ def _geometric(packs: list[Pack], new_bytes: int) -> list[Pack]:
 
 
 def tighten(oid: str, stored: bytes, squeeze: zstandard.ZstdCompressor) -> bytes:
-    """Verify a loose object's stored bytes; return them re-compressed harder when that is smaller.
+    """Verify an object's stored bytes for gc's pack; return the form to pack: a small object uncompressed (its
+    block is compressed at gc's level), a larger one re-compressed harder when that is smaller.
 
     Encrypted objects (only the key holder can open them) are checked as far as possible and kept as they are.
     """
@@ -166,33 +252,107 @@ def tighten(oid: str, stored: bytes, squeeze: zstandard.ZstdCompressor) -> bytes
         objects.verify_stored(oid, stored)
         return stored
     kind, raw = objects.decode(oid, stored)  # raises ObjectCorrupt: a damaged object is not packed
-    if len(raw) < 64:
-        return stored
+    if len(raw) <= SOLID_MAX:
+        return objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, kind, 0, len(raw)) + raw
     payload = squeeze.compress(raw)
     if objects.HEADER.size + len(payload) >= len(stored):
         return stored
     return objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, kind, 1, len(raw)) + payload
 
 
+def _solid_form(stored: bytes) -> bytes | None:
+    """The uncompressed stored form of an object small enough to go into a block, else None (it gets a frame of
+    its own: large, encrypted, or not readable here, which reading it reports as for a loose object)."""
+    if len(stored) < objects.HEADER.size or stored[:3] != objects.MAGIC:
+        return None
+    _magic, version, kind, codec, length = objects.HEADER.unpack_from(stored)
+    if version != objects.OBJECT_FORMAT or length > SOLID_MAX:
+        return None
+    if codec == 0:
+        return stored if len(stored) == objects.HEADER.size + length else None
+    if codec != 1:
+        return None
+    try:
+        raw = objects.decompress_bounded(memoryview(stored)[objects.HEADER.size :], length)
+    except zstandard.ZstdError:
+        return None
+    if len(raw) != length:
+        return None
+    return objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, kind, 0, length) + raw
+
+
 def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str, sync: bool = True,
-               flags: int = 0) -> str | None:
+               flags: int = 0, level: int = BATCH_ZSTD_LEVEL) -> str | None:
     """Write ``(oid, stored bytes)`` items (ids unique) as one pack, durably; return its final path.
 
-    The file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack`` and the
-    directory fsynced: a crash leaves either nothing visible or a complete pack. None when ``items`` is empty.
-    ``sync=False`` leaves both fsyncs to the caller (a batch's barrier fsyncs the file, then the directory).
+    Small objects are compressed together, in item order, in blocks (zstd ``level``); the others are written
+    as they are. The file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack``
+    and the directory fsynced: a crash leaves either nothing visible or a complete pack. None when ``items`` is
+    empty. ``sync=False`` leaves both fsyncs to the caller (a batch's barrier fsyncs the file, then the directory).
     """
     tmp = os.path.join(directory, tmp_name)
-    index: list[tuple[bytes, int, int]] = []
+    index: list[tuple[bytes, int, int, int, int]] = []
+    block: list[bytes] = []
+    members: list[tuple[bytes, int, int]] = []
+    # blocks are compressed on worker threads (zstd releases the GIL) and written in order; a pack of one block
+    # (a PFSaver flush) never starts one
+    local = threading.local()
+    workers = max(1, min(4, os.cpu_count() or 1))
+    pool: ThreadPoolExecutor | None = None
+    queued: deque[tuple[Future[bytes], list[tuple[bytes, int, int]]]] = deque()
+
+    def compress(data: bytes) -> bytes:
+        comp = getattr(local, "comp", None)
+        if comp is None:
+            comp = local.comp = zstandard.ZstdCompressor(level=level)
+        return comp.compress(data)
+
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
     try:
         with os.fdopen(fd, "wb", buffering=1 << 20, closefd=False) as f:
             f.write(HEAD.pack(MAGIC, VERSION, flags))
             at = HEAD.size
+            filled = 0
+
+            def write_frame(frame: bytes, of: list[tuple[bytes, int, int]]) -> None:
+                nonlocal at
+                f.write(frame)
+                index.extend((key, at, len(frame), inner, size) for key, inner, size in of)
+                at += len(frame)
+
+            def close_block(last: bool = False) -> None:
+                nonlocal filled, pool
+                data, of = b"".join(block), list(members)
+                block.clear()
+                members.clear()
+                filled = 0
+                if pool is None and last:
+                    if of:
+                        write_frame(compress(data), of)
+                    return
+                if pool is None:
+                    pool = ThreadPoolExecutor(workers, thread_name_prefix="agentsnap-pack")
+                if of:
+                    queued.append((pool.submit(compress, data), of))
+                while queued and (len(queued) > 2 * workers or last or queued[0][0].done()):
+                    done, done_of = queued.popleft()
+                    write_frame(done.result(), done_of)
+
             for oid, stored in items:
-                f.write(stored)
-                index.append((bytes.fromhex(oid), at, len(stored)))
-                at += len(stored)
+                key = bytes.fromhex(oid)
+                solid = _solid_form(stored)
+                if solid is None:
+                    f.write(stored)
+                    index.append((key, at, len(stored), PLAIN, 0))
+                    at += len(stored)
+                    continue
+                block.append(solid)
+                members.append((key, filled, len(solid)))
+                filled += len(solid)
+                if filled >= BLOCK_BYTES:
+                    close_block()
+            if block or queued:
+                close_block(last=True)
             index.sort()
             body = b"".join(ENTRY.pack(*e) for e in index)
             digest = blake3.blake3(body).digest()
@@ -204,6 +364,9 @@ def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str
         os.close(fd)
         os.unlink(tmp)
         raise
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
     os.close(fd)
     if not index:
         os.unlink(tmp)
@@ -225,6 +388,7 @@ def write_pack_file(packs: PackSet, items: Iterable[tuple[str, bytes]], durable:
     Held under the pack directory's lock shared (gc's repack holds it exclusive: it removes unfinished packs).
     ``durable``: the pack and its directory entry are fsynced before this returns.
     """
+    packs._before_write()
     made = False
     if not os.path.isdir(packs.dir):
         os.makedirs(packs.dir, exist_ok=True)
@@ -263,6 +427,13 @@ class PackSet:
         self._stamp: int | None = None
         self._listed_at = 0.0
         self._tmp = 0
+        #: called once before the first pack this process writes here (the store marks its format version)
+        self.before_write: Callable[[], None] | None = None
+
+    def _before_write(self) -> None:
+        if self.before_write is not None:
+            self.before_write()
+            self.before_write = None
 
     # ------------------------------------------------------------ reading
     def _refresh(self, force: bool = False) -> bool:
@@ -321,18 +492,18 @@ class PackSet:
         if len(self._packs) > AUTO_PACKS:
             self.repack({}, None, squeeze_packed=False)
 
-    def _find(self, oid: str) -> tuple[Pack, int, int] | None:
+    def _find(self, oid: str) -> tuple[Pack, Loc] | None:
         for pk in list(self._packs.values()):
             try:
                 hit = pk.find(oid)
             except (ValueError, PackCorrupt):  # closed or damaged
                 continue
             if hit is not None:
-                return pk, hit[0], hit[1]
+                return pk, hit
         return None
 
-    def locate(self, oid: str) -> tuple[Pack, int, int] | None:
-        """``(pack, offset, length)`` of a packed object, or None; the packs are re-listed on a miss."""
+    def locate(self, oid: str) -> tuple[Pack, Loc] | None:
+        """``(pack, location)`` of a packed object, or None; the packs are re-listed on a miss."""
         hit = self._find(oid)
         if hit is None and self._refresh():
             hit = self._find(oid)
@@ -342,7 +513,7 @@ class PackSet:
         self._refresh(force=True)
         out: set[str] = set()
         for pk in list(self._packs.values()):
-            out.update(o for o, _, _ in pk.entries())
+            out.update(o for o, _ in pk.entries())
         return out
 
     def temp_files(self) -> list[str]:
@@ -371,11 +542,11 @@ class PackSet:
             except (PackCorrupt, OSError, ValueError) as exc:
                 problems.append({"kind": "pack", "id": None, "path": path, "error": str(exc)})
                 continue
-            for oid, off, length in pk.entries():
+            for oid, loc in pk.entries():
                 entries += 1
                 if oid in seen or loose(oid):  # get() reads another copy: check this one here
                     try:
-                        objects.verify_stored(oid, pk.read(off, length))
+                        objects.verify_stored(oid, pk.read(loc))
                     except AgentSnapError as exc:
                         problems.append({"kind": "object", "id": oid, "path": path, "error": str(exc)})
                 seen.add(oid)
@@ -438,7 +609,7 @@ class PackSet:
             mtimes[pk.path] = st.st_mtime_ns
             old_enough = (drop_before is not None and st.st_mtime <= drop_before) or (
                 drop_before is None and (seen_ns is None or st.st_mtime_ns == seen_ns))
-            if drop is not None and old_enough and any(drop(o) for o, _, _ in pk.entries()):
+            if drop is not None and old_enough and any(drop(o) for o, _ in pk.entries()):
                 dropping.add(pk.path)
         rewrite = [pk for pk in packs if pk.path in dropping]
         if consolidate:
@@ -449,6 +620,7 @@ class PackSet:
         if not add and not dropping and len(rewrite) <= 1 and not any(
                 squeeze_packed and not pk.flags & TIGHT for pk in rewrite):
             return {"packed": 0, "dropped": 0, "packs": len(packs), "written": 0}
+        self._before_write()
         written: set[str] = set()
         packed_loose: list[str] = []
         squeeze = zstandard.ZstdCompressor(level=PACK_ZSTD_LEVEL)
@@ -457,14 +629,17 @@ class PackSet:
         def items() -> Iterator[tuple[str, bytes]]:
             nonlocal dropped
             for pk in rewrite:
-                for oid, off, length in pk.entries():
+                for oid, loc in pk.entries():
                     if oid in written:
                         continue
                     if pk.path in dropping and drop is not None and drop(oid):
                         dropped += 1
                         continue
+                    try:
+                        stored = pk.read(loc)
+                    except PackCorrupt as exc:  # the old pack must stay: nothing of it can be copied, nor dropped
+                        raise PackCorrupt(f"{exc}; nothing was repacked: run 'agentsnap verify'") from None
                     written.add(oid)
-                    stored = pk.read(off, length)
                     if squeeze_packed and not pk.flags & TIGHT:
                         try:
                             stored = tighten(oid, stored, squeeze)
@@ -487,7 +662,7 @@ class PackSet:
         self._tmp += 1
         tight = squeeze_packed or all(pk.flags & TIGHT for pk in rewrite)
         new = write_pack(self.dir, items(), f"{TMP_PREFIX}{os.getpid()}-{threading.get_ident()}-{self._tmp}",
-                         flags=TIGHT if tight else 0)
+                         flags=TIGHT if tight else 0, level=PACK_ZSTD_LEVEL if tight else BATCH_ZSTD_LEVEL)
         for pk in rewrite:
             if pk.path == new:
                 continue
