@@ -146,7 +146,10 @@ leaves = st.one_of(
     st.times(),
     st.timedeltas(),
     st.builds(PurePosixPath, st.text(alphabet="abc/._", max_size=12)),
-    st.builds(PureWindowsPath, st.text(alphabet="abc\\._", max_size=12)),
+    # pathlib itself does not parse every Windows path back from its own string (a device path such as the one
+    # made of two backslashes, a dot and a backslash prints with a doubled last backslash, which parses as the root):
+    # paths are stored as their string, so only paths pathlib round-trips are expected back
+    st.builds(PureWindowsPath, st.text(alphabet="abc\\._", max_size=12)).filter(lambda p: PureWindowsPath(str(p)) == p),
     st.builds(Path, st.text(alphabet="abc/._", max_size=12)),
     st.builds(Note, st.text(max_size=6), st.lists(st.text(max_size=3), max_size=3)),
     st.builds(Profile, name=st.text(max_size=6), born=st.dates(), scores=st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=3)),
