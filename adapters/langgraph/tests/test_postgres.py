@@ -128,3 +128,29 @@ def test_durable_mode_on_postgres_is_durable_at_each_put_without_a_flush_in_it(p
         assert [m.content for m in messages][-1] == "echo: m2"
     with Repo.open(path) as repo:
         assert repo.verify()["ok"]
+
+
+def test_the_flushes_leave_no_dead_rows_behind_on_postgres(postgres_server: Any, tmp_path: Path) -> None:
+    """Every checkpoint's state document and manifest wait in ``lg_pending`` until the flush deletes them, and its
+    row is updated once: PostgreSQL keeps the old versions until a vacuum (autovacuum wakes once a minute), so after
+    the 600-checkpoint benchmark run those tables held 3.7 MB of dead rows, more than PostgresSaver's whole schema."""
+    import psycopg
+    from langchain_core.messages import HumanMessage
+
+    url = _url(postgres_server)
+    schema = url.rsplit("schema=", 1)[1]
+    with PFSaver.from_url(url, path=tmp_path / "worker", flush_interval=0.05) as saver:
+        graph = chat(saver)
+        for i in range(40):
+            graph.invoke({"messages": [HumanMessage(content=f"m{i} " + "words " * 200, id=f"h{i}")]},
+                         {"configurable": {"thread_id": "t"}})
+        assert [m.content for m in graph.get_state({"configurable": {"thread_id": "t"}}).values["messages"]][-1] \
+            .startswith("echo: m39")
+    with psycopg.connect(postgres_server.url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        [(pending,)] = conn.execute(f"SELECT pg_relation_size('{schema}.lg_pending')").fetchall()
+        [(rows,)] = conn.execute(f"SELECT count(*) FROM {schema}.lg_pending").fetchall()
+    assert rows == 0
+    assert pending <= 2 * 8192, f"lg_pending holds {pending} bytes of pages for no row"
+    with PFSaver.from_url(url, path=tmp_path / "worker") as again:
+        assert len(list(again.list({"configurable": {"thread_id": "t"}}))) == 120

@@ -9,7 +9,8 @@ translated from SQLite's dialect (``?`` -> ``%s``, ``INSERT OR REPLACE`` / ``OR 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -81,6 +82,8 @@ _TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 _INSERT = re.compile(r"^\s*INSERT OR (REPLACE|IGNORE) INTO (\w+)\s*(?:\(([^)]*)\))?")
 _LOCK = 0x6C67_6978  # "lgix": serialises creating the tables
+#: seconds between the plain VACUUMs a flushing saver runs on the tables its flushes churn (and one at close)
+VACUUM_EVERY = 5.0
 
 
 def translate(sql: str) -> str:
@@ -130,6 +133,8 @@ class PostgresIndex(CheckpointIndex):
         from psycopg_pool import ConnectionPool
 
         self.where = where
+        self._vacuumed = time.monotonic()
+        self._vacuum_off = False
         self.pool = ConnectionPool(
             conninfo,
             min_size=1,
@@ -149,10 +154,34 @@ class PostgresIndex(CheckpointIndex):
         with self.pool.connection() as conn, conn.transaction():
             yield _Conn(conn)
 
+    def mark_flushed(self, seqs: Sequence[int]) -> None:
+        """As on SQLite; then, at most every :data:`VACUUM_EVERY` seconds, a plain ``VACUUM`` of the tables the
+        flush churns. PostgreSQL keeps a deleted or updated row's old version until a vacuum: every checkpoint
+        passes through ``lg_pending`` (deleted by its flush) and has its row updated once, so without it those
+        tables held 3.7 MB of dead rows after the 600-checkpoint benchmark run (autovacuum wakes once a minute),
+        more than PostgresSaver's whole schema holds. An emptied ``lg_pending`` shrinks back to nothing."""
+        super().mark_flushed(seqs)
+        if seqs:
+            self._vacuum(force=False)
+
+    def _vacuum(self, force: bool) -> None:
+        now = time.monotonic()
+        if self._vacuum_off or (not force and now - self._vacuumed < VACUUM_EVERY):
+            return
+        self._vacuumed = now
+        try:
+            with self.pool.connection() as conn:  # autocommit: VACUUM cannot run inside a transaction
+                conn.execute("VACUUM lg_pending, lg_pending_blobs, lg_checkpoints")
+        except Exception:  # e.g. not the tables' owner: autovacuum still reclaims the space, later
+            self._vacuum_off = True
+
     @contextmanager
     def read(self) -> Iterator[_Conn]:
         with self.pool.connection() as conn:
             yield _Conn(conn)
 
     def close(self) -> None:
-        self.pool.close()
+        try:
+            self._vacuum(force=True)
+        finally:
+            self.pool.close()
