@@ -156,3 +156,23 @@ def test_compact_gives_the_compressed_stored_form_of_the_same_object() -> None:
     noise = os.urandom(500)
     plain_noise = objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, Kind.BLOB, 0, len(noise)) + noise
     assert objects.compact(plain_noise) == plain_noise  # incompressible: kept as it is
+
+
+def test_merging_packs_copies_whole_blocks_without_recompressing_them(repo: Repo) -> None:
+    """A block whose objects all go into the merged pack is copied as it is: merging packs (gc's geometric merge, a
+    barrier past 16 packs) must not decompress and recompress at gc's level what gc already compressed."""
+    first = _docs(120)
+    ids = [repo.objects.put(Kind.BLOB, d) for d in first]  # loose
+    repo.objects.pack_live(set(ids), None)  # gc: one pack at gc's level
+    [name] = [n for n in os.listdir(repo.store_dir / "objects" / "pack") if packmod.is_pack_name(n)]
+    old = packmod.Pack(str(repo.store_dir / "objects" / "pack" / name))
+    frames = {old.mm[loc[0] : loc[0] + loc[1]] for _o, loc in old.entries() if loc[2] != packmod.PLAIN}
+    old.close()
+    more = [repo.objects.put(Kind.BLOB, d + b" (second)") for d in _docs(120)]
+    repo.objects.pack_live(set(ids) | set(more), None)  # merges the first pack with the new objects
+    names = [n for n in os.listdir(repo.store_dir / "objects" / "pack") if packmod.is_pack_name(n)]
+    assert name not in names and len(names) == 1
+    merged = (repo.store_dir / "objects" / "pack" / names[0]).read_bytes()
+    assert frames and all(f in merged for f in frames)
+    assert [repo.objects.get(o) for o in ids] == [(Kind.BLOB, d) for d in first]
+    assert repo.objects.verify_packs()[1] == [] and repo.verify()["ok"]

@@ -281,12 +281,22 @@ def _solid_form(stored: bytes) -> bytes | None:
     return objects.HEADER.pack(objects.MAGIC, objects.OBJECT_FORMAT, kind, 0, length) + raw
 
 
-def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str, sync: bool = True,
+class Frame:
+    """A block of another pack copied as it is (every object in it goes into the new pack): ``(oid, offset in
+    the block, length)`` of each, as that pack's index has them."""
+
+    __slots__ = ("data", "members")
+
+    def __init__(self, data: bytes, members: list[tuple[str, int, int]]) -> None:
+        self.data, self.members = data, members
+
+
+def write_pack(directory: str, items: Iterable[tuple[str, bytes] | Frame], tmp_name: str, sync: bool = True,
                flags: int = 0, level: int = BATCH_ZSTD_LEVEL) -> str | None:
     """Write ``(oid, stored bytes)`` items (ids unique) as one pack, durably; return its final path.
 
     Small objects are compressed together, in item order, in blocks (zstd ``level``); the others are written
-    as they are. The file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack``
+    as they are, and a :class:`Frame` (a whole block of another pack) is copied without recompressing it. The file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack``
     and the directory fsynced: a crash leaves either nothing visible or a complete pack. None when ``items`` is
     empty. ``sync=False`` leaves both fsyncs to the caller (a batch's barrier fsyncs the file, then the directory).
     """
@@ -338,7 +348,11 @@ def write_pack(directory: str, items: Iterable[tuple[str, bytes]], tmp_name: str
                     done, done_of = queued.popleft()
                     write_frame(done.result(), done_of)
 
-            for oid, stored in items:
+            for item in items:
+                if isinstance(item, Frame):
+                    write_frame(item.data, [(bytes.fromhex(o), inner, size) for o, inner, size in item.members])
+                    continue
+                oid, stored = item
                 key = bytes.fromhex(oid)
                 solid = _solid_form(stored)
                 if solid is None:
@@ -626,10 +640,26 @@ class PackSet:
         squeeze = zstandard.ZstdCompressor(level=PACK_ZSTD_LEVEL)
         dropped = 0
 
-        def items() -> Iterator[tuple[str, bytes]]:
+        def items() -> Iterator[tuple[str, bytes] | Frame]:
             nonlocal dropped
             for pk in rewrite:
-                for oid, loc in pk.entries():
+                copy_blocks = not (squeeze_packed and not pk.flags & TIGHT)
+                listed = list(pk.entries())
+                at = 0
+                while at < len(listed):
+                    oid, loc = listed[at]
+                    if copy_blocks and loc[2] != PLAIN:  # a block copied whole when every object in it goes along
+                        end = at
+                        while end < len(listed) and listed[end][1][0] == loc[0]:
+                            end += 1
+                        group = listed[at:end]
+                        if not any(o in written or (pk.path in dropping and drop is not None and drop(o))
+                                   for o, _ in group):
+                            written.update(o for o, _ in group)
+                            yield Frame(pk.mm[loc[0] : loc[0] + loc[1]], [(o, lc[2], lc[3]) for o, lc in group])
+                            at = end
+                            continue
+                    at += 1
                     if oid in written:
                         continue
                     if pk.path in dropping and drop is not None and drop(oid):
