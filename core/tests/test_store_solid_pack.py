@@ -176,3 +176,26 @@ def test_merging_packs_copies_whole_blocks_without_recompressing_them(repo: Repo
     assert frames and all(f in merged for f in frames)
     assert [repo.objects.get(o) for o in ids] == [(Kind.BLOB, d) for d in first]
     assert repo.objects.verify_packs()[1] == [] and repo.verify()["ok"]
+
+
+def test_reading_every_object_decompresses_each_block_once(repo: Repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """verify and du read every object by ``iter_oids``: in id order a pack's objects are spread over all its
+    blocks, and every read decompressed a whole block (verify of a 20k-file store took 2.9x as long)."""
+    with repo.objects.batch():
+        ids = [repo.objects.put(Kind.BLOB, d) for d in _docs(400)]
+    repo.objects.barrier()
+    hit = repo.objects.packs.locate(ids[0])
+    assert hit is not None
+    blocks = {loc[0] for _o, loc in hit[0].entries() if loc[2] != packmod.PLAIN}
+    assert len(blocks) >= 4
+    calls = []
+    real = objects.decompress_bounded
+    monkeypatch.setattr(objects, "decompress_bounded", lambda data, n: calls.append(n) or real(data, n))
+    fresh = LocalStore(repo.store_dir)  # nothing cached
+    try:
+        assert sorted(fresh.objects.iter_oids()) == sorted(set(ids))
+        for oid in fresh.objects.iter_oids():
+            fresh.objects.get(oid)
+    finally:
+        fresh.close()
+    assert len([n for n in calls if n == packmod.BLOCK_MAX]) == len(blocks)

@@ -324,11 +324,16 @@ class LocalObjects:
                     yield sub + name
 
     def iter_oids(self) -> Iterator[str]:
-        packed = self.packs.all_oids()
-        if not packed:
-            yield from self.iter_loose()
-            return
-        yield from sorted(packed.union(self.iter_loose()))
+        """Every object id once: the loose ones by id, then the packed ones in the order their packs hold them, so
+        that reading every object (verify, du) decompresses each block of a pack once, not once per object."""
+        seen: set[str] = set()
+        for oid in self.iter_loose():
+            seen.add(oid)
+            yield oid
+        for oid in self.packs.oids_in_order():
+            if oid not in seen:
+                seen.add(oid)
+                yield oid
 
     def temp_files(self) -> list[str]:
         """Temp files left by an interrupted writer (gc removes old ones)."""

@@ -523,6 +523,18 @@ class PackSet:
             hit = self._find(oid)
         return hit
 
+    def oids_in_order(self) -> Iterator[str]:
+        """The packed ids pack by pack, each pack's in data order (a block's objects together; an id in two packs
+        comes twice): reading objects in this order decompresses each block once."""
+        self._refresh(force=True)
+        for pk in list(self._packs.values()):
+            try:
+                listed = list(pk.entries())
+            except (ValueError, PackCorrupt):  # closed by a concurrent gc, or damaged (verify reports it)
+                continue
+            for oid, _loc in listed:
+                yield oid
+
     def all_oids(self) -> set[str]:
         self._refresh(force=True)
         out: set[str] = set()
