@@ -296,9 +296,10 @@ def write_pack(directory: str, items: Iterable[tuple[str, bytes] | Frame], tmp_n
     """Write ``(oid, stored bytes)`` items (ids unique) as one pack, durably; return its final path.
 
     Small objects are compressed together, in item order, in blocks (zstd ``level``); the others are written
-    as they are, and a :class:`Frame` (a whole block of another pack) is copied without recompressing it. The file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack``
-    and the directory fsynced: a crash leaves either nothing visible or a complete pack. None when ``items`` is
-    empty. ``sync=False`` leaves both fsyncs to the caller (a batch's barrier fsyncs the file, then the directory).
+    as they are, and a :class:`Frame` (a whole block of another pack) is copied without recompressing it. The
+    file is written under ``tmp_name`` in ``directory``, fsynced, renamed to ``pack-<id>.pack`` and the directory
+    fsynced: a crash leaves either nothing visible or a complete pack. None when ``items`` is empty.
+    ``sync=False`` leaves both fsyncs to the caller (a batch's barrier fsyncs the file, then the directory).
     """
     tmp = os.path.join(directory, tmp_name)
     index: list[tuple[bytes, int, int, int, int]] = []
