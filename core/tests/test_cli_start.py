@@ -37,6 +37,17 @@ def test_version_and_status_import_no_verb_module(tmp_path: Path) -> None:
         assert not {f"agentsnap_core.{m}" for m in cli.LAZY_VERBS.values()} & loaded, args
 
 
+def test_status_and_a_small_snapshot_start_no_thread_pool(tmp_path: Path) -> None:
+    """``concurrent.futures`` (with the ``logging`` it imports) costs ~8 ms of every command's start: the store's
+    pack writer starts its pool only for a pack of more than one block, the scan and hash pools only for big trees."""
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=tmp_path, check=True, capture_output=True)
+    for i in range(10):
+        (tmp_path / f"f{i}.txt").write_text(f"file {i}\n")
+    for args in (["status"], ["snapshot", "-m", "s"], ["status"]):
+        loaded = imported_after(args, tmp_path)
+        assert "concurrent.futures" not in loaded and "logging" not in loaded, args
+
+
 def test_a_lazy_verb_runs_and_help_lists_every_verb(tmp_path: Path) -> None:
     loaded = imported_after(["du"], tmp_path)  # no store: a one-line error, but the verb's module was loaded
     assert "agentsnap_core.cli.retention" in loaded and "agentsnap_core.cli.fanout" not in loaded

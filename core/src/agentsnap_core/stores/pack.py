@@ -34,14 +34,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import blake3
 import zstandard
 
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import objects
+
+if TYPE_CHECKING:  # concurrent.futures (and its logging) costs every command's start ~8 ms: imported when used
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 MAGIC = b"ASPK"
 #: the version written; version 1 packs (one frame per object) are still read
@@ -342,6 +344,8 @@ def write_pack(directory: str, items: Iterable[tuple[str, bytes] | Frame], tmp_n
                         write_frame(compress(data), of)
                     return
                 if pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
                     pool = ThreadPoolExecutor(workers, thread_name_prefix="agentsnap-pack")
                 if of:
                     queued.append((pool.submit(compress, data), of))
