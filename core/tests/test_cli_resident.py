@@ -183,3 +183,39 @@ def test_a_killed_command_and_ctrl_c_are_reported_as_a_shell_would(tmp_path, env
             break
         time.sleep(0.1)
     assert not Path(f"/proc/{child}").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the change journal is inotify's (Linux)")
+def test_the_resident_process_watches_the_tree_and_its_snapshots_hold_every_change(tmp_path, env):
+    """After two commands the resident process watches the working tree (layers/journal.py) and its commands read
+    only the directories that changed; what they snapshot and report is what a full walk finds."""
+    from agentsnap_core import Repo
+    from agentsnap_core.layers import world
+
+    work = tmp_path / "work"
+    for i in range(6):
+        (work / f"pkg{i}" / "sub").mkdir(parents=True)
+        (work / f"pkg{i}" / "sub" / "m.py").write_text(f"# {i}\n")
+    subprocess.run([sys.executable, "-m", "agentsnap_core", "init"], cwd=work, check=True, capture_output=True)
+    start(env)
+    for _ in range(3):
+        assert agentsnap(work, env, "snapshot", "-m", "s", resident=True)[0] == 0
+    cache_file = next((work / ".agentsnap").rglob("statcache.msgpack"))
+    assert world.StatCache.load(cache_file).listing is not None, "the journal's token was not kept"
+    steps = [
+        lambda: (work / "pkg3" / "sub" / "m.py").write_text("# changed, same dir\n"),
+        lambda: (work / "pkg1" / "new" / "deep").mkdir(parents=True) or (work / "pkg1" / "new" / "deep" / "n.txt").write_text("n"),
+        lambda: (work / "pkg0" / "sub" / "m.py").unlink(),
+        lambda: (work / "pkg5" / "sub" / "m.py").chmod(0o755),
+        lambda: (work / "pkg2").rename(work / "pkg2_moved"),
+        lambda: (work / "pkg4" / ".env").write_text("SECRET=1\n"),
+    ]
+    for step in steps:
+        step()
+        code, out, err, where = agentsnap(work, env, "status", "--json", resident=True)
+        assert (code, where) == (0, "served-resident")
+        assert json.loads(out) == json.loads(agentsnap(work, env, "status", "--json", resident=False)[1])
+        assert agentsnap(work, env, "snapshot", "-m", "s", resident=True)[0] == 0
+        with Repo.open(work) as repo:
+            truth, _, _ = world.capture(work, None, repo._ignore())
+            assert repo.load_tree(repo.get("HEAD").layers["world"]["tree"]) == truth

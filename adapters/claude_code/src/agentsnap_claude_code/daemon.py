@@ -13,6 +13,9 @@ changed on disk since it started: it says so and exits), killed mid-call or slow
 and that path snapshots or asks as before. A snapshot cut short by a kill leaves the store as the core
 leaves any interrupted snapshot (objects first, the ref last), and the fallback takes the snapshot anew.
 
+It keeps core's change journal (``agentsnap_core.layers.journal``, inotify on Linux) on each project it snapshotted:
+from its third snapshot of a project on, a snapshot reads only the directories that changed since the last one.
+
 Security: the socket lives in a directory only the user can enter (``$AGENTSNAP_HOOK_RUN_DIR``, else
 ``$XDG_RUNTIME_DIR/agentsnap``, else ``/tmp/agentsnap-<uid>``; mode 0700, owned by the user, not a link:
 anything else and neither side uses it), a call from another user id is refused (``SO_PEERCRED``), and
@@ -120,6 +123,11 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
     if _fingerprint(sources) != started:
         conn.sendall(MAGIC + b"\0stale")  # the client falls back to the in-process path
         return False
+    from agentsnap_core.layers import journal
+
+    if journal.REQUESTS is not None:  # the trees the last call captured are watched; what changed since is read
+        journal.take_requests(journal.REQUESTS)
+        journal.drain_all()
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
@@ -152,12 +160,16 @@ def serve(idle: float | None = None) -> int:
     from . import hooks  # noqa: F401
 
     plugins.get_plugin_manager()
+    from agentsnap_core.layers import journal
+
+    journal.serving()  # a snapshot reads only the directories changed since the last one (core layers/journal.py)
+    journal.REQUESTS = os.path.join(d, f"journal-{os.getpid()}.req")
     sources = _sources()
     started = _fingerprint(sources)
     srv, ident = bind(d, name)
     srv.settimeout(float(os.environ.get("AGENTSNAP_HOOK_IDLE") or IDLE_SECONDS) if idle is None else idle)
     try:
-        for conn in connections(srv):
+        for conn in connections(srv, watches=journal):
             with conn:
                 try:
                     if not _handle(conn, sources, started):
@@ -168,6 +180,11 @@ def serve(idle: float | None = None) -> int:
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)
+        if journal.REQUESTS is not None:
+            try:
+                os.unlink(journal.REQUESTS)
+            except OSError:
+                pass
 
 
 def spawn() -> None:

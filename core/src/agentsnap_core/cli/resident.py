@@ -23,6 +23,11 @@ What the child does not share with a fresh process: modules are imported once, w
 (an agentsnap module edited since, or a ``sys.path`` folder changed by an install, makes it stale, see above);
 everything else a command depends on (arguments, directory, environment, umask, standard
 streams and their encodings) is the caller's.
+
+The change journal: the resident process watches the working trees its commands captured (inotify,
+:mod:`agentsnap_core.layers.journal`), reading events while it waits and before each fork, so a child's capture
+reads only the directories changed since its stat cache's listing. A child asks for watches by writing
+``journal-<pid>.req`` in the private folder; the resident process takes it when the next command comes.
 """
 
 from __future__ import annotations
@@ -307,16 +312,43 @@ def bind(d: str, name: str):  # type: ignore[no-untyped-def]
     return srv, ident
 
 
-def connections(srv, busy=lambda: False):  # type: ignore[no-untyped-def]
-    """The connections accepted on ``srv`` until it has waited its timeout with none and ``busy()`` is false."""
+def connections(srv, busy=lambda: False, watches=None):  # type: ignore[no-untyped-def]
+    """The connections accepted on ``srv`` until it has waited its timeout with none and ``busy()`` is false.
+
+    ``watches``: the change journal's module (:mod:`agentsnap_core.layers.journal`): while waiting, its events are
+    read as they come (a full kernel queue would lose them all)."""
+    if watches is None or not watches.WATCHES:
+        while True:
+            if watches is not None and watches.WATCHES:
+                break  # a watch was made meanwhile: wait on its events too
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                if busy():
+                    continue
+                return
+            yield conn
+    import select
+    import time
+
+    idle = srv.gettimeout()
+    deadline = time.monotonic() + idle if idle is not None else None
     while True:
-        try:
-            conn, _ = srv.accept()
-        except TimeoutError:
-            if busy():
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([srv, *watches.descriptors()], [], [], left)
+        if srv in ready:
+            try:
+                conn, _ = srv.accept()
+            except (TimeoutError, BlockingIOError):
                 continue
+            yield conn
+            deadline = time.monotonic() + idle if idle is not None else None
+        elif ready:
+            watches.drain_all()
+        elif busy():
+            deadline = time.monotonic() + idle if idle is not None else None
+        else:
             return
-        yield conn
 
 
 def unbind(srv, d: str, name: str, ident: int) -> None:  # type: ignore[no-untyped-def]
@@ -419,9 +451,16 @@ def serve(idle: float | None = None) -> int:
     if lock is None:
         return 0  # another one serves this socket (or the folder is not the user's alone)
     _preload()
+    from agentsnap_core.layers import journal
+
+    journal.serving()  # the trees our commands capture are watched (inotify): see layers/journal.py
     sources = module_files() + [p for p in sys.path if p and os.path.isdir(p)]  # code edited, packages installed
     started = fingerprint(sources)
     children: dict[int, socket.socket] = {}
+    ended: list[int] = []  # children whose requests for watches are still to be taken
+
+    def requests(child: int) -> str:
+        return os.path.join(d, f"journal-{child}.req")
 
     def reap(_signum: int = 0, _frame: object = None) -> None:
         while children:
@@ -432,6 +471,7 @@ def serve(idle: float | None = None) -> int:
             if pid == 0:
                 return
             conn = children.pop(pid, None)
+            ended.append(pid)
             if conn is not None:
                 if os.WIFSIGNALED(status):
                     try:
@@ -449,7 +489,7 @@ def serve(idle: float | None = None) -> int:
     srv, ident = bind(d, name)
     srv.settimeout(float(os.environ.get("AGENTSNAP_RESIDENT_IDLE") or IDLE_SECONDS) if idle is None else idle)
     try:
-        for conn in connections(srv, lambda: bool(children)):
+        for conn in connections(srv, lambda: bool(children), journal):
             fds: list[int] = []
             try:
                 if peer_uid(conn) not in (None, os.getuid()):
@@ -468,12 +508,16 @@ def serve(idle: float | None = None) -> int:
                     conn.sendall(b"STALE\n")
                     sys.stderr.write(f"agentsnap resident {os.getpid()}: exiting, agentsnap changed on disk\n")
                     return 0
+                while ended:  # watch what the commands that ended asked for, then read what changed
+                    journal.take_requests(requests(ended.pop()))
+                journal.drain_all()
                 child = os.fork()
                 if child == 0:  # the child: never returns into this loop
                     code = 1
                     try:
                         srv.close()
                         os.close(lock)
+                        journal.in_child(requests(os.getpid()))
                         code = _child(conn, fds, request, list(children.values()))
                     finally:
                         os._exit(code)
@@ -489,6 +533,11 @@ def serve(idle: float | None = None) -> int:
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)
+        for child in [*ended, *children]:  # requests nobody will take
+            try:
+                os.unlink(requests(child))
+            except OSError:
+                pass
 
 
 def pid() -> int | None:

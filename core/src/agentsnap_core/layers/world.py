@@ -136,6 +136,8 @@ class Ignore:
             self.spec = pathspec.GitIgnoreSpec.from_lines(lines + ([] if include_secrets else list(SECRET_PATTERNS)) + user)
             #: the same rules without the secrets policy: tells "left out as a secret" from "ignored by the user"
             self.user_spec = pathspec.GitIgnoreSpec.from_lines(lines + user)
+        #: what decides what is left out: a change journal's listing is good only under the same rules
+        self.key = [int(include_git), int(include_secrets), user]
         self.always = {".agentsnap"}
         self.skip_git = not include_git
         self.skip_secrets = not include_secrets
@@ -185,6 +187,10 @@ class StatCache:
     entries: dict[str, list[Any]] = field(default_factory=dict)
     dirty: bool = True
     tree: tuple[str, str] | None = None
+    #: with a change journal (:mod:`agentsnap_core.layers.journal`): the rest of the listing the entries came from
+    #: and the journal's token for it, ``{"t": [watch id, read], "ig": ignore rules, "d": {dir: mode},
+    #: "l": {link: target}, "x": [left out], "m": [files with other hard links]}``
+    listing: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, path: Path) -> StatCache:
@@ -196,7 +202,7 @@ class StatCache:
                 e = doc["e"]
                 if bytes in set(map(type, e)):  # a name that is not UTF-8 (rare): back to the str os uses
                     e = {name_in(k): v for k, v in e.items()}
-                return cls(e, dirty=False, tree=tree)
+                return cls(e, dirty=False, tree=tree, listing=_listing_in(doc.get("j")))
         except (OSError, AgentSnapError):
             pass
         return cls()
@@ -209,8 +215,23 @@ class StatCache:
         doc: dict[str, Any] = {"v": 1, "e": {name_out(k): v for k, v in self.entries.items()}}
         if self.tree:
             doc["t"] = list(self.tree)
+        if self.listing is not None:
+            j = self.listing
+            doc["j"] = {"t": j["t"], "ig": j["ig"], "d": {name_out(k): v for k, v in j["d"].items()},
+                        "l": {name_out(k): name_out(v) for k, v in j["l"].items()},
+                        "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]]}
         tmp.write_bytes(pack_plain(doc))
         os.replace(tmp, path)
+
+
+def _listing_in(j: Any) -> dict[str, Any] | None:
+    """A stat cache's journal listing as saved, or None when absent or not as written (then the capture walks)."""
+    if not (isinstance(j, dict) and isinstance(j.get("t"), list) and isinstance(j.get("d"), dict)
+            and isinstance(j.get("l"), dict) and isinstance(j.get("x"), list) and isinstance(j.get("m"), list)):
+        return None
+    return {"t": j["t"], "ig": j.get("ig"), "d": {name_in(k): v for k, v in j["d"].items()},
+            "l": {name_in(k): name_in(v) for k, v in j["l"].items()}, "x": [name_in(k) for k in j["x"]],
+            "m": {name_in(k) for k in j["m"]}}
 
 
 def _tick(ns: int) -> int:
@@ -265,7 +286,7 @@ def _name(entry: os.DirEntry[str]) -> str:
     return entry.name
 
 
-def _path(item: tuple[str, os.stat_result]) -> str:
+def _path(item: tuple[str, Any]) -> str:
     return item[0]
 
 
@@ -305,14 +326,77 @@ def _scan_level(abs_dir: str, ignore: Ignore) -> list[tuple[str, os.stat_result]
     return out
 
 
+def _rescan(
+    root: Path, ignore: Ignore, cache: StatCache, listing: dict[str, Any], changed: set[str]
+) -> list[tuple[str, os.stat_result | None]]:
+    """The tree's ``(path, lstat)`` from the cached listing and a change journal: only the directories ``changed``
+    (and directories new in them, whole) are read again; every other entry is the cached one (``lstat`` None),
+    apart from files recorded racily clean or with other hard links, which are ``lstat``-ed again. Sorted by path."""
+    dirs: dict[str, int] = listing["d"]
+    by_name = ignore.defaults_only
+    ignored = ignore.ignored
+    isdir = stat.S_ISDIR
+    fresh: dict[str, os.stat_result] = {}
+    read: set[str] = set()
+    for d in sorted(c for c in changed if c == "" or c in dirs):
+        read.add(d)
+        prefix = f"{d}/" if d else ""
+        try:
+            it = os.scandir(os.path.join(root, d) if d else root)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # gone: its parent's change says so
+        with it:
+            for item in it:
+                name = item.name
+                rel = prefix + name
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                is_dir = isdir(st.st_mode)
+                if (not d or not by_name or name.startswith(_MAY_IGNORE_PREFIXES)
+                        or name.endswith(_MAY_IGNORE_SUFFIXES)) and ignored(rel, is_dir):
+                    continue
+                fresh[rel] = st
+                if is_dir and rel not in dirs:  # new here: everything in it is new
+                    for sub, sst in _scan_tree(rel, item.path, ignore):
+                        fresh[sub] = sst
+    gone = tuple(f"{d}/" for d in dirs if d.rpartition("/")[0] in read and not (d in fresh and isdir(fresh[d].st_mode)))
+    recheck = {p for p, hit in cache.entries.items() if hit[6]} | listing["m"]
+
+    def kept(p: str) -> bool:
+        return p.rpartition("/")[0] not in read and not (gone and p.startswith(gone)) and p not in fresh
+
+    out: list[tuple[str, os.stat_result | None]] = list(fresh.items())
+    for group in (cache.entries, dirs, listing["l"]):
+        for p in group:
+            if kept(p):
+                if p in recheck:
+                    try:
+                        out.append((p, os.lstat(os.path.join(root, p))))
+                    except FileNotFoundError:
+                        pass  # (its directory's change is in the journal: read above, or next time)
+                else:
+                    out.append((p, None))
+    ignore.left_out.extend(p for p in listing["x"] if kept(p))
+    out.sort(key=_path)
+    return out
+
+
 def capture(
     root: Path,
     store: ObjectStore | None,
     ignore: Ignore,
     cache: StatCache | None = None,
     progress: Callable[[int], None] | None = None,
+    watch: Any = None,
 ) -> tuple[list[Entry], StatCache, CaptureStats]:
-    """Capture ``root``; with ``store=None`` only compute ids (used by status/diff)."""
+    """Capture ``root``; with ``store=None`` only compute ids (used by status/diff).
+
+    ``watch``: a change journal on ``root`` (:class:`agentsnap_core.layers.journal.Watch`, in a process that keeps
+    one): when ``cache`` holds a listing it issued, only the directories changed since are read; either way the new
+    cache holds this capture's listing and, where the watch covers all of it, the token for the next capture.
+    """
     start_ns = _tick(time.time_ns())
     window = max(RACY_WINDOW_NS, 2 * TIMESTAMP_GRANULARITY_NS) if RACY_WINDOW_NS >= 0 else RACY_WINDOW_NS
     old = cache.entries if cache else {}
@@ -322,9 +406,41 @@ def capture(
     todo: list[tuple[int, str, os.stat_result]] = []
     exact = TIMESTAMP_GRANULARITY_NS <= 1  # (tests raise it to simulate coarse filesystems)
     isreg = stat.S_ISREG
-    for rel, st in scan(root, ignore):
+    listing = cache.listing if cache is not None and watch is not None else None
+    changed = watch.since(listing["t"]) if listing is not None and listing["ig"] == ignore.key else None
+    token = watch.token() if watch is not None else None
+    found: Iterable[tuple[str, os.stat_result | None]]
+    if changed is not None and cache is not None and listing is not None:
+        found = _rescan(root, ignore, cache, listing, changed)
+        dirs, links = listing["d"], listing["l"]
+    else:
+        found = scan(root, ignore)
+        dirs, links = {}, {}
+    if watch is not None:
+        new_dirs: dict[str, int] = {}
+        new_links: dict[str, str] = {}
+        multi: set[str] = set()
+    for rel, st in found:
+        if st is None:  # (journal) an entry of the cached listing in a directory nothing changed in
+            hit = old.get(rel)
+            if hit is not None:
+                stats.files += 1
+                stats.bytes_total += hit[0]
+                entries.append((rel, "f", hit[4] & 0o777, hit[0], hit[5]))
+                new[rel] = hit
+            elif rel in dirs:
+                stats.dirs += 1
+                entries.append((rel, "d", dirs[rel], 0, ""))
+                new_dirs[rel] = dirs[rel]
+            else:
+                stats.links += 1
+                entries.append((rel, "l", 0o777, 0, links[rel]))
+                new_links[rel] = links[rel]
+            continue
         mode = st.st_mode
         if isreg(mode):
+            if watch is not None and st.st_nlink > 1:
+                multi.add(rel)
             size = st.st_size
             stats.files += 1
             stats.bytes_total += size
@@ -339,10 +455,15 @@ def capture(
                 entries.append((rel, "f", mode & 0o777, st.st_size, ""))
         elif stat.S_ISLNK(mode):
             stats.links += 1
-            entries.append((rel, "l", 0o777, 0, os.readlink(os.path.join(root, rel))))
+            target = os.readlink(os.path.join(root, rel))
+            entries.append((rel, "l", 0o777, 0, target))
+            if watch is not None:
+                new_links[rel] = target
         elif stat.S_ISDIR(mode):
             stats.dirs += 1
             entries.append((rel, "d", mode & 0o777, 0, ""))
+            if watch is not None:
+                new_dirs[rel] = mode & 0o777
         # sockets, FIFOs and devices are not captured
 
     def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, int, os.stat_result, bool]]:
@@ -395,7 +516,19 @@ def capture(
                     progress(st.st_size)
     entries = [e for e in entries if e[1] != "f" or e[4]]  # files deleted while the snapshot ran
     unchanged = stats.files_hashed == 0 and len(new) == len(old)
-    return entries, StatCache(new, dirty=not unchanged, tree=cache.tree if cache else None), stats
+    out = StatCache(new, dirty=not unchanged, tree=cache.tree if cache else None)
+    if watch is not None:
+        missing = watch.covers(["", *new_dirs])
+        if missing:  # a directory not watched before this capture began: the journal cannot vouch for it yet
+            token = None
+            from agentsnap_core.layers import journal
+
+            journal.want(str(root), missing)
+        if token is not None:
+            out.listing = {"t": token, "ig": ignore.key, "d": new_dirs, "l": new_links, "x": list(ignore.left_out),
+                           "m": multi}  # (files of "m" are lstat-ed by _rescan: their st says again)
+            out.dirty = out.dirty or cache is None or cache.listing is None or cache.listing["t"] != token
+    return entries, out, stats
 
 
 def name_out(name: str) -> str | bytes:

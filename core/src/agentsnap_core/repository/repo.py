@@ -36,7 +36,7 @@ from agentsnap_core.errors import (
 from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind, is_oid
-from agentsnap_core.layers import world
+from agentsnap_core.layers import journal, world
 from agentsnap_core.repository import journals, vault, writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
@@ -464,7 +464,8 @@ class Repo:
         cache_path = self.wt_dir / "statcache.msgpack"
         cache = world.StatCache.load(cache_path) if Path(root) == self.root else None
         ignore = self._ignore(context.get("include_secrets"))
-        entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance)
+        watch = journal.lookup(str(self.root)) if cache is not None else None  # (in the resident process's children)
+        entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance, watch)
         tree = world.put_tree(self.objects, entries, new_cache if Path(root) == self.root else None)
         if any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
             self._remember_own_tree(tree)
@@ -545,7 +546,7 @@ class Repo:
     def _working_with_cache(self) -> tuple[list[world.Entry], list[str], world.StatCache]:
         cache = world.StatCache.load(self.wt_dir / "statcache.msgpack")
         ignore = self._ignore()
-        entries, _, _ = world.capture(self.root, None, ignore, cache)
+        entries, _, _ = world.capture(self.root, None, ignore, cache, watch=journal.lookup(str(self.root)))
         return entries, sorted(ignore.left_out), cache
 
     # ---------------------------------------------------------------- snapshot

@@ -1,0 +1,205 @@
+"""The change journal (inotify) behind the resident process's captures: a capture that reads only the directories
+the kernel reported changed must give exactly what a full walk gives, whatever happened to the tree."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from agentsnap_core.layers import journal, world
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+
+
+@pytest.fixture
+def keeper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """This test process plays both the resident process (keeps watches, reads events, takes requests) and its
+    child (captures with the watch)."""
+    monkeypatch.setattr(journal, "_ACTIVE", True)
+    monkeypatch.setattr(journal, "REQUESTS", str(tmp_path / "requests"))
+    monkeypatch.setattr(journal, "WATCHES", {})
+    yield tmp_path / "requests"
+    for w in journal.WATCHES.values():
+        w.close()
+
+
+class Spy:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.rescans: list[set[str]] = []
+        real = world._rescan
+
+        def rescan(root, ignore, cache, listing, changed):  # type: ignore[no-untyped-def]
+            self.rescans.append(set(changed))
+            return real(root, ignore, cache, listing, changed)
+
+        monkeypatch.setattr(world, "_rescan", rescan)
+
+
+def _capture(root: Path, cache_file: Path, requests: Path) -> tuple[list[world.Entry], list[str]]:
+    """One command of the resident process: read events, capture (with the stat cache on disk), save the cache,
+    then let the parent take what the capture asked to watch."""
+    journal.drain_all()
+    cache = world.StatCache.load(cache_file)
+    ignore = world.Ignore(root)
+    entries, new, _ = world.capture(root, None, ignore, cache, watch=journal.lookup(str(root)))
+    new.save(cache_file)
+    journal.take_requests(str(requests))
+    return entries, sorted(ignore.left_out)
+
+
+def _truth(root: Path) -> tuple[list[world.Entry], list[str]]:
+    ignore = world.Ignore(root)
+    entries, _, _ = world.capture(root, None, ignore)
+    return entries, sorted(ignore.left_out)
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and ".agentsnap" not in p.parts)
+
+
+def _dirs(root: Path) -> list[Path]:
+    return [root] + sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink() and ".agentsnap" not in p.parts)
+
+
+def _mutate(root: Path, rng: random.Random, n: int) -> None:
+    for _ in range(rng.randint(1, 4)):
+        files, dirs = _files(root), _dirs(root)
+        op = rng.choice(["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename",
+                         "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "nothing"])
+        d = rng.choice(dirs)
+        if op == "new" or (not files and op in ("edit", "same_size", "delete", "rename", "move", "chmod", "hardlink")):
+            (d / f"f{n}_{rng.randint(0, 999)}.txt").write_bytes(os.urandom(rng.randint(0, 300)))
+        elif op == "edit":
+            rng.choice(files).write_bytes(os.urandom(rng.randint(1, 300)))
+        elif op == "same_size":  # same size, same second: only the content differs
+            f = rng.choice(files)
+            st = f.stat()
+            f.write_bytes(os.urandom(st.st_size))
+            os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif op == "delete":
+            rng.choice(files).unlink()
+        elif op == "mkdirs":
+            deep = d / f"d{n}" / "a" / "b"
+            deep.mkdir(parents=True, exist_ok=True)
+            (deep / "x.txt").write_text(f"made in round {n}")
+            (deep.parent / "y.txt").write_text("y")
+        elif op == "rmtree" and d != root:
+            shutil.rmtree(d)
+        elif op == "rename":
+            f = rng.choice(files)
+            f.rename(f.with_name(f"r{n}_{f.name}"))
+        elif op == "move":
+            rng.choice(files).rename(d / f"m{n}.bin")
+        elif op == "chmod":
+            f = rng.choice(files)
+            f.chmod(f.stat().st_mode ^ 0o111)
+        elif op == "chmod_dir" and d != root:
+            d.chmod(0o700 if d.stat().st_mode & 0o077 else 0o755)
+        elif op == "link":
+            target = d / f"l{n}"
+            if not target.exists() and not target.is_symlink():
+                target.symlink_to(f"somewhere/{n}")
+        elif op == "relink":
+            links = [p for p in root.rglob("l*") if p.is_symlink()]
+            if links:
+                p = rng.choice(links)
+                p.unlink()
+                p.symlink_to(f"elsewhere/{n}")
+        elif op == "secret":
+            (d / ".env").write_text(f"TOKEN={n}")
+        elif op == "hardlink":  # a second name; written through the first, in another directory
+            f = rng.choice(files)
+            other = d / f"h{n}"
+            if not other.exists():
+                os.link(f, other)
+                with open(f, "r+b") as fh:
+                    fh.write(b"changed through the other name " + str(n).encode())
+        elif op == "via_link":  # a file with two names, written through one: no event where the other lives
+            linked = [f for f in files if f.stat().st_nlink > 1]
+            if linked:
+                with open(rng.choice(linked), "ab") as fh:
+                    fh.write(b"appended through one name " + str(n).encode())
+        elif op == "mvdir" and d != root:
+            d.rename(d.with_name(f"{d.name}_mv{n}"))
+
+
+@pytest.mark.parametrize("racy", ["racy window", "no racy window"])
+@pytest.mark.parametrize("seed", range(5))
+def test_a_capture_from_the_journal_equals_a_full_walk_after_any_change(
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch, seed: int, racy: str
+) -> None:
+    """Random changes (files, directories made and removed, renames and moves, modes, links, secrets, hard links
+    written through their other name), a capture after each round: the journal's equals a full walk's. Without the
+    racy window (every file just written counts as settled) nothing but the journal tells a change apart."""
+    if racy == "no racy window":
+        monkeypatch.setattr(world, "RACY_WINDOW_NS", -1)
+    root = tmp_path / "tree"
+    for i in range(4):
+        sub = root / f"pkg{i}" / "inner"
+        sub.mkdir(parents=True)
+        for j in range(5):
+            (sub / f"m{j}.py").write_text(f"# {i} {j}\n" * (j + 1))
+            (sub.parent / f"n{j}.txt").write_text(str(j))
+    (root / "top.txt").write_text("top")
+    cache_file = tmp_path / "statcache.msgpack"
+    spy = Spy(monkeypatch)
+    rng = random.Random(seed)
+    assert _capture(root, cache_file, keeper) == _truth(root)  # first: walks, asks for a watch
+    assert _capture(root, cache_file, keeper) == _truth(root)  # second: walks under the watch, keeps its token
+    assert not spy.rescans
+    for n in range(40):
+        _mutate(root, rng, n)
+        assert _capture(root, cache_file, keeper) == _truth(root), f"seed {seed}, round {n}"
+    assert len(spy.rescans) >= 15  # the journal served most rounds (a moved directory makes the next one walk)
+
+
+def test_unchanged_tree_reads_no_directory_and_a_change_reads_only_its_directory(
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "tree"
+    for i in range(20):
+        (root / f"d{i}").mkdir(parents=True)
+        (root / f"d{i}" / "f.txt").write_text(str(i))
+    cache_file = tmp_path / "statcache.msgpack"
+    _capture(root, cache_file, keeper)
+    _capture(root, cache_file, keeper)
+    spy = Spy(monkeypatch)
+    scanned: list[str] = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda p: (scanned.append(str(p)), real_scandir(p))[1])
+    assert _capture(root, cache_file, keeper) == _truth(root)
+    assert spy.rescans == [set()]
+    scanned.clear()
+    (root / "d7" / "f.txt").write_text("changed")
+    entries, _ = _capture(root, cache_file, keeper)
+    assert spy.rescans[-1] == {"d7"}
+    assert scanned == [str(root / "d7")]
+    assert entries == _truth(root)[0]
+
+
+def test_a_changed_ignore_file_or_an_overflow_makes_the_capture_walk(
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "tree"
+    (root / "build").mkdir(parents=True)
+    (root / "build" / "out.o").write_text("o")
+    (root / "src.c").write_text("c")
+    cache_file = tmp_path / "statcache.msgpack"
+    _capture(root, cache_file, keeper)
+    _capture(root, cache_file, keeper)
+    spy = Spy(monkeypatch)
+    (root / world.IGNORE_FILE).write_text("build/\n")
+    assert _capture(root, cache_file, keeper) == _truth(root)
+    assert not spy.rescans  # other rules: the listing is not theirs
+    assert "build/out.o" not in [e[0] for e in _truth(root)[0]]
+    monkeypatch.setattr(journal, "_log", lambda m: None)
+    w = journal.WATCHES[str(root)]
+    w.stop("the kernel's event queue overflowed")  # as drain does on IN_Q_OVERFLOW
+    (root / "src.c").write_text("changed")
+    assert _capture(root, cache_file, keeper) == _truth(root)
+    assert not spy.rescans  # walked
+    assert journal.WATCHES[str(root)] is not w  # and asked for a new watch, which the parent made
