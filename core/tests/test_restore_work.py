@@ -86,3 +86,44 @@ def test_restore_still_fixes_a_directory_mode_and_keeps_the_undo(two_snapshots: 
     undo = repo.get("refs/undo/restore")
     assert {e[0]: e[2] for e in repo.world_entries(undo)}["e"] == 0o700  # the undo saw the tree as it was
     assert undo.manifest["meta"]["undo_of"] == first
+
+
+def test_a_tree_found_valid_is_not_checked_again_by_the_next_process(
+    two_snapshots: tuple[Repo, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tree's id is the hash of its bytes and a read re-hashes them: once found valid (under the same rules) it is
+    valid whenever read again, so the next process's restore or status skips the per-entry checks."""
+    repo, first, second = two_snapshots
+    validations: list[int] = []
+    real_validate = world.validate_entries
+    monkeypatch.setattr(world, "validate_entries", lambda entries: validations.append(len(entries)) or real_validate(entries))
+    repo.restore(first)
+    repo.close()
+    checked = len(validations)
+    assert checked >= 1
+    with Repo.open(repo.root) as again:  # a new process: nothing in memory
+        again.restore(second)
+        again.restore(first)
+        assert len(validations) == checked + 1  # only `second`, never read before
+    store_dir = repo.store_dir
+    (store_dir / "valid-trees").write_text("rules 0\n" + (store_dir / "valid-trees").read_text().split("\n", 1)[1])
+    with Repo.open(repo.root) as other_rules:  # found valid under other rules: checked again
+        other_rules.restore(second)
+        assert len(validations) == checked + 2
+
+
+def test_a_hostile_tree_is_refused_every_time_it_is_read(tmp_path: Path) -> None:
+    from agentsnap_core.errors import UnsafeSnapshot
+    from agentsnap_core.format import content
+
+    root = tmp_path / "work"
+    root.mkdir()
+    repo = Repo.init(root)
+    bad = content.put_value(repo.objects, {"entries": [["../escape", "f", 0o644, 0, "0" * 64]], "v": world.TREE_FORMAT})
+    for _ in range(2):
+        repo._trees.clear()
+        with pytest.raises(UnsafeSnapshot):
+            repo.load_tree(bad)
+    repo.close()
+    with Repo.open(root) as again, pytest.raises(UnsafeSnapshot):
+        again.load_tree(bad)

@@ -74,7 +74,7 @@ def test_status_of_an_unchanged_tree_needs_no_tree_load_and_still_sees_changes(
     first = repo.snapshot("first").id
     loads: list[str] = []
     real_load = world.load_tree
-    monkeypatch.setattr(world, "load_tree", lambda store, oid: loads.append(oid) or real_load(store, oid))
+    monkeypatch.setattr(world, "load_tree", lambda store, oid, **kw: loads.append(oid) or real_load(store, oid, **kw))
     st = repo.status()
     assert st["clean"] and st["world"] == {"added": [], "modified": [], "deleted": [], "mode": []} and not loads
     (repo.root / "file-with-a-longish-name-00003.txt").write_text("changed\n")

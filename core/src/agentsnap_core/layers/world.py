@@ -583,8 +583,15 @@ def put_tree(store: ObjectStore, entries: list[Entry], memo: StatCache | None = 
     return oid
 
 
-def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
-    """Load and validate a tree; hostile entries raise :class:`UnsafeSnapshot` before anything is written."""
+#: the version of :func:`validate_entries`'s rules: a tree found valid under other rules is validated again
+VALIDATION_RULES = 1
+
+
+def load_tree(store: ObjectStore, oid: str, validated: bool = False) -> list[Entry]:
+    """Load and validate a tree; hostile entries raise :class:`UnsafeSnapshot` before anything is written.
+
+    ``validated``: this very tree (its id, which is the hash of its bytes: a read re-hashes them) was found valid
+    before under :data:`VALIDATION_RULES`; only its shape is checked again."""
     doc = content.get_value(store, oid, "world tree")
     if not isinstance(doc, dict) or "v" not in doc:
         raise ObjectCorrupt(oid, "world tree", "malformed document")
@@ -596,12 +603,17 @@ def load_tree(store: ObjectStore, oid: str) -> list[Entry]:
     if not isinstance(raw, list):
         raise ObjectCorrupt(oid, "world tree", "entries missing")
     entries: list[Entry] = []
+    append = entries.append
     for e in raw:
-        if not (isinstance(e, list) and len(e) == 5):
+        if type(e) is not list or len(e) != 5:
             raise UnsafeSnapshot(repr(e)[:80], "malformed tree entry")
         path, kind, mode, size, ref = e
-        entries.append((name_in(path), kind, mode, size, name_in(ref) if kind == "l" else ref))
-    validate_entries(entries)
+        if type(path) is bytes or type(ref) is bytes:  # a name that is not UTF-8, kept as its bytes (name_out)
+            append((name_in(path), kind, mode, size, name_in(ref) if kind == "l" else ref))
+        else:
+            append((path, kind, mode, size, ref))
+    if not validated:
+        validate_entries(entries)
     return entries
 
 
@@ -747,20 +759,27 @@ def materialize(
     def selected(p: str) -> bool:
         return paths is None or any(p == s or p.startswith(s + "/") or s.startswith(p + "/") for s in paths)
 
-    tgt = {e[0]: e for e in target if selected(e[0])}
-    cur = {e[0]: e for e in current if selected(e[0])}
+    if paths is None:
+        tgt = {e[0]: e for e in target}
+        cur = {e[0]: e for e in current}
+    else:
+        tgt = {e[0]: e for e in target if selected(e[0])}
+        cur = {e[0]: e for e in current if selected(e[0])}
     changes = compare(list(cur.values()), list(tgt.values()), dirs=True)
+    order = sorted(tgt)
     # 0. every object the restore needs is present, verifies and has the size the tree says: nothing touched yet
-    for p in sorted(tgt):
+    for p in order:
         _path, kind, _mode, size, ref = tgt[p]
         c = cur.get(p)
         if kind == "f" and not (c is not None and c[1] == "f" and c[4] == ref):
             check_content(store, p, ref, size)
     # 0b. nothing ignored stands where the target puts something (a planted link, an ignored file): every
     # non-ignored path is in ``cur``, so anything else that exists there is the user's and must not be removed
-    for p in sorted(tgt):
+    for p in order:
+        if p in cur:
+            continue
         full = os.path.join(root, p)
-        if p not in cur and os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
+        if os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
             exc = AgentSnapError(
                 f"cannot restore {p!r}: something ignored here is in the way (the snapshot has a "
                 f"{_KIND_NAMES[tgt[p][1]]} there); nothing was changed: move it and re-run"
@@ -786,7 +805,7 @@ def materialize(
     # 2. create directories, files and links in path order; what is already there as the target has it is skipped
     real_dirs: set[str] = set()  # parents checked to be real directories (a restore writes ~ what differs)
     touched_dirs: list[str] = []
-    for p in sorted(tgt):
+    for p in order:
         path, kind, mode, size, ref = tgt[p]
         c = cur.get(p)
         if c is not None and c[1] == kind and c[2] == mode and (kind == "d" or c[4] == ref):

@@ -188,6 +188,7 @@ class Repo:
         self._tree_lock_mutex = threading.RLock()
         #: world trees already loaded and validated by this object (content-addressed, so never stale; a few)
         self._trees: dict[str, list[world.Entry]] = {}
+        self._valid: set[str] | None = None
         #: set by restore around its undo snapshot: the default world capture leaves the entries it found here
         self._capture_sink: list[list[world.Entry]] | None = None
         self._batch_tl = threading.local()  # this thread's open batch (see batch())
@@ -415,7 +416,10 @@ class Repo:
         tree three times: to check it, in the restore hook and to compare; status, diff and log read HEAD's)."""
         entries = self._trees.get(tree)
         if entries is None:
-            entries = world.load_tree(self.objects, tree)
+            known = tree in self._valid_trees()
+            entries = world.load_tree(self.objects, tree, validated=known)
+            if not known:
+                self._remember_valid_tree(tree)
             if len(self._trees) >= _TREES_KEPT:
                 self._trees.pop(next(iter(self._trees)))
             self._trees[tree] = entries
@@ -487,6 +491,41 @@ class Repo:
         if ignore.left_out:  # named, never silent: snapshot, show and status report them
             rec["left_out"] = [world.name_out(n) for n in sorted(ignore.left_out)]  # any bytes, as tree names
         return rec
+
+    def _valid_trees(self) -> set[str]:
+        """Trees this store found valid (:func:`world.validate_entries`) under today's rules; kept local.
+
+        A tree's id is the hash of its bytes and every read re-hashes them, so a tree found valid once is valid
+        whenever it is read again: restore and status of a 50k-file tree skip the per-entry checks (~0.1 s)."""
+        if self._valid is None:
+            self._valid = set()
+            try:
+                lines = (self.store_dir / VALID_TREES).read_text().split("\n")
+            except (FileNotFoundError, UnicodeDecodeError):
+                return self._valid
+            if lines[0] == f"rules {world.VALIDATION_RULES}":  # else: validated under other rules, read again
+                self._valid.update(t for t in lines[1:] if is_oid(t))
+        return self._valid
+
+    def _remember_valid_tree(self, tree: str) -> None:
+        valid = self._valid_trees()
+        valid.add(tree)
+        path = self.store_dir / VALID_TREES
+        try:
+            if len(valid) > _VALID_KEPT or not path.exists():  # start again with the latest (temp file + rename)
+                keep = [tree] if len(valid) > _VALID_KEPT else sorted(valid)
+                valid.intersection_update(keep)
+                tmp = path.with_name(f"{VALID_TREES}.tmp{os.getpid()}")
+                tmp.write_text("".join(f"{line}\n" for line in [f"rules {world.VALIDATION_RULES}", *keep]))
+                os.replace(tmp, path)
+                return
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, f"{tree}\n".encode())  # one short append: whole or not at all, beside other writers
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # (a read-only store: validated again next time)
 
     def _remember_own_tree(self, tree: str) -> None:
         """Note that this store captured ``tree`` from one of its own working trees (kept local: never pushed)."""
@@ -1045,6 +1084,9 @@ class Repo:
 
 #: file in the store directory listing the world trees with outside links this store captured itself
 OWN_TREES = "own-trees"
+#: file in the store directory listing world trees found valid (see :meth:`Repo._valid_trees`); never pushed
+VALID_TREES = "valid-trees"
+_VALID_KEPT = 1024
 #: validated world trees a Repo keeps (a restore's target and HEAD; bounded for long-lived Repo objects)
 _TREES_KEPT = 4
 
