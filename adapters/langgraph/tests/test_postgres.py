@@ -154,3 +154,28 @@ def test_the_flushes_leave_no_dead_rows_behind_on_postgres(postgres_server: Any,
     assert pending <= 2 * 8192, f"lg_pending holds {pending} bytes of pages for no row"
     with PFSaver.from_url(url, path=tmp_path / "worker") as again:
         assert len(list(again.list({"configurable": {"thread_id": "t"}}))) == 120
+
+
+def test_a_vacuum_that_fails_says_so_once(postgres_server: Any, tmp_path: Path) -> None:
+    """The flush's VACUUM failing (here: the connection lost, injected) is said once, as a warning, and the saver
+    goes on (autovacuum reclaims the space later); it was silent before."""
+    import warnings
+
+    import psycopg
+
+    url = _url(postgres_server)
+    with PFSaver.from_url(url, path=tmp_path / "worker", flush_interval=0.05) as saver:
+        index = saver.index
+        real = index.pool.connection
+
+        def connection(*a: Any, **k: Any) -> Any:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+        index.pool.connection = connection  # type: ignore[method-assign]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            index._vacuum(force=True)
+            index._vacuum(force=True)
+        index.pool.connection = real  # type: ignore[method-assign]
+        said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert len(said) == 1 and "VACUUM of the checkpoint index failed" in said[0], said

@@ -172,8 +172,13 @@ class PostgresIndex(CheckpointIndex):
         try:
             with self.pool.connection() as conn:  # autocommit: VACUUM cannot run inside a transaction
                 conn.execute("VACUUM lg_pending, lg_pending_blobs, lg_checkpoints")
-        except Exception:  # e.g. not the tables' owner: autovacuum still reclaims the space, later
+        except Exception as exc:  # (a role that may not vacuum only gets a notice): autovacuum reclaims it later
             self._vacuum_off = True
+            import warnings
+
+            warnings.warn(f"agentsnap-langgraph: VACUUM of the checkpoint index failed ({type(exc).__name__}: "
+                          f"{exc}); not tried again by this saver: PostgreSQL's autovacuum reclaims the space later",
+                          RuntimeWarning, stacklevel=2)
 
     @contextmanager
     def read(self) -> Iterator[_Conn]:
