@@ -26,11 +26,22 @@ LEVEL = 3
 _local = threading.local()
 
 
-def _codecs() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
-    pair = getattr(_local, "pair", None)
-    if pair is None:  # one per thread: zstandard's (de)compressor objects are not thread-safe
-        pair = _local.pair = (zstandard.ZstdCompressor(level=LEVEL), zstandard.ZstdDecompressor())
-    return pair
+def _compressor(level: int = LEVEL) -> zstandard.ZstdCompressor:
+    """This thread's compressor at ``level`` (zstandard's (de)compressor objects are not thread-safe)."""
+    made = getattr(_local, "compressors", None)
+    if made is None:
+        made = _local.compressors = {}
+    c = made.get(level)
+    if c is None:
+        c = made[level] = zstandard.ZstdCompressor(level=level)
+    return c
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_local, "decompressor", None)
+    if d is None:
+        d = _local.decompressor = zstandard.ZstdDecompressor()
+    return d
 
 
 def shrink(typ: str, data: bytes) -> tuple[str, bytes]:
@@ -38,7 +49,7 @@ def shrink(typ: str, data: bytes) -> tuple[str, bytes]:
     forced = typ.startswith(PREFIX)
     if len(data) < MIN_BYTES and not forced:
         return typ, data
-    packed = _codecs()[0].compress(data)
+    packed = _compressor().compress(data)
     if forced or len(packed) <= KEEP_RATIO * len(data):
         return PREFIX + typ, packed
     return typ, data
@@ -48,7 +59,7 @@ def expand(typ: str, data: bytes) -> tuple[str, bytes]:
     """The serialized pair a stored ``(type, bytes)`` holds."""
     if not typ.startswith(PREFIX):
         return typ, bytes(data)
-    return typ[len(PREFIX) :], _codecs()[1].decompress(bytes(data))
+    return typ[len(PREFIX) :], _decompressor().decompress(bytes(data))
 
 
 def squeeze(data: bytes) -> bytes:
@@ -59,7 +70,7 @@ def squeeze(data: bytes) -> bytes:
     """
     if len(data) < MIN_BYTES:
         return data
-    packed = _fast().compress(data)
+    packed = _compressor(1).compress(data)  # (fast: the flush takes it soon)
     return packed if len(packed) < len(data) else data
 
 
@@ -72,16 +83,10 @@ def unsqueeze(oid: str, data: bytes) -> bytes:
     if content.put_bytes(None, data) == oid:
         return data
     try:
-        plain = _codecs()[1].decompress(data)
+        plain = _decompressor().decompress(data)
     except zstandard.ZstdError as exc:
         raise ObjectCorrupt(oid, oid, "?", f"a value waiting in the LangGraph index is damaged: {exc}") from None
     if content.put_bytes(None, plain) != oid:
         raise ObjectCorrupt(oid, oid, content.put_bytes(None, plain), "a value waiting in the LangGraph index")
     return plain
 
-
-def _fast() -> zstandard.ZstdCompressor:
-    fast = getattr(_local, "fast", None)
-    if fast is None:
-        fast = _local.fast = zstandard.ZstdCompressor(level=1)
-    return fast

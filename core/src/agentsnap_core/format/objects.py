@@ -70,12 +70,17 @@ def encode(kind: int, raw: bytes | memoryview, compress: bool = True) -> tuple[s
     if len(raw) > MAX_OBJECT_BYTES:
         raise ValueError(f"object of {len(raw)} bytes is over the {MAX_OBJECT_BYTES} byte limit")
     oid = digest(kind, raw)
-    codec, payload = 0, raw
-    if compress and len(raw) >= 64:
+    codec, payload = _payload(raw) if compress else (0, raw)
+    return oid, HEADER.pack(MAGIC, OBJECT_FORMAT, kind, codec, len(raw)) + bytes(payload)
+
+
+def _payload(raw: bytes | memoryview) -> tuple[int, bytes | memoryview]:
+    """``(codec, payload)`` of an object's raw bytes: compressed (codec 1) when that saves 5%, else as they are."""
+    if len(raw) >= 64:
         packed = _compress(raw)
         if len(packed) < len(raw) * 0.95:
-            codec, payload = 1, packed
-    return oid, HEADER.pack(MAGIC, OBJECT_FORMAT, kind, codec, len(raw)) + bytes(payload)
+            return 1, packed
+    return 0, raw
 
 
 def compact(stored: bytes) -> bytes:
@@ -86,10 +91,8 @@ def compact(stored: bytes) -> bytes:
     _magic, version, kind, codec, length = HEADER.unpack_from(stored)
     if codec != 0 or version != OBJECT_FORMAT or len(stored) != HEADER.size + length:
         return stored
-    packed = _compress(memoryview(stored)[HEADER.size :])
-    if len(packed) >= length * 0.95:
-        return stored
-    return HEADER.pack(MAGIC, OBJECT_FORMAT, kind, 1, length) + packed
+    codec, payload = _payload(memoryview(stored)[HEADER.size :])
+    return stored if codec == 0 else HEADER.pack(MAGIC, OBJECT_FORMAT, kind, codec, length) + bytes(payload)
 
 
 def decode(oid: str, stored: bytes) -> tuple[int, bytes]:
