@@ -89,4 +89,3 @@ def unsqueeze(oid: str, data: bytes) -> bytes:
     if content.put_bytes(None, plain) != oid:
         raise ObjectCorrupt(oid, oid, content.put_bytes(None, plain), "a value waiting in the LangGraph index")
     return plain
-
