@@ -335,8 +335,11 @@ def connections(srv, busy=lambda: False, watches=None):  # type: ignore[no-untyp
     deadline = time.monotonic() + idle if idle is not None else None
     while True:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready, _, _ = select.select([srv, *watches.descriptors()], [], [], left)
-        if srv in ready:
+        poll = select.poll()  # (not select(): any descriptor number)
+        for fd in (srv.fileno(), *watches.descriptors()):
+            poll.register(fd, select.POLLIN)
+        ready = {fd for fd, _ev in poll.poll(None if left is None else int(left * 1000) + 1)}
+        if srv.fileno() in ready:
             try:
                 conn, _ = srv.accept()
             except (TimeoutError, BlockingIOError):
