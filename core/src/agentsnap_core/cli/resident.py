@@ -234,6 +234,13 @@ def _preload() -> None:
         importlib.import_module(f"agentsnap_core.{module}")
     plugins.get_plugin_manager()  # kept for the commands whose environment allows the same plugins (_child)
     _preloaded["allow"] = os.environ.get(plugins.ENV_ALLOW)
+    from agentsnap_core.format import crypto
+    from agentsnap_core.errors import AgentSnapError
+
+    try:  # the secrets vault's cipher: a snapshot of a tree whose .env changed seals it (~10 ms of imports)
+        crypto._aesgcm()
+    except AgentSnapError:
+        pass  # no 'cryptography': the vault is off, and says so
 
 
 def peer_uid(conn) -> int | None:  # type: ignore[no-untyped-def]

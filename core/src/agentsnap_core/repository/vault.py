@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,16 +149,70 @@ def left_out(rec: dict[str, Any] | None) -> list[str]:
     return [name_in(n) for n in (rec or {}).get("left_out") or []]
 
 
-def keep(repo: Repo, snap_id: str, rec: dict[str, Any] | None, root: Path) -> list[str]:
+def _signature(st: os.stat_result, start_ns: int) -> list[int] | None:
+    """What tells that a kept file is unchanged since it was sealed: size, mode, inode, mtime and ctime (a write
+    or ``chmod`` moves ctime even where mtime is set back). None when the file was changed so close to the seal
+    that a later change in the same timestamp tick could not be told apart (racily clean: never reused)."""
+    from agentsnap_core.layers import world
+
+    window = max(world.RACY_WINDOW_NS, 2 * world.TIMESTAMP_GRANULARITY_NS)
+    if max(st.st_mtime_ns, st.st_ctime_ns) >= start_ns - window:
+        return None
+    return [st.st_size, st.st_mode, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _reuse(repo: Repo, snap_id: str, parent: str, names: list[str], root: Path) -> list[str] | None:
+    """Give ``snap_id`` the vault entry of ``parent`` when it holds exactly these files, unchanged since it was
+    sealed (:func:`_signature`, by ``lstat``: nothing is read or decrypted) and this store's key is there: the
+    entry is linked, not written again. The names kept, or None when it cannot be reused (then it is sealed)."""
+    try:
+        doc = _entry(repo, parent)
+    except VaultError:
+        return None
+    sigs = doc.get("files_stat") if doc else None
+    if not doc or not isinstance(sigs, list) or not isinstance(doc.get("names"), list):
+        return None
+    kept, now = [], []
+    for rel in names:
+        try:
+            st = os.lstat(root / rel)
+        except OSError:
+            continue  # as keep: a vanished file is not kept
+        if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE:
+            kept.append(rel)
+            now.append([st.st_size, st.st_mode, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns])
+    if [name_out(n) for n in kept] != doc["names"] or now != sigs:  # (a None signature never equals)
+        return None
+    try:
+        from agentsnap_core.format import crypto
+
+        if doc.get("key_id") != crypto.key_id(_key(repo, create=False)):
+            return None
+        os.link(_dir(repo) / parent, _dir(repo) / snap_id)
+    except (OSError, AgentSnapError):
+        return None
+    return kept
+
+
+def keep(repo: Repo, snap_id: str, rec: dict[str, Any] | None, root: Path, parents: list[str] | None = None
+         ) -> list[str]:
     """Seal the files ``rec`` (a world record) left out as secrets; return the names kept (none: vault off).
 
     Called once the snapshot ``snap_id`` is stored. Never fails the snapshot: a file that cannot be read (or a
-    key that cannot be made) leaves the files out, as without the vault.
+    key that cannot be made) leaves the files out, as without the vault. When the first of ``parents`` has an
+    entry for exactly these files, none changed since it was sealed, that entry serves this snapshot too
+    (:func:`_reuse`): an unchanged ``.env`` is not read, encrypted and written again at every snapshot.
     """
     names = left_out(rec)
     if not names or not enabled(repo):
         return []
+    if parents:
+        reused = _reuse(repo, snap_id, parents[0], names, root)
+        if reused is not None:
+            return reused
     files = []
+    sigs = []
+    start_ns = time.time_ns()
     for rel in names:
         full = root / rel
         try:
@@ -168,7 +223,12 @@ def keep(repo: Repo, snap_id: str, rec: dict[str, Any] | None, root: Path) -> li
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE:
                 continue
-            files.append([name_out(rel), stat.S_IMODE(st.st_mode), f.read(MAX_FILE + 1)])
+            data = f.read(MAX_FILE + 1)
+            files.append([name_out(rel), stat.S_IMODE(st.st_mode), data])
+            # what was read is what the signature says only if the file did not change while it was read
+            after = os.fstat(fd)
+            same = (after.st_size, after.st_mtime_ns, after.st_ctime_ns) == (len(data), st.st_mtime_ns, st.st_ctime_ns)
+            sigs.append(_signature(st, start_ns) if same else None)
     if not files:
         return []
     from agentsnap_core.format import crypto
@@ -177,7 +237,8 @@ def keep(repo: Repo, snap_id: str, rec: dict[str, Any] | None, root: Path) -> li
         key = _key(repo, create=True)
         payload = os.urandom(SALT) + pack({"v": FORMAT, "files": files})
         oid, sealed = crypto.seal(key, Kind.BLOB, payload)
-        doc = {"v": FORMAT, "key_id": crypto.key_id(key), "names": [f[0] for f in files], "oid": oid, "sealed": sealed}
+        doc = {"v": FORMAT, "key_id": crypto.key_id(key), "names": [f[0] for f in files], "files_stat": sigs, "oid": oid,
+               "sealed": sealed}
         d = _dir(repo)
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{snap_id}.{os.getpid()}.tmp"
