@@ -69,7 +69,7 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
     for _ in range(rng.randint(1, 4)):
         files, dirs = _files(root), _dirs(root)
         op = rng.choice(["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename",
-                         "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "nothing"])
+                         "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "nothing"])
         d = rng.choice(dirs)
         if op == "new" or (not files and op in ("edit", "same_size", "delete", "rename", "move", "chmod", "hardlink")):
             (d / f"f{n}_{rng.randint(0, 999)}.txt").write_bytes(os.urandom(rng.randint(0, 300)))
@@ -125,6 +125,12 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
                     fh.write(b"appended through one name " + str(n).encode())
         elif op == "mvdir" and d != root:
             d.rename(d.with_name(f"{d.name}_mv{n}"))
+        elif op == "remake" and d != root:  # rm -rf d, then the same directories again, a file in the deepest
+            subs = sorted(p.relative_to(d) for p in d.rglob("*") if p.is_dir() and not p.is_symlink())
+            shutil.rmtree(d)
+            for sub in [Path("."), *subs]:
+                (d / sub).mkdir(parents=True, exist_ok=True)
+            ((d / subs[-1]) if subs else d).joinpath(f"remade{n}.txt").write_text(str(n))
 
 
 @pytest.mark.parametrize("racy", ["racy window", "no racy window"])
@@ -203,3 +209,58 @@ def test_a_changed_ignore_file_or_an_overflow_makes_the_capture_walk(
     assert _capture(root, cache_file, keeper) == _truth(root)
     assert not spy.rescans  # walked
     assert journal.WATCHES[str(root)] is not w  # and asked for a new watch, which the parent made
+
+
+@pytest.mark.parametrize("how", ["an empty directory", "a directory with files", "nested directories"])
+def test_a_directory_removed_and_made_again_before_the_events_are_read_is_read_whole(
+    tmp_path: Path, keeper: Path, how: str
+) -> None:
+    """``rm -rf a && mkdir -p a/b && echo > a/b/f`` between two commands: the kernel reports ``a`` made again, but
+    ``a/b`` (which the last listing also had) is made before anything watches it, so no event ever names it. Every
+    directory the watch adds below a new one must be read by the next capture, or ``a/b/f`` is silently missing."""
+    root = tmp_path / "tree"
+    (root / "a" / "b").mkdir(parents=True)
+    if how == "a directory with files":
+        (root / "a" / "b" / "old.txt").write_text("old")
+    if how == "nested directories":
+        (root / "a" / "b" / "c").mkdir()
+    (root / "top.txt").write_text("top")
+    cache_file = tmp_path / "statcache.msgpack"
+    _capture(root, cache_file, keeper)
+    _capture(root, cache_file, keeper)
+    shutil.rmtree(root / "a")
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "f.txt").write_text("made before any watch")
+    if how == "nested directories":
+        (root / "a" / "b" / "c").mkdir()
+        (root / "a" / "b" / "c" / "g.txt").write_text("deeper")
+    assert _capture(root, cache_file, keeper) == _truth(root)
+    assert _capture(root, cache_file, keeper) == _truth(root)
+
+
+def test_a_tree_with_another_filesystem_mounted_inside_is_never_watched(
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A network or FUSE filesystem mounted inside the project changes without an inotify event here: such a tree
+    is walked at every capture, never trusted to the journal (the mount table is this test's: mounting needs
+    privileges CI does not have)."""
+    root = tmp_path / "tree"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "f.txt").write_text("1")
+    real = str(root.resolve())
+    table = [("/", "ext4"), (real + "/data", "nfs4"), (real + "-other", "nfs4")]
+    monkeypatch.setattr(journal, "_mounts", lambda: table)
+    assert not journal.watchable(real)
+    table[1] = (real + "/data", "ext4")  # any filesystem mounted inside: refused, whatever its kind
+    assert not journal.watchable(real)
+    del table[1]
+    assert journal.watchable(real)  # a mount beside the tree (same prefix, other folder) is not inside it
+    table[0] = ("/", "nfs4")
+    assert not journal.watchable(real)
+    table[:] = [("/", "ext4"), (real + "/data", "fuse.sshfs")]
+    cache_file = tmp_path / "statcache.msgpack"
+    spy = Spy(monkeypatch)
+    for n in range(4):
+        (root / "data" / "f.txt").write_text(str(n))
+        assert _capture(root, cache_file, keeper) == _truth(root)
+    assert not spy.rescans and not journal.WATCHES  # never asked for a watch: every capture walked

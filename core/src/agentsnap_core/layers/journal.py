@@ -65,24 +65,46 @@ def enabled() -> bool:
     return sys.platform.startswith("linux") and os.environ.get("AGENTSNAP_JOURNAL", "1") != "0"
 
 
-def filesystem(path: str) -> str | None:
-    """The type of the filesystem ``path`` lives on (``/proc/self/mountinfo``), or None when it cannot be told."""
+def _mounts() -> list[tuple[str, str | None]]:
+    """``(mount point, filesystem type)`` of every mount this process sees (``/proc/self/mountinfo``)."""
     try:
         with open("/proc/self/mountinfo", "rb") as f:
             lines = f.read().decode("utf-8", "surrogateescape").splitlines()
     except OSError:
-        return None
-    real = os.path.realpath(path)
-    best, kind = -1, None
+        return []
+    out = []
     for line in lines:
         left, sep, right = line.partition(" - ")
         parts = left.split()
         if not sep or len(parts) < 5:
             continue
         point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        out.append((point, right.split()[0] if right.split() else None))
+    return out
+
+
+def filesystem(path: str, mounts: list[tuple[str, str | None]] | None = None) -> str | None:
+    """The type of the filesystem ``path`` lives on (``/proc/self/mountinfo``), or None when it cannot be told."""
+    real = os.path.realpath(path)
+    best, kind = -1, None
+    for point, fs in _mounts() if mounts is None else mounts:
         if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= best:
-            best, kind = len(point), right.split()[0] if right.split() else None
+            best, kind = len(point), fs
     return kind
+
+
+def watchable(root: str) -> bool:
+    """Whether inotify hears of every change in the tree at ``root``: it lives on a local filesystem and no other
+    filesystem is mounted inside it (a network or FUSE mount there would change without an event; any mount
+    below the root is refused, whatever its kind: the capture then walks, as without a journal)."""
+    mounts = _mounts()
+    if not mounts:
+        return False
+    real = os.path.realpath(root)
+    below = real.rstrip("/") + "/"
+    if any(point.startswith(below) for point, _fs in mounts):
+        return False
+    return filesystem(root, mounts) in LOCAL_FILESYSTEMS
 
 
 class Watch:
@@ -107,17 +129,19 @@ class Watch:
         self.broken: str | None = None
 
     # -- the parent: adding, reading ----------------------------------------------------------------------------
-    def add(self, rels: Iterable[str], recurse: bool = False) -> None:
-        """Watch these directories (relative to the root); ``recurse``: and every directory below them."""
+    def add(self, rels: Iterable[str], recurse: bool = False) -> list[str]:
+        """Watch these directories (relative to the root); ``recurse``: and every directory below them. Returns the
+        directories it began to watch."""
         lib, ctypes = _lib()
         todo = list(rels)
+        added: list[str] = []
         while todo and self.broken is None:
             rel = todo.pop()
             if rel in self.dirs:
                 continue
             if len(self.dirs) >= MAX_WATCHES:
                 self.stop(f"more than {MAX_WATCHES} directories")
-                return
+                return added
             full = os.path.join(self.root, rel) if rel else self.root
             wd = lib.inotify_add_watch(self.fd, os.fsencode(full), MASK)
             if wd < 0:
@@ -125,13 +149,14 @@ class Watch:
                 if err in (2, 20, 13, 40):  # ENOENT, ENOTDIR, EACCES, ELOOP: gone or not a directory now
                     continue  # (its parent's event, or the capture's coverage check, tells)
                 self.stop(f"inotify_add_watch: {os.strerror(err)}")
-                return
+                return added
             old = self.paths.get(wd)
             if old is not None and old != rel:  # the same directory under another name: a move we did not see
                 self.stop(f"{full!r} is also watched as {old!r}")
-                return
+                return added
             self.dirs[rel] = wd
             self.paths[wd] = rel
+            added.append(rel)
             if recurse:
                 try:
                     with os.scandir(full) as it:
@@ -139,6 +164,7 @@ class Watch:
                                     if e.name != ".agentsnap" and e.is_dir(follow_symlinks=False))
                 except OSError:
                     pass
+        return added
 
     def drain(self) -> int:
         """Read every event queued; returns how many. A change marks its directory with a new read number."""
@@ -194,9 +220,10 @@ class Watch:
             if mask & IN_CREATE and mask & IN_ISDIR:
                 child = os.fsdecode(name)
                 new_dirs.append(f"{rel}/{child}" if rel else child)
-        if new_dirs:  # watched now; what was made in them before is found by the capture's walk of a new directory
-            self.add(new_dirs, recurse=True)
-            for d in new_dirs:
+        if new_dirs:  # watched now; what was made in them before the watch is found by reading each of them: the
+            # directories below a new one too (no event names them: made before anything watched them, and one of
+            # the same name may be in the last listing, so the capture would not take it for new)
+            for d in {*new_dirs, *self.add(new_dirs, recurse=True)}:
                 self.changed[d] = seq
         return n
 
@@ -274,7 +301,7 @@ def want(root: str, dirs: list[str]) -> None:
     """Ask the parent to watch ``dirs`` of ``root`` (from a child; nothing elsewhere)."""
     if not _ACTIVE or REQUESTS is None or not dirs:
         return
-    if filesystem(root) not in LOCAL_FILESYSTEMS:
+    if not watchable(root):
         return
     try:
         with open(REQUESTS, "ab") as f:
