@@ -85,7 +85,11 @@ def stop_resident() -> None:
 
 def _server_children_cpu() -> float:
     """CPU seconds of the resident process's reaped children (its commands), at the kernel's tick."""
-    fields = Path(f"/proc/{_SERVER[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    try:
+        fields = Path(f"/proc/{_SERVER[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:  # its CPU column would be wrong from here on: say why it went instead
+        logs = "".join(p.read_text() for p in Path(RESIDENT["AGENTSNAP_RESIDENT_DIR"]).glob("*.log"))
+        raise SystemExit(f"the resident process {_SERVER[0]} exited during the benchmark; its log:\n{logs}") from None
     return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")  # cutime, cstime
 
 
@@ -220,7 +224,11 @@ def main() -> None:
     args = ap.parse_args()
     import agentsnap_core
 
-    compileall.compile_dir(Path(agentsnap_core.__file__).parent, quiet=1)  # bytecode, as a real install has
+    # bytecode, as a real install has: agentsnap's and every installed package's (a module's first import would
+    # write it into a sys.path folder, which the resident process counts as "a package installed since": stale)
+    compileall.compile_dir(Path(agentsnap_core.__file__).parent, quiet=1)
+    for folder in sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]:
+        compileall.compile_dir(folder, quiet=1, workers=0)
     restic = shutil.which("restic")
     if not restic:
         print("restic not found (apt-get install restic; nox -s bench installs it): its column is left empty")

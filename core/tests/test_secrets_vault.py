@@ -391,3 +391,20 @@ def test_a_secret_file_written_just_before_a_snapshot_is_never_trusted_unchanged
         first = repo.snapshot("s").id
         second = repo.snapshot("s").id
     assert _entry_inode(work, second) != _entry_inode(work, first)
+
+
+def test_restore_leaves_a_secret_file_that_already_holds_its_bytes_as_it_is(work: Path) -> None:
+    """In place, a kept file that already has its bytes and mode is not written again (same inode, same ctime:
+    the undo snapshot and the next one reuse the vault entry); one that differs is put back."""
+    _past_racy_window()
+    snap, _ = _snapshot(work)
+    key, env = work / "tls/server.key", work / ".env"
+    before = key.stat()
+    env.write_bytes(b"OPENAI_API_KEY=changed\n")
+    (work / "app.py").write_text("changed\n")
+    code, out, err = cli(work, "restore", snap, "--json")
+    assert code == 0, err
+    assert json.loads(out)["secrets_restored"] == SECRETS
+    after = key.stat()
+    assert (after.st_ino, after.st_ctime_ns) == (before.st_ino, before.st_ctime_ns)
+    assert env.read_bytes() == SECRET and key.read_bytes() == PRIVATE

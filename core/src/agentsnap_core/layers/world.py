@@ -212,16 +212,26 @@ class StatCache:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        doc: dict[str, Any] = {"v": 1, "e": {name_out(k): v for k, v in self.entries.items()}}
+        doc: dict[str, Any] = {"v": 1, "e": _keys_out(self.entries)}
         if self.tree:
             doc["t"] = list(self.tree)
         if self.listing is not None:
             j = self.listing
-            doc["j"] = {"t": j["t"], "ig": j["ig"], "d": {name_out(k): v for k, v in j["d"].items()},
+            doc["j"] = {"t": j["t"], "ig": j["ig"], "d": _keys_out(j["d"]),
                         "l": {name_out(k): name_out(v) for k, v in j["l"].items()},
                         "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]]}
         tmp.write_bytes(pack_plain(doc))
         os.replace(tmp, path)
+
+
+def _keys_out(d: dict[str, Any]) -> dict[str | bytes, Any]:
+    """``d`` with its names as stored (:func:`name_out`); the same dict when every name is UTF-8 (the usual case:
+    one encode of all the names instead of one call per name)."""
+    try:
+        "\0".join(d).encode("utf-8")
+        return d  # type: ignore[return-value]
+    except UnicodeEncodeError:
+        return {name_out(k): v for k, v in d.items()}
 
 
 def _listing_in(j: Any) -> dict[str, Any] | None:
@@ -229,7 +239,8 @@ def _listing_in(j: Any) -> dict[str, Any] | None:
     if not (isinstance(j, dict) and isinstance(j.get("t"), list) and isinstance(j.get("d"), dict)
             and isinstance(j.get("l"), dict) and isinstance(j.get("x"), list) and isinstance(j.get("m"), list)):
         return None
-    return {"t": j["t"], "ig": j.get("ig"), "d": {name_in(k): v for k, v in j["d"].items()},
+    d = j["d"] if bytes not in set(map(type, j["d"])) else {name_in(k): v for k, v in j["d"].items()}
+    return {"t": j["t"], "ig": j.get("ig"), "d": d,
             "l": {name_in(k): name_in(v) for k, v in j["l"].items()}, "x": [name_in(k) for k in j["x"]],
             "m": {name_in(k) for k in j["m"]}}
 

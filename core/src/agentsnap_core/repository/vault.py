@@ -327,11 +327,14 @@ def _safe_rel(rel: str) -> bool:
 
 def write_back(dest: Path, files: list[tuple[str, int, bytes]]) -> list[str]:
     """Write the decrypted files under ``dest``; return the names NOT written (a link or a directory in the way:
-    never written through, never replaced), for :func:`report`."""
+    never written through, never replaced), for :func:`report`. A file that already holds its bytes and mode is
+    left as it is (not rewritten: its inode and times stay, so the next snapshot's vault entry is reused)."""
     root = os.path.realpath(dest)
     skipped = []
     for rel, mode, data in files:
         full = dest / rel
+        if _holds(full, mode, data):
+            continue
         parent = full.parent
         real = os.path.realpath(parent)
         if (real != root and not real.startswith(root + os.sep)) or full.is_symlink() or full.is_dir() or (
@@ -350,6 +353,18 @@ def write_back(dest: Path, files: list[tuple[str, int, bytes]]) -> list[str]:
             tmp.unlink(missing_ok=True)
             raise
     return skipped
+
+
+def _holds(full: Path, mode: int, data: bytes) -> bool:
+    """Whether ``full`` is a regular file (not a link) with exactly ``data`` and permission bits ``mode``."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        return (stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode and st.st_size == len(data)
+                and f.read(len(data) + 1) == data)
 
 
 def report(files: list[tuple[str, int, bytes]], note: str | None, skipped: list[str] | None = None) -> dict[str, Any]:
