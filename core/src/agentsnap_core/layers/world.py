@@ -777,7 +777,8 @@ def materialize(
         tgt = {e[0]: e for e in target if selected(e[0])}
         cur = {e[0]: e for e in current if selected(e[0])}
     changes = compare(list(cur.values()), list(tgt.values()), dirs=True)
-    order = sorted(tgt)
+    # the target's entries that differ from what is there (an entry equal to the current one needs nothing below)
+    order = sorted(p for p, e in tgt.items() if cur.get(p) != e)
     # 0. every object the restore needs is present, verifies and has the size the tree says: nothing touched yet
     for p in order:
         _path, kind, _mode, size, ref = tgt[p]
