@@ -264,3 +264,48 @@ def test_a_tree_with_another_filesystem_mounted_inside_is_never_watched(
         (root / "data" / "f.txt").write_text(str(n))
         assert _capture(root, cache_file, keeper) == _truth(root)
     assert not spy.rescans and not journal.WATCHES  # never asked for a watch: every capture walked
+
+
+def test_status_keeps_the_journal_listing_of_a_clean_tree_and_never_of_a_changed_one(
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the resident process restarts (a new watch), `status` alone brings the journal back into use on a
+    clean tree (the first asks for the watch, the second keeps its listing, the third reads only what changed), and
+    what it reports is a full walk's. With a change in the tree it keeps nothing: the cache would name content
+    that was never stored."""
+    from agentsnap_core import Repo
+
+    monkeypatch.setattr(world, "RACY_WINDOW_NS", -1)  # files just written count as settled (else each is re-hashed)
+    root = tmp_path / "tree"
+    for i in range(6):
+        (root / f"d{i}").mkdir(parents=True)
+        (root / f"d{i}" / "f.txt").write_text(str(i))
+    repo = Repo.init(root)
+    cache_file = repo.wt_dir / "statcache.msgpack"
+
+    def command(what: str):  # type: ignore[no-untyped-def]
+        journal.drain_all()
+        out = repo.snapshot("s") if what == "snapshot" else repo.status()
+        journal.take_requests(str(keeper))
+        return out
+
+    for _ in range(3):
+        command("snapshot")
+    for w in journal.WATCHES.values():  # the resident process restarts: a new watch, the listing's token is stale
+        w.close()
+    journal.WATCHES.clear()
+    spy = Spy(monkeypatch)
+    command("status")
+    command("status")
+    assert not spy.rescans  # both walked: the first asked for the watch, the second kept the listing
+    (root / "d3" / "f.txt").write_text("changed")
+    st = command("status")
+    assert spy.rescans == [{"d3"}]
+    assert st["world"]["modified"] == ["d3/f.txt"]
+    before = cache_file.read_bytes()
+    command("status")  # a changed file: hashed, not stored, so the cache is left as it was
+    assert cache_file.read_bytes() == before
+    (root / "d3" / "f.txt").write_text("3")  # back as it was: clean again
+    assert command("status")["clean"]
+    assert spy.rescans[-1] == {"d3"}
+    repo.close()

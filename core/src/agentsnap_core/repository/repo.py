@@ -583,9 +583,19 @@ class Repo:
         return entries, left_out
 
     def _working_with_cache(self) -> tuple[list[world.Entry], list[str], world.StatCache]:
-        cache = world.StatCache.load(self.wt_dir / "statcache.msgpack")
+        path = self.wt_dir / "statcache.msgpack"
+        cache = world.StatCache.load(path)
         ignore = self._ignore()
-        entries, _, _ = world.capture(self.root, None, ignore, cache, watch=journal.lookup(str(self.root)))
+        watch = journal.lookup(str(self.root))
+        entries, new, stats = world.capture(self.root, None, ignore, cache, watch=watch)
+        if watch is not None and stats.files_hashed == 0 and new.listing is not None and new.dirty:
+            # (in the resident process) nothing was hashed, so every entry is the cache's own (its content stored by
+            # the snapshot that wrote it): keep the journal's listing, so the next command reads only what changes
+            # from here, as `git status` refreshes its index; a tree with changes keeps the cache it had
+            try:
+                new.save(path)
+            except OSError:
+                pass
         return entries, sorted(ignore.left_out), cache
 
     # ---------------------------------------------------------------- snapshot
