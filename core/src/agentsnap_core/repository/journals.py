@@ -28,7 +28,7 @@ def journal_dir(store_dir: str | os.PathLike[str], adapter: str) -> Path:
 def unreplayed(store_dir: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     """``(adapter, journal file)`` of every non-empty journal whose process has ended, in path order."""
     found = []
-    for path in sorted(Path(store_dir).glob(str(journal_dir("", "*") / f"*{SUFFIX}"))):  # every adapter's
+    for path in sorted(_journal_files(store_dir)):  # every adapter's
         try:
             if path.stat().st_size == 0:
                 continue
@@ -45,6 +45,23 @@ def unreplayed(store_dir: str | os.PathLike[str]) -> list[tuple[str, Path]]:
             os.close(fd)
         found.append((path.parent.parent.name, path))
     return found
+
+
+def _journal_files(store_dir: str | os.PathLike[str]) -> list[Path]:
+    """Every ``<store>/<adapter>/journal/*.journal`` (scandir, not ``Path.glob``: its patterns are compiled anew in
+    each command, a third of a small ``status``'s own work)."""
+    out = []
+    try:
+        adapters = [e.name for e in os.scandir(store_dir) if e.is_dir()]
+    except OSError:
+        return out
+    for adapter in adapters:
+        folder = journal_dir(store_dir, adapter)
+        try:
+            out.extend(folder / e.name for e in os.scandir(folder) if e.name.endswith(SUFFIX))
+        except OSError:
+            continue
+    return out
 
 
 def describe(found: Sequence[tuple[str, str | os.PathLike[str]]]) -> str:
