@@ -21,6 +21,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from agentsnap_core.stores.base import enable_wal
+
 from . import _typed
 
 #: 2: a checkpoint's pre-flush bytes live in ``lg_pending`` (deleted at the flush), not in its row
@@ -328,7 +330,7 @@ class SqliteIndex(CheckpointIndex):
         self.lock = threading.RLock()
         self.durable = False
         self.db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self.db)  # (processes opening a new index at once: see core)
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=60000")
         with self.lock:

@@ -234,8 +234,8 @@ def _preload() -> None:
         importlib.import_module(f"agentsnap_core.{module}")
     plugins.get_plugin_manager()  # kept for the commands whose environment allows the same plugins (_child)
     _preloaded["allow"] = os.environ.get(plugins.ENV_ALLOW)
-    from agentsnap_core.format import crypto
     from agentsnap_core.errors import AgentSnapError
+    from agentsnap_core.format import crypto
 
     try:  # the secrets vault's cipher: a snapshot of a tree whose .env changed seals it (~10 ms of imports)
         crypto._aesgcm()

@@ -50,7 +50,7 @@ def unreplayed(store_dir: str | os.PathLike[str]) -> list[tuple[str, Path]]:
 def _journal_files(store_dir: str | os.PathLike[str]) -> list[Path]:
     """Every ``<store>/<adapter>/journal/*.journal`` (scandir, not ``Path.glob``: its patterns are compiled anew in
     each command, a third of a small ``status``'s own work)."""
-    out = []
+    out: list[Path] = []
     try:
         adapters = [e.name for e in os.scandir(store_dir) if e.is_dir()]
     except OSError:

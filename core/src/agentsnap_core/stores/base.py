@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,6 +87,26 @@ def sqlite_read_only(path: Path) -> bool:
     return path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
 
 
+def enable_wal(db: sqlite3.Connection, timeout: float = 60.0) -> None:
+    """Put the database in WAL mode, waiting for other processes doing the same.
+
+    Processes opening a new database file at once (two agents' first snapshot, a pool of workers forking from a
+    fresh store) each ask for the switch; SQLite answers all but one "database is locked" at once, without its busy
+    handler (waiting could deadlock there), even with a timeout set. Once one has switched, the others' switch is a
+    no-op: so ask again, briefly, until the timeout."""
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
 def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
     """A connection in the store's mode: WAL and ``synchronous=FULL``, or read-only when the store is.
 
@@ -97,7 +118,7 @@ def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
         db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
     else:
         db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
+        enable_wal(db)
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA journal_size_limit=1048576")  # a checkpointed WAL is cut back to 1 MiB
     db.execute("PRAGMA busy_timeout=60000")
