@@ -214,10 +214,7 @@ class Ledger:
         with self._lock:
             for body, mac in self.store.read(len(self.entries)):
                 i = len(self.entries)
-                entry = unpack(body, f"effects ledger entry #{i}")
-                if not isinstance(entry, dict):
-                    raise AgentSnapError(f"effects ledger entry #{i} is not a map; run 'agentsnap verify'")
-                entry = dict(entry)
+                entry = dict(_decode(body, i))
                 entry["i"] = i
                 self.entries.append(entry)
                 self.macs.append(mac)
@@ -504,6 +501,14 @@ def bind_snapshot(
     manifest_layers["effects"] = rec
 
 
+def _decode(body: bytes, index: int) -> dict[str, Any]:
+    """Ledger entry ``index`` as stored (a map), or an error saying which."""
+    entry = unpack(body, f"effects ledger entry #{index}")
+    if not isinstance(entry, dict):
+        raise AgentSnapError(f"effects ledger entry #{index} is not a map; run 'agentsnap verify'")
+    return entry
+
+
 def fork_lineage(entry: dict[str, Any], index: int) -> str:
     """The lineage id a fork entry at ``index`` gives its branch."""
     return f"{entry['branch']}@{index}"
@@ -535,9 +540,7 @@ def binding_view(repo: Repo, store: LedgerStore) -> tuple[dict[str, Any], dict[s
         start, head, kid, lineages = 0, None, None, {}
     rows = rows[1:] if start else store.read(0)
     for j, (body, mac) in enumerate(rows):
-        entry = unpack(body, f"effects ledger entry #{start + j}")
-        if not isinstance(entry, dict):
-            raise AgentSnapError(f"effects ledger entry #{start + j} is not a map; run 'agentsnap verify'")
+        entry = _decode(body, start + j)
         if entry.get("kind") == "fork":
             lineages[entry["branch"]] = fork_lineage(entry, start + j)
         head, kid = mac.hex(), entry.get("kid")

@@ -199,10 +199,7 @@ class StatCache:
             if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
                 t = doc.get("t")
                 tree = (t[0], t[1]) if isinstance(t, list) and len(t) == 2 and is_oid(t[0]) and is_oid(t[1]) else None
-                e = doc["e"]
-                if bytes in set(map(type, e)):  # a name that is not UTF-8 (rare): back to the str os uses
-                    e = {name_in(k): v for k, v in e.items()}
-                return cls(e, dirty=False, tree=tree, listing=_listing_in(doc.get("j")))
+                return cls(_keys_in(doc["e"]), dirty=False, tree=tree, listing=_listing_in(doc.get("j")))
         except (OSError, AgentSnapError):
             pass
         return cls()
@@ -234,13 +231,17 @@ def _keys_out(d: dict[str, Any]) -> dict[str | bytes, Any]:
         return {name_out(k): v for k, v in d.items()}
 
 
+def _keys_in(d: dict[Any, Any]) -> dict[str, Any]:
+    """The inverse of :func:`_keys_out`: a name that is not UTF-8 (rare, stored as bytes) back to the str os uses."""
+    return d if bytes not in set(map(type, d)) else {name_in(k): v for k, v in d.items()}
+
+
 def _listing_in(j: Any) -> dict[str, Any] | None:
     """A stat cache's journal listing as saved, or None when absent or not as written (then the capture walks)."""
     if not (isinstance(j, dict) and isinstance(j.get("t"), list) and isinstance(j.get("d"), dict)
             and isinstance(j.get("l"), dict) and isinstance(j.get("x"), list) and isinstance(j.get("m"), list)):
         return None
-    d = j["d"] if bytes not in set(map(type, j["d"])) else {name_in(k): v for k, v in j["d"].items()}
-    return {"t": j["t"], "ig": j.get("ig"), "d": d,
+    return {"t": j["t"], "ig": j.get("ig"), "d": _keys_in(j["d"]),
             "l": {name_in(k): name_in(v) for k, v in j["l"].items()}, "x": [name_in(k) for k in j["x"]],
             "m": {name_in(k) for k in j["m"]}}
 

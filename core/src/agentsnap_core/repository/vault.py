@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind
+from agentsnap_core.layers import world
 from agentsnap_core.layers.world import TEMP_PREFIX, name_in, name_out
 
 if TYPE_CHECKING:
@@ -153,11 +154,13 @@ def _signature(st: os.stat_result, start_ns: int) -> list[int] | None:
     """What tells that a kept file is unchanged since it was sealed: size, mode, inode, mtime and ctime (a write
     or ``chmod`` moves ctime even where mtime is set back). None when the file was changed so close to the seal
     that a later change in the same timestamp tick could not be told apart (racily clean: never reused)."""
-    from agentsnap_core.layers import world
-
     window = max(world.RACY_WINDOW_NS, 2 * world.TIMESTAMP_GRANULARITY_NS)
     if max(st.st_mtime_ns, st.st_ctime_ns) >= start_ns - window:
         return None
+    return _fields(st)
+
+
+def _fields(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mode, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns]
 
 
@@ -180,7 +183,7 @@ def _reuse(repo: Repo, snap_id: str, parent: str, names: list[str], root: Path) 
             continue  # as keep: a vanished file is not kept
         if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE:
             kept.append(rel)
-            now.append([st.st_size, st.st_mode, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns])
+            now.append(_fields(st))
     if [name_out(n) for n in kept] != doc["names"] or now != sigs:  # (a None signature never equals)
         return None
     try:
