@@ -99,7 +99,7 @@ def test_a_cache_staged_through_host_chunks_is_stored_byte_identically(tmp_path,
 
 
 def test_the_staged_restore_a_gpu_takes_puts_every_page_in_place(tmp_path, monkeypatch):
-    """The restore path of a GPU cache (chunks of pages read in stored order into two host buffers, copied to the
+    """The restore path of a GPU cache (chunks of pages read in stored order into a ring of host buffers, copied to the
     device and put in place there), run on the CPU with chunks of two pages and a short last page: every token slot
     of every layer equals the captured cache, and a corrupted segment is refused."""
     repo = Repo.init(tmp_path / "repo")
@@ -109,8 +109,8 @@ def test_the_staged_restore_a_gpu_takes_puts_every_page_in_place(tmp_path, monke
     per_token = sum(2 * x.keys.shape[1] * x.keys.shape[3] * 4 for x in s.cache.layers)
     monkeypatch.setattr(kv, "STAGING_BYTES", per_token * 2 * tinymodel.PAGE_SIZE)
     chunks: list[int] = []
-    real = kv.kvcache.read_pages_into
-    monkeypatch.setattr(kv.kvcache, "read_pages_into", lambda st, pages, f: chunks.append(len(pages)) or real(st, pages, f))
+    real = kv.kvcache.start_pages_into
+    monkeypatch.setattr(kv.kvcache, "start_pages_into", lambda st, pages, f: chunks.append(len(pages)) or real(st, pages, f))
     captured = [t for x in s.cache.layers for t in (x.keys, x.values)]
     targets = [torch.full_like(t, float("nan")) for t in captured]
     kv._read_staged(repo.objects, record, targets)
@@ -124,3 +124,33 @@ def test_the_staged_restore_a_gpu_takes_puts_every_page_in_place(tmp_path, monke
         f.write(b"\xff\x00\xff")
     with pytest.raises(ObjectCorrupt):
         kv._read_staged(repo.objects, record, targets)
+
+
+def test_the_staged_restore_reads_the_next_chunks_while_it_copies_one(tmp_path, monkeypatch):
+    """With a ring of three host buffers and chunks of one page, the reads of pages 2 and 3 are queued before page
+    1's read is waited for and copied (the core's workers stay busy while the device copies), a buffer is read
+    into again only once its chunk was copied out, and every token slot lands in place."""
+    repo = Repo.init(tmp_path / "repo")
+    s = tinymodel.session()
+    s.prefill(tinymodel.PROMPT)  # 25 tokens: pages starting at 0, 8, 16, 24
+    record = repo.read_layer(repo.capture(s, "p").id, "cache")
+    per_token = sum(2 * x.keys.shape[1] * x.keys.shape[3] * 4 for x in s.cache.layers)
+    monkeypatch.setattr(kv, "STAGING_BYTES", per_token * tinymodel.PAGE_SIZE)
+    monkeypatch.setattr(kv, "_staging_depth", lambda: 3)
+    log: list[tuple[str, int]] = []
+    real = kv.kvcache.start_pages_into
+
+    def start(st, pages, f):
+        log.append(("read", pages[0]["start"]))
+        pending = real(st, pages, f)
+        wait = pending.wait
+        pending.wait = lambda: (wait(), log.append(("copy", pages[0]["start"])))  # type: ignore[method-assign]
+        return pending
+
+    monkeypatch.setattr(kv.kvcache, "start_pages_into", start)
+    captured = [t for x in s.cache.layers for t in (x.keys, x.values)]
+    targets = [torch.full_like(t, float("nan")) for t in captured]
+    kv._read_staged(repo.objects, record, targets)
+    assert log == [("read", 0), ("read", 8), ("read", 16), ("copy", 0), ("read", 24),
+                   ("copy", 8), ("copy", 16), ("copy", 24)]
+    assert all(torch.equal(a, b) for a, b in zip(targets, captured, strict=True))

@@ -6,6 +6,7 @@ of shape ``[kv_heads, end - start, head_dim]`` (batch 1), as raw bytes in the ca
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -162,36 +163,61 @@ def _read_into(store: ObjectStore, record: Mapping[str, Any], targets: list[torc
 
 def _read_staged(store: ObjectStore, record: Mapping[str, Any], targets: list[torch.Tensor]) -> None:
     """Read a record into tensors ``[1, heads, tokens, dim]`` on a device other than the CPU, a chunk of pages at a
-    time: each chunk is read in the stored byte order (one buffer per page, verified where it landed) into one of two
-    pinned host buffers of about :data:`STAGING_BYTES`, copied to the device in one copy, and put in place there
-    (one strided copy per tensor on the device); the next chunk is read while the device copies this one."""
+    time: each chunk is read in the stored byte order (one buffer per page, verified where it landed) into a pinned
+    host buffer of about :data:`STAGING_BYTES`, copied to the device in one copy, and put in place there (one
+    strided copy per tensor on the device). The reads of the next chunks run on the core's worker threads while
+    the device copies this one: a ring of :func:`_staging_depth` host buffers keeps every worker busy."""
     device = targets[0].device
     pin = device.type == "cuda"
     tensors = [t[0] for t in targets]
     dims, per_token = _page_layout(tensors)
     pages, size = record["pages"], record["page_size"]
     per_chunk = max(1, STAGING_BYTES // (per_token * size))
+    chunks = [pages[i : i + per_chunk] for i in range(0, len(pages), per_chunk)]
+    depth = min(len(chunks), _staging_depth())
     cap = min(per_chunk, len(pages)) * size * per_token
-    hosts = [torch.empty(cap, dtype=torch.uint8, pin_memory=pin) for _ in range(2)]
-    staged = [torch.empty(cap, dtype=torch.uint8, device=device) for _ in range(2)]
-    copied: list[Any] = [None, None]  # per host buffer: the event of its last copy to the device
+    hosts = [torch.empty(cap, dtype=torch.uint8, pin_memory=pin) for _ in range(depth)]
+    staged = [torch.empty(cap, dtype=torch.uint8, device=device) for _ in range(min(2, depth))]
+    copied: list[Any] = [None] * depth  # per host buffer: the event of its last copy to the device
     stream = torch.cuda.current_stream(device) if pin else None
-    for k, i in enumerate(range(0, len(pages), per_chunk)):
-        chunk, slot = pages[i : i + per_chunk], k % 2
-        if copied[slot] is not None:
-            copied[slot].synchronize()  # the host buffer's previous chunk is on the device
-        a, b = chunk[0]["start"], chunk[-1]["start"] + chunk[-1]["n"]
-        view = memoryview(hosts[slot].numpy())
-        kvcache.read_pages_into(store, chunk, lambda s, e, a=a, v=view: [v[(s - a) * per_token : (e - a) * per_token]])
-        on_device = staged[slot][: (b - a) * per_token]
+    reading: deque[tuple[int, int, int, kvcache.PendingRead]] = deque()  # (first token slot, end, buffer, read)
+
+    def finish_oldest() -> None:
+        a, b, slot, pending = reading[0]
+        pending.wait()
+        reading.popleft()
+        on_device = staged[slot % len(staged)][: (b - a) * per_token]
         on_device.copy_(hosts[slot][: (b - a) * per_token], non_blocking=pin)
         if stream is not None:
             copied[slot] = torch.cuda.Event()
             copied[slot].record(stream)
         for cache, stored in _pairs(on_device, tensors, dims, a, b, size, per_token):
             cache.copy_(stored)
+
+    try:
+        for k, chunk in enumerate(chunks):
+            if len(reading) == depth:
+                finish_oldest()
+            slot = k % depth
+            if copied[slot] is not None:
+                copied[slot].synchronize()  # the host buffer's previous chunk is on the device
+            a, b = chunk[0]["start"], chunk[-1]["start"] + chunk[-1]["n"]
+            view = memoryview(hosts[slot].numpy())
+            reading.append((a, b, slot, kvcache.start_pages_into(
+                store, chunk, lambda s, e, a=a, v=view: [v[(s - a) * per_token : (e - a) * per_token]])))
+        while reading:
+            finish_oldest()
+    finally:  # an error: the reads still queued are dropped or finished before their buffers are given back
+        for *_, pending in reading:
+            pending.cancel()
     if stream is not None:
         stream.synchronize()
+
+
+def _staging_depth() -> int:
+    """Host buffers a staged restore reads into: enough chunks in flight for every core worker (a chunk is about
+    :data:`STAGING_BYTES`, read as segments of :data:`kvcache.SEGMENT_BYTES`), and one being copied to the device."""
+    return 1 + max(1, -(-kvcache.workers() * kvcache.SEGMENT_BYTES // STAGING_BYTES))
 
 
 def _page_layout(tensors: list[torch.Tensor]) -> tuple[list[tuple[int, int]], int]:

@@ -132,13 +132,19 @@ _pool_pid = 0
 _pool_lock = threading.Lock()
 
 
+def workers() -> int:
+    """How many segments are stored or read at once: one per core, at least 2 (a read's preadv and BLAKE3 and a
+    write's hash and file write release the GIL), at most 16 (a GPU host's page-cache reads scale to about that)."""
+    return max(2, min(16, os.cpu_count() or 1))
+
+
 def _executor() -> ThreadPoolExecutor:
     """The worker threads that store and read segments (made once per process: starting threads per call costs
     more than a small cache takes to write; a forked child makes its own)."""
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(max(2, min(4, os.cpu_count() or 1)), thread_name_prefix="agentsnap-kv")
+            _pool = ThreadPoolExecutor(workers(), thread_name_prefix="agentsnap-kv")
             _pool_pid = os.getpid()
         return _pool
 
@@ -446,6 +452,37 @@ def read_into(
 def read_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], page_buffers: PageBuffers) -> None:
     """:func:`read_into` for some of a checked record's pages (e.g. a chunk that fits a staging buffer): the
     caller has checked the record (:func:`check_fingerprint` or :func:`check_record`); each page is verified."""
+    start_pages_into(store, pages, page_buffers).wait()
+
+
+class PendingRead:
+    """Segments being read into their pages' buffers on the worker threads (:func:`start_pages_into`)."""
+
+    def __init__(self, futures: list[Future[None]]) -> None:
+        self._futures = futures
+
+    def wait(self) -> None:
+        """Return once every page is in its buffers and verified; raise the first segment's error (the reads not
+        started are dropped, the others finish first: the buffers are the caller's again either way)."""
+        try:
+            for future in self._futures:
+                future.result()
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Drop the reads not started and wait for the others (their errors are not raised): for a caller that
+        gives the buffers back after an error of its own."""
+        for future in self._futures:
+            future.cancel()
+        wait(self._futures)
+
+
+def start_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], page_buffers: PageBuffers) -> PendingRead:
+    """:func:`read_pages_into` without waiting: the segments are queued on the worker threads and the caller
+    waits for them (:meth:`PendingRead.wait`) before it uses or gives back the buffers, e.g. while it copies an
+    earlier chunk to a device. ``page_buffers`` and the sizes are checked here, on the calling thread; pages kept
+    outside segments (version 1) are read here too."""
     targets: dict[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]] = {}
     for p in pages:
         bufs = [content.byte_view(b) for b in page_buffers(p["start"], p["start"] + p["n"])]
@@ -457,14 +494,7 @@ def read_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], page
         else:
             targets.setdefault(p["segment"], []).append((p["offset"], p, bufs))
     pool = _executor()
-    futures = [pool.submit(_read_segment, store, seg, group) for seg, group in targets.items()]
-    try:
-        for future in futures:
-            future.result()
-    finally:  # an error: the reads not started are dropped, the others finish before the buffers are given back
-        for future in futures:
-            future.cancel()
-        wait(futures)
+    return PendingRead([pool.submit(_read_segment, store, seg, group) for seg, group in targets.items()])
 
 
 def _read_segment(store: ObjectStore, seg: str, pages: list[tuple[int, Mapping[str, Any], list[memoryview]]]) -> None:
