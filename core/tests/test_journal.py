@@ -69,7 +69,8 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
     for _ in range(rng.randint(1, 4)):
         files, dirs = _files(root), _dirs(root)
         op = rng.choice(["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename",
-                         "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "nothing"])
+                         "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "move_in",
+                         "out_and_back", "nothing"])
         d = rng.choice(dirs)
         if op == "new" or (not files and op in ("edit", "same_size", "delete", "rename", "move", "chmod", "hardlink")):
             (d / f"f{n}_{rng.randint(0, 999)}.txt").write_bytes(os.urandom(rng.randint(0, 300)))
@@ -125,6 +126,20 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
                     fh.write(b"appended through one name " + str(n).encode())
         elif op == "mvdir" and d != root:
             d.rename(d.with_name(f"{d.name}_mv{n}"))
+        elif op == "move_in" and not (d / f"in{n}").exists():  # a directory made outside the tree (never watched),
+            outside = root.parent / f"outside{n}"  # then moved into it
+            (outside / "a" / "b").mkdir(parents=True)
+            (outside / "a" / "b" / "deep.txt").write_text(f"from outside {n}")
+            (outside / "top.txt").write_text("t")
+            outside.rename(d / f"in{n}")
+        elif op == "out_and_back" and d != root and not d.with_name(f"{d.name}_back{n}").exists():  # moved out of the tree, changed there, moved back under a new name
+            away = root.parent / f"away{n}"
+            d.rename(away)
+            inside = [p for p in away.rglob("*") if p.is_file() and not p.is_symlink()]
+            if inside:
+                rng.choice(inside).write_bytes(b"changed while outside " + str(n).encode())
+            (away / f"made_outside{n}.txt").write_text("o")
+            away.rename(d.with_name(f"{d.name}_back{n}"))
         elif op == "remake" and d != root:  # rm -rf d, then the same directories again, a file in the deepest
             subs = sorted(p.relative_to(d) for p in d.rglob("*") if p.is_dir() and not p.is_symlink())
             shutil.rmtree(d)
@@ -134,7 +149,7 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
 
 
 @pytest.mark.parametrize("racy", ["racy window", "no racy window"])
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(int(os.environ.get("JSEEDS", 5))))
 def test_a_capture_from_the_journal_equals_a_full_walk_after_any_change(
     tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch, seed: int, racy: str
 ) -> None:
@@ -160,7 +175,7 @@ def test_a_capture_from_the_journal_equals_a_full_walk_after_any_change(
     for n in range(40):
         _mutate(root, rng, n)
         assert _capture(root, cache_file, keeper) == _truth(root), f"seed {seed}, round {n}"
-    assert len(spy.rescans) >= 15  # the journal served most rounds (a moved directory makes the next one walk)
+    assert len(spy.rescans) >= 10  # the journal served many rounds (a moved directory makes the next one walk)
 
 
 def test_unchanged_tree_reads_no_directory_and_a_change_reads_only_its_directory(
