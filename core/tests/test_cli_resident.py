@@ -219,3 +219,27 @@ def test_the_resident_process_watches_the_tree_and_its_snapshots_hold_every_chan
         with Repo.open(work) as repo:
             truth, _, _ = world.capture(work, None, repo._ignore())
             assert repo.load_tree(repo.get("HEAD").layers["world"]["tree"]) == truth
+
+
+def test_the_script_answers_at_the_commands_exit_line_not_at_the_close_of_the_connection():
+    """The child's ``EXIT n`` ends the call at once: the script does not wait for the child's teardown and the
+    resident process's close of the connection (here a stand-in that keeps it open for 20 s, then closes it)."""
+    import socket
+    import threading
+
+    from agentsnap_core.cli import resident
+
+    ours, theirs = socket.socketpair()
+    closed = threading.Event()
+
+    def close_later() -> None:
+        time.sleep(20)
+        closed.set()
+        theirs.close()
+
+    threading.Thread(target=close_later, daemon=True).start()
+    theirs.sendall(b"PID 4194304\n")
+    theirs.sendall(b"EXIT 3\n")
+    assert resident._wait(ours) == 3
+    assert not closed.is_set()
+    ours.close()

@@ -134,7 +134,13 @@ def call(args: list[str]) -> int | None:
 
 def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
     """Read the replies: ``PID n`` once the child runs, then ``EXIT n`` (the child) or ``SIG n`` (the resident
-    process, when the child was killed); ``STALE`` or nothing before ``PID``: None (nothing ran)."""
+    process, when the child was killed); ``STALE`` or nothing before ``PID``: None (nothing ran).
+
+    The command is over at its ``EXIT`` line (the child sends it once the command returned, its tree lock released
+    and its output flushed): that is answered at once, without waiting for the child's exit and the resident
+    process's close of the connection (about 2 ms of a 10-file ``status``'s ~10 ms there). What the child still
+    holds then (open files, its store connection) is let go at its exit, a moment later: the next command's
+    locks wait for such holders (``Repo.tree_lock``, SQLite's busy timeout), they never fail on them."""
     import _signal  # not `signal`: it imports enum, a tenth of this script's start
 
     data, child = b"", 0
@@ -157,6 +163,8 @@ def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
                 child = int(data[4 : data.index(b"\n")])
                 for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
                     previous[sig] = _signal.signal(sig, forward)
+            if child and b"\nEXIT " in data and data.endswith(b"\n"):
+                break
     finally:
         for sig, handler in previous.items():
             _signal.signal(sig, handler)
