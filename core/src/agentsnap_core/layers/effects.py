@@ -37,6 +37,7 @@ from agentsnap_core.layers.effects_ledger import (
     EffectKeyMissing,
     KeyState,
     Ledger,
+    append_forks,
     position_key,
     user_key,
     verify_ledger,
@@ -618,11 +619,12 @@ def record_fork(repo: Repo, snapshot: str, branches: list[str], policy: str, par
     """Write one ``fork`` entry per new branch (called by :meth:`Repo.fork` before the refs exist)."""
     if policy not in POLICIES:
         raise InvalidInput(f"effects policy must be one of {', '.join(POLICIES)}, not {policy!r}")
-    led = Ledger.for_repo(repo).sync()
-    parent_lineage = led.lineage_of(parent or repo.current_branch() or "main")
-    # one store transaction for all of them (a fork of 12 paid 12 durable commits)
-    led.append_many([{"kind": "fork", "branch": b, "parent": parent_lineage, "policy": policy, "snapshot": snapshot}
-                     for b in branches])
+    parent_branch = parent or repo.current_branch() or "main"
+    # one store transaction for all of them (a fork of 12 paid 12 durable commits), after reading only the entries
+    # appended since the last snapshot or fork (a new process no longer folds the whole ledger to fork)
+    append_forks(repo, lambda lineage_of: [
+        {"kind": "fork", "branch": b, "parent": lineage_of(parent_branch), "policy": policy, "snapshot": snapshot}
+        for b in branches])
 
 
 def import_tools(modules: list[str]) -> None:

@@ -23,7 +23,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -293,14 +293,7 @@ class Ledger:
     # ------------------------------------------------------------------ writing
     def signing_key(self) -> bytes:
         """The key to extend this ledger with; refuses a key other than the one that signed it."""
-        key = load_key(create=not self.entries and self.store.count() == 0)
-        if key is None:
-            raise EffectKeyMissing(f"no key in {KEY_ENV} and no key file at {key_path()}")
-        if self.entries and self.entries[-1].get("kid") not in (None, key_id(key)):
-            raise EffectKeyMissing(
-                f"the ledger is signed with key {self.entries[-1].get('kid')}, the available key is {key_id(key)}"
-            )
-        return key
+        return _signing_key(len(self.entries) or self.store.count(), self.entries[-1].get("kid") if self.entries else None)
 
     def try_append(self, record: dict[str, Any]) -> dict[str, Any] | None:
         """Append ``record`` if nobody appended since the last :meth:`sync`; return the entry or None."""
@@ -314,36 +307,13 @@ class Ledger:
         (S3: a conditional write per entry) takes them one by one, and this returns the prefix it took.
         """
         with self._lock:
-            key = self.signing_key()
-            kid = key_id(key)
-            start = len(self.entries)
-            prev = self.macs[-1] if self.macs else _ZERO
-            made: list[tuple[dict[str, Any], bytes, bytes, bytes]] = []  # (entry, body, mac, seal after it)
-            for k, record in enumerate(records):
-                i = start + k
-                body_map = {**record, "v": ENTRY_FORMAT, "i": i, "kid": kid, "time": record.get("time", time.time())}
-                body = pack(body_map)
-                prev = entry_mac(key, i, prev, body)
-                seal = pack({"count": i + 1, "head": prev, "kid": kid, "mac": seal_mac(key, i + 1, prev)})
-                made.append((body_map, body, prev, seal))
-            many = getattr(self.store, "append_many", None)
-            if many is not None and len(made) > 1:
-                if not many(start, [(body, mac) for _, body, mac, _ in made], made[-1][3]):
-                    return None
-                taken = made
-            else:
-                taken = []
-                for entry, body, mac, seal in made:
-                    if not self.store.append(start + len(taken), body, mac, seal):
-                        break
-                    taken.append((entry, body, mac, seal))
-                if not taken:
-                    return None
-            for entry, _, mac, _ in taken:  # each entry a new dict (``{**record, ...}``), as the old single append
+            taken = _write_chained(self.store, self.signing_key(), len(self.entries),
+                                   self.macs[-1] if self.macs else _ZERO, records)
+            for entry, mac in taken:  # each entry a new dict (``{**record, ...}``), as the old single append
                 self.entries.append(entry)
                 self.macs.append(mac)
                 self._fold(entry)
-            return [entry for entry, _, _, _ in taken]
+            return [entry for entry, _ in taken] or None
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Append ``record`` (retrying after concurrent appends)."""
@@ -499,6 +469,75 @@ def bind_snapshot(
     rec.update(binding)
     rec.update({"branch": branch, "lineage": lineage})
     manifest_layers["effects"] = rec
+
+
+def _signing_key(count: int, last_kid: str | None) -> bytes:
+    """The key to extend a ledger of ``count`` entries whose last was signed by ``last_kid`` (made if it is empty)."""
+    key = load_key(create=count == 0)
+    if key is None:
+        raise EffectKeyMissing(f"no key in {KEY_ENV} and no key file at {key_path()}")
+    if count and last_kid not in (None, key_id(key)):
+        raise EffectKeyMissing(f"the ledger is signed with key {last_kid}, the available key is {key_id(key)}")
+    return key
+
+
+def _write_chained(store: LedgerStore, key: bytes, start: int, prev: bytes,
+                   records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], bytes]]:
+    """Write ``records`` as entries ``start``, ``start + 1``... chained after MAC ``prev``; the ``(entry, mac)``
+    the store took: all or none where it has ``append_many``, else the prefix it took one by one (none when
+    another writer appended since ``start`` was read)."""
+    kid = key_id(key)
+    made: list[tuple[dict[str, Any], bytes, bytes, bytes]] = []  # (entry, body, mac, seal after it)
+    for k, record in enumerate(records):
+        i = start + k
+        body_map = {**record, "v": ENTRY_FORMAT, "i": i, "kid": kid, "time": record.get("time", time.time())}
+        body = pack(body_map)
+        prev = entry_mac(key, i, prev, body)
+        seal = pack({"count": i + 1, "head": prev, "kid": kid, "mac": seal_mac(key, i + 1, prev)})
+        made.append((body_map, body, prev, seal))
+    many = getattr(store, "append_many", None)
+    if many is not None and len(made) > 1:
+        return [(entry, mac) for entry, _, mac, _ in made] if many(start, [(b, m) for _, b, m, _ in made], made[-1][3]) else []
+    taken: list[tuple[dict[str, Any], bytes]] = []
+    for entry, body, mac, seal in made:
+        if not store.append(start + len(taken), body, mac, seal):
+            break
+        taken.append((entry, mac))
+    return taken
+
+
+def _lineage_in(lineages: dict[str, str]) -> Callable[[str], str]:
+    """``lineage_of`` for the branch lineages :func:`binding_view` folded (a branch never forked: its own name)."""
+    return lambda branch: lineages.get(branch, branch)
+
+
+def append_forks(repo: Repo, records: Callable[[Callable[[str], str]], list[dict[str, Any]]]) -> None:
+    """Append the entries ``records(lineage_of)`` makes (``lineage_of(branch)``: a branch's lineage id) after the
+    ledger's last entry, reading only the entries appended since the last snapshot or fork of this store
+    (:func:`binding_view`), not the whole ledger as :meth:`Ledger.sync` does in a new process: a fork's cost stays
+    flat as an agent's ledger grows. Another writer appending meanwhile: read again and append after it, as
+    :meth:`Ledger.append_many` does."""
+    cached: Ledger | None = getattr(repo, "_effects_ledger", None)
+    store = store_for(repo)
+    if cached is not None and cached.store is store and cached.entries:  # this process folds it already
+        cached.sync()
+        cached.append_many(records(cached.lineage_of))
+        return
+    todo: list[dict[str, Any]] | None = None
+    while True:
+        binding, lineages = binding_view(repo, store)
+        count, head = binding["count"], binding["head"]
+        if todo is None:
+            todo = records(_lineage_in(lineages))
+        taken = _write_chained(store, _signing_key(count, binding["kid"]), count,
+                               bytes.fromhex(head) if head else _ZERO, todo)
+        todo = todo[len(taken) :]  # a store without transactions may take a prefix: the rest goes after it
+        if not todo:
+            return
+        if not taken and store.count() == count:  # refused, yet no other writer appended: retrying cannot help
+            raise AgentSnapError(
+                f"the effects ledger's store refused entry #{count} although it holds {count} entries and no other "
+                f"writer appended; nothing was appended. The ledger store is inconsistent: run 'agentsnap verify'")
 
 
 def _decode(body: bytes, index: int) -> dict[str, Any]:
