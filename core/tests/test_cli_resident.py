@@ -243,3 +243,33 @@ def test_the_script_answers_at_the_commands_exit_line_not_at_the_close_of_the_co
     assert resident._wait(ours) == 3
     assert not closed.is_set()
     ours.close()
+
+
+def test_the_commands_a_child_runs_import_nothing_the_resident_process_could_have_imported(tmp_path):
+    """A child pays for every module it imports itself (nothing is shared back): after the resident process's
+    preload, snapshots (a tree past the chunking size, a large file, a secret) and a restore import nothing."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for i in range(2000):  # a tree of ~100 KB: its msgpack is cut into chunks
+        (work / f"file_{i:05d}_with_a_long_name.txt").write_text(str(i))
+    (work / "big.bin").write_bytes(os.urandom(300_000))
+    (work / ".env").write_text("TOKEN=1\n")
+    probe = (
+        "import os, sys\n"
+        "from agentsnap_core.cli import resident, run\n"
+        "resident._preload()\n"
+        "before = set(sys.modules)\n"
+        "for args in (['init'], ['snapshot', '-m', 'a'], ['snapshot', '-m', 'b'], ['restore', 'HEAD~1'], ['status']):\n"
+        "    try:\n"
+        "        run(args, resident=False)\n"
+        "    except SystemExit as exc:\n"
+        "        assert not exc.code, (args, exc.code)\n"
+        "    if args[-1] == 'a':\n"
+        "        open('big.bin', 'ab').write(b'more')\n"
+        "print('NEW', ' '.join(sorted(set(sys.modules) - before)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=work, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("AGENTSNAP_RESIDENT")})
+    assert proc.returncode == 0, proc.stderr
+    new = proc.stdout.rpartition("NEW")[2].split()
+    assert new == [], f"imported by the commands, not by the preload: {new}"

@@ -249,6 +249,11 @@ def _preload() -> None:
         crypto._aesgcm()
     except AgentSnapError:
         pass  # no 'cryptography': the vault is off, and says so
+    import pwd  # noqa: F401  (the snapshot's author)
+
+    from agentsnap_core.format import objects
+
+    objects._cdc()  # the chunker of large files, and of every tree past 64 KiB: ~6 ms of imports in each child
 
 
 def peer_uid(conn) -> int | None:  # type: ignore[no-untyped-def]
