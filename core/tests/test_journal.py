@@ -32,29 +32,29 @@ class Spy:
         self.rescans: list[set[str]] = []
         real = world._rescan
 
-        def rescan(root, ignore, cache, listing, changed):  # type: ignore[no-untyped-def]
+        def rescan(root, ignore, cache, listing, changed, special):  # type: ignore[no-untyped-def]
             self.rescans.append(set(changed))
-            return real(root, ignore, cache, listing, changed)
+            return real(root, ignore, cache, listing, changed, special)
 
         monkeypatch.setattr(world, "_rescan", rescan)
 
 
-def _capture(root: Path, cache_file: Path, requests: Path) -> tuple[list[world.Entry], list[str]]:
+def _capture(root: Path, cache_file: Path, requests: Path) -> tuple[list[world.Entry], list[str], list[str]]:
     """One command of the resident process: read events, capture (with the stat cache on disk), save the cache,
     then let the parent take what the capture asked to watch."""
     journal.drain_all()
     cache = world.StatCache.load(cache_file)
     ignore = world.Ignore(root)
-    entries, new, _ = world.capture(root, None, ignore, cache, watch=journal.lookup(str(root)))
+    entries, new, stats = world.capture(root, None, ignore, cache, watch=journal.lookup(str(root)))
     new.save(cache_file)
     journal.take_requests(str(requests))
-    return entries, sorted(ignore.left_out)
+    return entries, sorted(ignore.left_out), sorted(stats.special)
 
 
-def _truth(root: Path) -> tuple[list[world.Entry], list[str]]:
+def _truth(root: Path) -> tuple[list[world.Entry], list[str], list[str]]:
     ignore = world.Ignore(root)
-    entries, _, _ = world.capture(root, None, ignore)
-    return entries, sorted(ignore.left_out)
+    entries, _, stats = world.capture(root, None, ignore)
+    return entries, sorted(ignore.left_out), sorted(stats.special)
 
 
 def _files(root: Path) -> list[Path]:
@@ -70,7 +70,7 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
         files, dirs = _files(root), _dirs(root)
         op = rng.choice(["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename",
                          "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "move_in",
-                         "out_and_back", "nothing"])
+                         "out_and_back", "fifo", "fifo_gone", "nothing"])
         d = rng.choice(dirs)
         if op == "new" or (not files and op in ("edit", "same_size", "delete", "rename", "move", "chmod", "hardlink")):
             (d / f"f{n}_{rng.randint(0, 999)}.txt").write_bytes(os.urandom(rng.randint(0, 300)))
@@ -126,6 +126,12 @@ def _mutate(root: Path, rng: random.Random, n: int) -> None:
                     fh.write(b"appended through one name " + str(n).encode())
         elif op == "mvdir" and d != root:
             d.rename(d.with_name(f"{d.name}_mv{n}"))
+        elif op == "fifo" and not (d / f"p{n}").exists():  # a named pipe: never captured, always named
+            os.mkfifo(d / f"p{n}")
+        elif op == "fifo_gone":
+            pipes = [p for p in root.rglob("p*") if p.is_fifo()]
+            if pipes:
+                rng.choice(pipes).unlink()
         elif op == "move_in" and not (d / f"in{n}").exists():  # a directory made outside the tree (never watched),
             outside = root.parent / f"outside{n}"  # then moved into it
             (outside / "a" / "b").mkdir(parents=True)
@@ -196,7 +202,7 @@ def test_unchanged_tree_reads_no_directory_and_a_change_reads_only_its_directory
     assert spy.rescans == [set()]
     scanned.clear()
     (root / "d7" / "f.txt").write_text("changed")
-    entries, _ = _capture(root, cache_file, keeper)
+    entries, _, _ = _capture(root, cache_file, keeper)
     assert spy.rescans[-1] == {"d7"}
     assert scanned == [str(root / "d7")]
     assert entries == _truth(root)[0]

@@ -92,6 +92,14 @@ def left_out_line(names: list[str], kept: list[str] | None = None) -> str | None
     return "; ".join(parts) + "; capture them in the snapshot with 'snapshot --include-secrets' (docs/SECURITY.md)"
 
 
+def not_captured_line(names: list[str]) -> str | None:
+    """The stderr line naming the FIFOs, sockets and devices in the tree (no snapshot holds them), or None."""
+    if not names:
+        return None
+    return (f"not captured: {len(names)} FIFO(s), socket(s) or device(s), which no snapshot holds: {_first(names)} "
+            "(a restore leaves them as they are)")
+
+
 def _first(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
 
@@ -111,6 +119,9 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     left = left_out_line(st["left_out"])
     if left:
         out.append((left, True))
+    special = not_captured_line(st.get("not_captured") or [])
+    if special:
+        out.append((special, True))
     gone = st.get("secrets_missing") or []
     if gone:
         shown = _first(gone)
@@ -144,13 +155,19 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
         names = vault.left_out(w)
         kept = vault.kept(repo, snap.id) if repo is not None else []
         why_not = vault.key_problem(repo) if repo is not None and len(kept) < len(names) else None
+    from agentsnap_core.layers import world as world_layer
+
+    special = [world_layer.name_in(n) for n in w.get("not_captured") or []]
     if as_json:
-        world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": names, "kept_locally": kept}
+        world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": names, "kept_locally": kept,
+                 "not_captured": special}
         return [(json_line({"v": JSON_VERSION, **snap.summary(), "world": world}), False)]
     left = left_out_line(names, kept)
     if left and why_not:
         left += f" (not kept in the local vault: {why_not})"
-    return [(snap.id, False)] + ([(left, True)] if left else [])
+    lines = [(snap.id, False)] + ([(left, True)] if left else [])
+    special_line = not_captured_line(special)
+    return lines + ([(special_line, True)] if special_line else [])
 
 
 def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:

@@ -177,6 +177,8 @@ class CaptureStats:
     bytes_total: int = 0
     files_hashed: int = 0
     bytes_hashed: int = 0
+    #: FIFOs, sockets and devices found in the tree: never captured, and named (a restore leaves them as they are)
+    special: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -189,7 +191,7 @@ class StatCache:
     tree: tuple[str, str] | None = None
     #: with a change journal (:mod:`agentsnap_core.layers.journal`): the rest of the listing the entries came from
     #: and the journal's token for it, ``{"t": [watch id, read], "ig": ignore rules, "d": {dir: mode},
-    #: "l": {link: target}, "x": [left out], "m": [files with other hard links]}``
+    #: "l": {link: target}, "x": [left out], "m": [files with other hard links], "s": [FIFOs, sockets, devices]}``
     listing: dict[str, Any] | None = None
 
     @classmethod
@@ -216,7 +218,8 @@ class StatCache:
             j = self.listing
             doc["j"] = {"t": j["t"], "ig": j["ig"], "d": _keys_out(j["d"]),
                         "l": {name_out(k): name_out(v) for k, v in j["l"].items()},
-                        "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]]}
+                        "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]],
+                        "s": [name_out(k) for k in j["s"]]}
         tmp.write_bytes(pack_plain(doc))
         os.replace(tmp, path)
 
@@ -239,10 +242,12 @@ def _keys_in(d: dict[Any, Any]) -> dict[str, Any]:
 def _listing_in(j: Any) -> dict[str, Any] | None:
     """A stat cache's journal listing as saved, or None when absent or not as written (then the capture walks)."""
     if not (isinstance(j, dict) and isinstance(j.get("t"), list) and isinstance(j.get("d"), dict)
-            and isinstance(j.get("l"), dict) and isinstance(j.get("x"), list) and isinstance(j.get("m"), list)):
+            and isinstance(j.get("l"), dict) and isinstance(j.get("x"), list) and isinstance(j.get("m"), list)
+            and isinstance(j.get("s"), list)):  # (a listing saved before "s" existed: the capture walks once)
         return None
     return {"t": j["t"], "ig": j.get("ig"), "d": _keys_in(j["d"]),
             "l": {name_in(k): name_in(v) for k, v in j["l"].items()}, "x": [name_in(k) for k in j["x"]],
+            "s": [name_in(k) for k in j["s"]],
             "m": {name_in(k) for k in j["m"]}}
 
 
@@ -339,7 +344,7 @@ def _scan_level(abs_dir: str, ignore: Ignore) -> list[tuple[str, os.stat_result]
 
 
 def _rescan(
-    root: Path, ignore: Ignore, cache: StatCache, listing: dict[str, Any], changed: set[str]
+    root: Path, ignore: Ignore, cache: StatCache, listing: dict[str, Any], changed: set[str], special: list[str]
 ) -> list[tuple[str, os.stat_result | None]]:
     """The tree's ``(path, lstat)`` from the cached listing and a change journal: only the directories ``changed``
     (and directories new in them, whole) are read again; every other entry is the cached one (``lstat`` None),
@@ -391,6 +396,7 @@ def _rescan(
                 else:
                     out.append((p, None))
     ignore.left_out.extend(p for p in listing["x"] if kept(p))
+    special.extend(p for p in listing["s"] if kept(p))  # (those of the directories read are found again)
     out.sort(key=_path)
     return out
 
@@ -423,7 +429,7 @@ def capture(
     token = watch.token() if watch is not None else None
     found: Iterable[tuple[str, os.stat_result | None]]
     if changed is not None and cache is not None and listing is not None:
-        found = _rescan(root, ignore, cache, listing, changed)
+        found = _rescan(root, ignore, cache, listing, changed, stats.special)
         dirs, links = listing["d"], listing["l"]
     else:
         found = scan(root, ignore)
@@ -476,7 +482,8 @@ def capture(
             entries.append((rel, "d", mode & 0o777, 0, ""))
             if watch is not None:
                 new_dirs[rel] = mode & 0o777
-        # sockets, FIFOs and devices are not captured
+        else:  # sockets, FIFOs and devices are not captured: named (CaptureStats.special), never in silence
+            stats.special.append(rel)
 
     def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, int, os.stat_result, bool]]:
         out = []
@@ -538,9 +545,22 @@ def capture(
             journal.want(str(root), missing)
         if token is not None:
             out.listing = {"t": token, "ig": ignore.key, "d": new_dirs, "l": new_links, "x": list(ignore.left_out),
-                           "m": multi}  # (files of "m" are lstat-ed by _rescan: their st says again)
+                           "m": multi, "s": list(stats.special)}  # (files of "m" are lstat-ed by _rescan: their st says again)
             out.dirty = out.dirty or cache is None or cache.listing is None or cache.listing["t"] != token
     return entries, out, stats
+
+
+def _in_the_way(full: str) -> str:
+    """What stands at ``full`` that the working tree's capture does not hold, in words for an error."""
+    try:
+        mode = os.lstat(full).st_mode
+    except OSError:
+        return "something"
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return f"{what} (never captured)"
+    return "something ignored here"
 
 
 def name_out(name: str) -> str | bytes:
@@ -794,7 +814,7 @@ def materialize(
         full = os.path.join(root, p)
         if os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
             exc = AgentSnapError(
-                f"cannot restore {p!r}: something ignored here is in the way (the snapshot has a "
+                f"cannot restore {p!r}: {_in_the_way(full)} is in the way (the snapshot has a "
                 f"{_KIND_NAMES[tgt[p][1]]} there); nothing was changed: move it and re-run"
             )
             exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)

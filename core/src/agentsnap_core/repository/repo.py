@@ -490,6 +490,8 @@ class Repo:
         }
         if ignore.left_out:  # named, never silent: snapshot, show and status report them
             rec["left_out"] = [world.name_out(n) for n in sorted(ignore.left_out)]  # any bytes, as tree names
+        if stats.special:  # FIFOs, sockets, devices: no snapshot can hold them; named, as left_out
+            rec["not_captured"] = [world.name_out(n) for n in sorted(stats.special)]
         return rec
 
     def _valid_trees(self) -> set[str]:
@@ -579,10 +581,12 @@ class Repo:
 
     def _working(self) -> tuple[list[world.Entry], list[str]]:
         """The working tree's entries and the files the secrets policy leaves out of it."""
-        entries, left_out, _ = self._working_with_cache()
+        entries, left_out, _, _ = self._working_with_cache()
         return entries, left_out
 
-    def _working_with_cache(self) -> tuple[list[world.Entry], list[str], world.StatCache]:
+    def _working_with_cache(self) -> tuple[list[world.Entry], list[str], world.StatCache, list[str]]:
+        """The working tree's entries, the files the secrets policy leaves out, the stat cache they were read with
+        and the special files (FIFOs, sockets, devices) that no snapshot captures."""
         path = self.wt_dir / "statcache.msgpack"
         cache = world.StatCache.load(path)
         ignore = self._ignore()
@@ -596,7 +600,7 @@ class Repo:
                 new.save(path)
             except OSError:
                 pass
-        return entries, sorted(ignore.left_out), cache
+        return entries, sorted(ignore.left_out), cache, sorted(stats.special)
 
     # ---------------------------------------------------------------- snapshot
     @contextmanager
@@ -934,7 +938,7 @@ class Repo:
     def status(self) -> dict[str, Any]:
         symref, oid = self.head()
         snap = Snapshot(oid, self.manifest(oid)) if oid else None
-        entries, left_out, cache = self._working_with_cache()
+        entries, left_out, cache, special = self._working_with_cache()
         tree = ((snap.layers.get("world") or {}).get("tree") if snap else None)
         if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's and it is unchanged
             changes = world.Changes()
@@ -949,6 +953,7 @@ class Repo:
             "world": changes.as_dict(),
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
             "left_out": left_out,
+            "not_captured": special,
         }
         gone, problem = self._vault_files_gone(snap, left_out)
         if gone:  # not a change of the snapshot's tree (they are not in it), but restore brings them back
