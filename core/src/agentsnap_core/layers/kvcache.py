@@ -35,8 +35,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import blake3
 
@@ -45,6 +44,9 @@ from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, pack_plain
 from agentsnap_core.format.objects import MAX_OBJECT_BYTES, is_oid
 from agentsnap_core.stores.base import ObjectStore
+
+if TYPE_CHECKING:  # concurrent.futures (and its logging) load with the first worker: adapters import this module
+    from concurrent.futures import Future, ThreadPoolExecutor  # in every process, most never store a KV cache
 
 FORMAT = "agentsnap-kv"
 VERSION = 2
@@ -144,6 +146,8 @@ def _executor() -> ThreadPoolExecutor:
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
+            from concurrent.futures import ThreadPoolExecutor
+
             _pool = ThreadPoolExecutor(workers(), thread_name_prefix="agentsnap-kv")
             _pool_pid = os.getpid()
         return _pool
@@ -242,6 +246,8 @@ class _SegmentWriter:
         """On an error: nothing left running that still reads the caller's buffers (what was stored is garbage)."""
         for future, _entries in self.flying:
             future.cancel()
+        from concurrent.futures import wait
+
         wait([f for f, _e in self.flying])
         self.flying.clear()
 
@@ -473,6 +479,8 @@ class PendingRead:
     def cancel(self) -> None:
         """Drop the reads not started and wait for the others (their errors are not raised): for a caller that
         gives the buffers back after an error of its own."""
+        from concurrent.futures import wait
+
         for future in self._futures:
             future.cancel()
         wait(self._futures)
