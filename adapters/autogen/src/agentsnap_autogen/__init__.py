@@ -2,22 +2,39 @@
 
 from __future__ import annotations
 
-from ._bridge import run_sync
-from ._config import REDACTED, MissingSecret, SuppliedModelClient, UntrustedCode, model_slots, redact
-from ._merge import findings_note
-from ._team import (
-    IncompatibleTarget,
-    TeamRunning,
-    build,
-    capture_layers,
-    fork,
-    load,
-    restore,
-    snapshot,
-    trace_of,
-    wrap_tools,
-)
-from ._turns import TESTED_AUTOGEN, TurnSnapshots, UntestedAutoGen
+from typing import TYPE_CHECKING
+
+from agentsnap_core.plugins import lazy_exports
+
+if TYPE_CHECKING:
+    from ._bridge import run_sync
+    from ._config import REDACTED, MissingSecret, SuppliedModelClient, UntrustedCode, model_slots, redact
+    from ._merge import findings_note
+    from ._team import (
+        IncompatibleTarget,
+        TeamRunning,
+        build,
+        capture_layers,
+        fork,
+        load,
+        restore,
+        snapshot,
+        trace_of,
+        wrap_tools,
+    )
+    from ._turns import TESTED_AUTOGEN, TurnSnapshots, UntestedAutoGen
+
+# This package is imported with its plugin by every process that uses agentsnap (the CLI's too): AutoGen loads when
+# one of these names is first used, not before.
+__getattr__ = lazy_exports(__name__, {
+    "run_sync": "_bridge",
+    **dict.fromkeys(("REDACTED", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "model_slots", "redact"),
+                    "_config"),
+    "findings_note": "_merge",
+    **dict.fromkeys(("IncompatibleTarget", "TeamRunning", "build", "capture_layers", "fork", "load", "restore",
+                     "snapshot", "trace_of", "wrap_tools"), "_team"),
+    **dict.fromkeys(("TESTED_AUTOGEN", "TurnSnapshots", "UntestedAutoGen"), "_turns"),
+})
 
 __all__ = [
     "REDACTED",

@@ -16,7 +16,8 @@ from typing import Any
 
 from agentsnap_core.operations.merge_layers import MARK_ROLE, merge_values, summarize
 
-from ._team import FORMAT, trace_of
+from ._format import is_payload as _is_payload
+from ._team import trace_of
 
 NOTE_SOURCE = "agentsnap_merge"
 #: a message longer than this is shortened in the default note; the note holds at most NOTE_LIMIT characters
@@ -51,10 +52,6 @@ def _note(messages: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, 
     pm = context.get("pm")
     hooked = pm.hook.agentsnap_summarize_branch(messages=messages, context=context) if pm is not None else None
     return hooked if hooked is not None else findings_note(messages, context)
-
-
-def _is_payload(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("format") == FORMAT
 
 
 def _without_clients(config: Any) -> Any:

@@ -19,9 +19,7 @@ from autogen_agentchat.base import ChatAgent, Team
 from autogen_core import ComponentLoader
 
 from ._config import ModelClients, loading, prepare, redact, to_plain
-
-FORMAT = "agentsnap-autogen"
-FORMAT_VERSION = 1
+from ._format import FORMAT, FORMAT_VERSION
 
 
 class TeamRunning(AgentSnapError):

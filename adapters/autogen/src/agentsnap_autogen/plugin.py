@@ -7,39 +7,57 @@ The hooks are synchronous; they drive AutoGen's coroutines on the adapter's back
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from agentsnap_core import hookimpl
 
-from ._bridge import run_sync
-from ._team import FORMAT, capture_layers, kind_of, restore_state
+from ._format import is_payload as _is_payload
+
+# This module is loaded by every process that uses agentsnap (entry-point discovery, every CLI command): it imports
+# no AutoGen module at load. No AutoGen team or agent can exist in a process that has not imported autogen_agentchat,
+# so the hooks answer None there without importing it.
+
+
+def _kind_of(obj: Any) -> str | None:
+    if "autogen_agentchat" not in sys.modules:
+        return None
+    from ._team import kind_of
+
+    return kind_of(obj)
 
 
 @hookimpl
 def agentsnap_handles(obj: Any) -> str | None:
-    return "autogen" if kind_of(obj) else None
+    return "autogen" if _kind_of(obj) else None
 
 
 @hookimpl
 def agentsnap_capture(obj: Any, context: dict[str, Any]) -> dict[str, Any] | None:
-    if kind_of(obj) is None:
+    if _kind_of(obj) is None:
         return None
+    from ._bridge import run_sync
+    from ._team import capture_layers
+
     return run_sync(capture_layers(obj))
 
 
 @hookimpl
 def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any]) -> bool | None:
     state = layers.get("state")
-    if kind_of(obj) is None or not isinstance(state, dict) or state.get("format") != FORMAT:
+    if _kind_of(obj) is None or not _is_payload(state):
         return None
+    from ._bridge import run_sync
+    from ._team import restore_state
+
     run_sync(restore_state(obj, state))
     return True
 
 
 @hookimpl
 def agentsnap_merge_state(base: Any, ours: Any, theirs: Any, context: dict[str, Any]) -> Any:
-    from ._merge import _is_payload, merge_payloads
-
     if not (_is_payload(ours) and _is_payload(theirs)):
         return None
+    from ._merge import merge_payloads
+
     return merge_payloads(base, ours, theirs, context)

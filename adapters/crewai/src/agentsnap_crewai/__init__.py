@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .checkpoint import (
-    AgentsnapCheckpointProvider,
-    CheckpointFailed,
-    NoCheckpoint,
-    checkpoint_failures,
-    checkpoint_path,
-    resolve_checkpoint,
-)
-from .effects import guard_tool, guard_tools
-from .flow import AgentsnapFlowPersistence
-from .merge import MemoryMerge, merge_memory, merge_storages
-from .restore import MissingLiveObjects, inject_live_objects, resume_crew
-from .storage import AgentsnapStorage
-from .writer import CheckpointWriteFailed, flush_all
+from agentsnap_core.plugins import lazy_exports
+
+if TYPE_CHECKING:
+    from .checkpoint import (
+        AgentsnapCheckpointProvider,
+        CheckpointFailed,
+        NoCheckpoint,
+        checkpoint_failures,
+        checkpoint_path,
+        resolve_checkpoint,
+    )
+    from .effects import guard_tool, guard_tools
+    from .flow import AgentsnapFlowPersistence
+    from .merge import MemoryMerge, merge_memory, merge_storages
+    from .restore import MissingLiveObjects, inject_live_objects, resume_crew
+    from .storage import AgentsnapStorage
+    from .writer import CheckpointWriteFailed, flush_all
+
+# This package is imported with its plugin by every process that uses agentsnap (the CLI's too): CrewAI (seconds to
+# import) loads when one of these names is first used, not before.
+__getattr__ = lazy_exports(__name__, {
+    **dict.fromkeys(("AgentsnapCheckpointProvider", "CheckpointFailed", "NoCheckpoint", "checkpoint_failures",
+                     "checkpoint_path", "resolve_checkpoint"), "checkpoint"),
+    **dict.fromkeys(("guard_tool", "guard_tools"), "effects"),
+    "AgentsnapFlowPersistence": "flow",
+    **dict.fromkeys(("MemoryMerge", "merge_memory", "merge_storages"), "merge"),
+    **dict.fromkeys(("MissingLiveObjects", "inject_live_objects", "resume_crew"), "restore"),
+    "AgentsnapStorage": "storage",
+    **dict.fromkeys(("CheckpointWriteFailed", "flush_all"), "writer"),
+})
 
 __all__ = [
     "AgentsnapCheckpointProvider",
@@ -52,6 +68,8 @@ def register_memory_storage() -> None:
     where a storage object cannot.
     """
     from crewai.memory.storage.factory import set_memory_storage_factory
+
+    from .storage import AgentsnapStorage
 
     def factory(spec: str) -> Any:
         if not spec.startswith(SPEC_PREFIX):

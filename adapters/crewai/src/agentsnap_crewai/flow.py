@@ -22,12 +22,12 @@ from agentsnap_core.stores.base import RefUpdate
 from crewai.flow.persistence.base import FlowPersistence
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
+from ._kinds import FLOW_KIND
 from .storage import _open_or_init
 
 if TYPE_CHECKING:
     from crewai.flow.async_feedback.types import PendingFeedbackContext
 
-FLOW_KIND = "crewai.flow"
 
 #: the snapshot the current flow run was hydrated from, per run: CrewAI loads (``load_state``) and saves inside
 #: one kickoff's asyncio task, whose context ``asyncio.to_thread`` carries into worker threads; another

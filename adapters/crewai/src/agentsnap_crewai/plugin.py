@@ -14,22 +14,28 @@ are per record (``agentsnap_merge_state``).
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from agentsnap_core import hookimpl
 from agentsnap_core.errors import AgentSnapError
 
-from .flow import FLOW_KIND, _plain_state
-from .merge import merge_memory
-from .storage import MEMORY_KIND, AgentsnapStorage, memory_payload, record_to_row, row_to_record, rows_from_payload
+from ._kinds import CREW_KIND, FLOW_KIND, MEMORY_KIND
 
-CREW_KIND = "crewai.crew"
+# This module is loaded by every process that uses agentsnap (entry-point discovery, every CLI command): it imports
+# no CrewAI module (seconds) at load. No CrewAI object - nor an AgentsnapStorage, whose module imports CrewAI - can
+# exist in a process that has not imported crewai, so the hooks answer None there without importing it.
+
 NAME = "crewai"
 #: records per ``list_records`` call when reading a foreign StorageBackend (LanceDB takes an int64 limit)
 PAGE = 500
 
 
 def _kind(obj: Any) -> str | None:
+    if "crewai" not in sys.modules:
+        return None
+    from .storage import AgentsnapStorage
+
     if isinstance(obj, AgentsnapStorage):
         return "storage"
     try:
@@ -68,6 +74,8 @@ def _storage_of(obj: Any) -> Any:
 
 def capture_memory(storage: Any) -> dict[str, Any]:
     """The memory payload of any CrewAI StorageBackend."""
+    from .storage import AgentsnapStorage, memory_payload, record_to_row
+
     if isinstance(storage, AgentsnapStorage):
         return storage.payload()
     return memory_payload({r.id: record_to_row(r) for r in sorted(all_records(storage), key=lambda r: (r.created_at, r.id))})
@@ -94,6 +102,8 @@ def all_records(storage: Any) -> list[Any]:
 
 def restore_memory(storage: Any, payload: Any) -> None:
     """Replace a StorageBackend's contents with a memory payload (validated before any change)."""
+    from .storage import AgentsnapStorage, row_to_record, rows_from_payload
+
     rows = rows_from_payload(payload)
     if isinstance(storage, AgentsnapStorage):
         storage.load_payload(payload)
@@ -122,8 +132,9 @@ def agentsnap_capture(obj: Any, context: dict[str, Any]) -> dict[str, Any] | Non
         return {"state": {"kind": CREW_KIND, "v": 1, "memory": capture_memory(storage) if storage else None, "tasks": tasks,
                           "kickoff_event_id": str(kickoff) if kickoff else None}}
     if kind == "flow":
-        state = obj._state
-        return {"state": {"kind": FLOW_KIND, "v": 1, "state": _plain_state(state)}}
+        from .flow import _plain_state
+
+        return {"state": {"kind": FLOW_KIND, "v": 1, "state": _plain_state(obj._state)}}
     return None
 
 
@@ -186,6 +197,10 @@ def _resume_from_outputs(crew: Any, kickoff_event_id: str | None) -> None:
 def agentsnap_merge_state(base: Any, ours: Any, theirs: Any, context: dict[str, Any]) -> Any:
     """Memory records are merged per id; a crew's other state keeps ours."""
     kinds = {x.get("kind") if isinstance(x, dict) else None for x in (ours, theirs)}
+    if not kinds <= {MEMORY_KIND, CREW_KIND}:
+        return None  # not CrewAI state: nothing imported
+    from .merge import merge_memory
+
     if kinds == {MEMORY_KIND}:
         result = merge_memory(base, ours, theirs)
         return result.payload, result.conflicts

@@ -30,8 +30,8 @@ from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
 from crewai.memory.types import MemoryRecord, ScopeInfo
 from pydantic_core import SchemaSerializer, core_schema
 
-#: what the state layer of a memory snapshot says it is
-MEMORY_KIND = "crewai.memory"
+from ._kinds import MEMORY_KIND  # what the state layer of a memory snapshot says it is
+
 DEFAULT_BRANCH = "crewai/memory"
 _JOURNAL_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

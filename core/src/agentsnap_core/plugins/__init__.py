@@ -30,6 +30,27 @@ _pm: pluggy.PluginManager | None = None
 _dists: dict[str, str] = {}
 
 
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) that imports ``package.<exports[name]>`` when ``name`` is first used.
+
+    An adapter's package is imported with its plugin module by every process that uses agentsnap (entry-point
+    discovery, the CLI's included): its public names must not import the framework (CrewAI and AutoGen take
+    seconds) until one of them is used. ``from package import Name`` works as before.
+    """
+    import importlib
+    import sys
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        setattr(sys.modules[package], name, value)  # (found directly from now on)
+        return value
+
+    return __getattr__
+
+
 def _allowed() -> set[str] | None:
     value = os.environ.get(ENV_ALLOW)
     if value is None:
