@@ -7,6 +7,10 @@ What a CLI user pays, each a whole process (interpreter start and imports includ
   status (big) `agentsnap status` on the tree          vs `git status`
   restore 10  `agentsnap restore <id>` of a snapshot 10 files away vs `git checkout -f <commit>` (restic: `restore --include` n/a)
   fork -n 12  `agentsnap fork -n 12`                  vs twelve `git branch`
+  git+fsync   the snapshot and fork steps with git told to fsync what it commits (`-c core.fsync=committed`: by
+              default git 2.36+ fsyncs no loose object and no ref, so a commit makes no flush; its trace2 `fsync`
+              counters say 0, and 4 with this), on its own copy: git at agentsnap's durability (a snapshot returns
+              with its objects, index row and refs on disk)
   store size  the store on disk (du) after `agentsnap gc` vs `.git` after `git gc`, vs the restic repository
 The same agentsnap commands are also run with the resident process (`AGENTSNAP_RESIDENT=1`, its own folder; started
 once, before the timings): column "resident". Its CPU time adds the resident process's children (the commands), read
@@ -39,6 +43,8 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE
 ENV.update(GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x",
            RESTIC_PASSWORD="bench", RESTIC_CACHE_DIR="")
 AGENTSNAP = [str(Path(sys.executable).parent / "agentsnap")]
+#: git at agentsnap's durability: what a commit or branch writes is fsynced before it returns (git 2.36+)
+GIT_FSYNC = "git -c core.fsync=committed -c core.fsyncMethod=fsync"
 
 
 #: CPU seconds (user + system, children included) of each sh() since the last take_cpu()
@@ -134,16 +140,19 @@ def edit(root: Path, n: int, tag: str) -> None:
 
 
 def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> dict[str, dict[str, float]]:
-    res: dict[str, Timed] = {"agentsnap": Timed(), "resident": Timed(), "git": Timed(), "restic": Timed()}
-    a, g, r = work / "a", work / "g", work / "r"
-    for d in (a, g, r):  # the stdlib without its site-packages (what the issue measured: ~7.7k files)
+    res: dict[str, Timed] = {"agentsnap": Timed(), "resident": Timed(), "git": Timed(), "git+fsync": Timed(),
+                             "restic": Timed()}
+    a, g, r, gf = work / "a", work / "g", work / "r", work / "gf"
+    for d in (a, g, r, gf):  # the stdlib without its site-packages (what the issue measured: ~7.7k files)
         shutil.copytree(src, d, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
     time.sleep(1.1)  # past racy-clean windows for every tool alike
     sh([*AGENTSNAP, "init"], a)
     sh(["git", "init", "-q"], g)
+    sh(["git", "init", "-q"], gf)
     _CPU.clear()
     res["agentsnap"]["first"] = sh([*AGENTSNAP, "snapshot", "-m", "first"], a)
     res["git"]["first"] = sh("git add -A && git commit -q -m first", g)
+    res["git+fsync"]["first"] = sh(f"{GIT_FSYNC} add -A && {GIT_FSYNC} commit -q -m first", gf)
     if restic:
         sh([restic, "init", "-q", "--repo", str(work / "restic-repo")])
         _CPU.clear()
@@ -151,6 +160,8 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     res["agentsnap"]["unchanged"] = median([*AGENTSNAP, "snapshot", "-m", "same"], a, repeat)
     res["resident"]["unchanged"] = median([*AGENTSNAP, "snapshot", "-m", "same"], a, repeat, resident=True)
     res["git"]["unchanged"] = median("git add -A && git commit -q --allow-empty -m same", g, repeat)
+    res["git+fsync"]["unchanged"] = median(f"{GIT_FSYNC} add -A && {GIT_FSYNC} commit -q --allow-empty -m same", gf,
+                                           repeat)
     if restic:
         res["restic"]["unchanged"] = median([restic, "backup", "-q", "--repo", str(work / "restic-repo"), "."], r, repeat)
     # The resident process's change journal (docs/CLI.md) engages from the third command on a tree, and a command
@@ -160,6 +171,7 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     for tool, root, cmd in (("agentsnap", a, [*AGENTSNAP, "snapshot", "-m", "ten"]),
                             ("resident", a, [*AGENTSNAP, "snapshot", "-m", "ten"]),
                             ("git", g, "git add -A && git commit -q -m ten"),
+                            ("git+fsync", gf, f"{GIT_FSYNC} add -A && {GIT_FSYNC} commit -q -m ten"),
                             ("restic", r, [restic or "", "backup", "-q", "--repo", str(work / "restic-repo"), "."])):
         if tool == "restic" and not restic:
             continue
@@ -190,6 +202,8 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
         sh([*AGENTSNAP, "fork", "-n", "12", "--prefix", f"r{i}"], a, True) for i in range(repeat))
     res["git"]["fork -n 12"] = statistics.median(
         sh(" && ".join(f"git branch f{i}-{k}" for k in range(12)), g) for i in range(repeat))
+    res["git+fsync"]["fork -n 12"] = statistics.median(
+        sh(" && ".join(f"{GIT_FSYNC} branch f{i}-{k}" for k in range(12)), gf) for i in range(repeat))
     sh(["git", "gc", "-q"], g)
     sh([*AGENTSNAP, "gc"], a)  # like git gc: small objects re-packed tighter (the packs report is in its output)
     res["agentsnap"]["store MB"] = du(a / ".agentsnap") / 1e6
@@ -252,7 +266,8 @@ def main() -> None:
         finally:
             stop_resident()
     steps = ["first", "unchanged", "10 changed", "status", "restore 10", "fork -n 12", "store MB"]
-    head = f"  {'step':<12}{'agentsnap':>12}{'resident':>10}{'git':>10}{'restic':>10}{'as/git':>8}{'res/git':>9}{'as/restic':>10}"
+    head = (f"  {'step':<12}{'agentsnap':>12}{'resident':>10}{'git':>10}{'git+fsync':>10}{'restic':>10}{'as/git':>8}"
+            f"{'res/git':>9}{'res/g+fs':>9}{'as/restic':>10}")
 
     def cell(v: float | None, unit: float, width: int = 10) -> str:
         return f"{v * unit:>{width}.1f}" if v is not None else f"{'-':>{width}}"
@@ -263,10 +278,10 @@ def main() -> None:
     def table(values: dict[str, dict[str, float]], names: list[str]) -> None:
         print(head)
         for step in names:
-            a, w, g, r = (values[t].get(step) for t in ("agentsnap", "resident", "git", "restic"))
+            a, w, g, f, r = (values[t].get(step) for t in ("agentsnap", "resident", "git", "git+fsync", "restic"))
             unit = 1 if step == "store MB" else 1000
-            print(f"  {step:<12}{cell(a, unit, 12)}{cell(w, unit)}{cell(g, unit)}{cell(r, unit)}{ratio(a, g, 8)}"
-                  f"{ratio(w, g, 9)}{ratio(a, r, 10)}")
+            print(f"  {step:<12}{cell(a, unit, 12)}{cell(w, unit)}{cell(g, unit)}{cell(f, unit)}{cell(r, unit)}"
+                  f"{ratio(a, g, 8)}{ratio(w, g, 9)}{ratio(w, f, 9)}{ratio(a, r, 10)}")
 
     table(res, steps)
     print("  (times in ms, store in MB; targets: first <= 0.5x git, unchanged/10 changed <= 0.8x, status <= 1.0x,"
