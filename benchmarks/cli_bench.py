@@ -213,6 +213,16 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     return res
 
 
+def compile_bytecode() -> None:
+    """Bytecode, as a real install has: agentsnap's and every installed package's (a module's first import would
+    write it into a sys.path folder, which the resident process counts as "a package installed since": stale)."""
+    import agentsnap_core
+
+    compileall.compile_dir(Path(agentsnap_core.__file__).parent, quiet=1)
+    for folder in sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]:
+        compileall.compile_dir(folder, quiet=1, workers=0)
+
+
 def startup(work: Path, repeat: int) -> Timed:
     small = work / "small"
     small.mkdir()
@@ -236,13 +246,7 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=Path(sysconfig.get_paths()["stdlib"]), help="default: the Python stdlib")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
-    import agentsnap_core
-
-    # bytecode, as a real install has: agentsnap's and every installed package's (a module's first import would
-    # write it into a sys.path folder, which the resident process counts as "a package installed since": stale)
-    compileall.compile_dir(Path(agentsnap_core.__file__).parent, quiet=1)
-    for folder in sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]:
-        compileall.compile_dir(folder, quiet=1, workers=0)
+    compile_bytecode()
     restic = shutil.which("restic")
     if not restic:
         print("restic not found (apt-get install restic; nox -s bench installs it): its column is left empty")
