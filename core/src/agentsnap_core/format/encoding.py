@@ -6,6 +6,9 @@ no extension types on load), so decoding an untrusted object can never run code.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import msgpack
@@ -51,10 +54,37 @@ def pack_plain(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
+#: a document this large decodes with the cyclic garbage collector paused (:func:`bulk`)
+BULK_BYTES = 256 * 1024
+
+
+@contextmanager
+def bulk() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a large structure of new containers is built (a 100k-entry tree,
+    stat cache or listing): each collection it triggers walks every container made so far, and it finds no garbage
+    in them (a 100k-file capture spent ~30% of its time there). Reference counting still frees as usual; the
+    collector runs again on exit, where it was running before."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def unpack(data: bytes, what: str = "object") -> Any:
     """Decode bytes written by :func:`pack`; any malformed input raises :class:`DecodeError`."""
     if len(data) > MAX_DECODE_BYTES:
         raise DecodeError(what, f"{len(data)} bytes is over the {MAX_DECODE_BYTES} byte limit")
+    if len(data) >= BULK_BYTES:
+        with bulk():
+            return _unpack(data, what)
+    return _unpack(data, what)
+
+
+def _unpack(data: bytes, what: str) -> Any:
     try:
         return msgpack.unpackb(
             data,

@@ -471,7 +471,7 @@ class Repo:
         watch = journal.lookup(str(self.root)) if cache is not None else None  # (in the resident process's children)
         entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance, watch)
         tree = world.put_tree(self.objects, entries, new_cache if Path(root) == self.root else None)
-        if any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
+        if stats.links and any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
             self._remember_own_tree(tree)
         from agentsnap_core.layers.environment import capture_env  # its secret patterns compile only for a snapshot
 

@@ -1,4 +1,5 @@
-"""agentsnap_core.plugins.lazy_exports: an adapter package's names import their module on first use only."""
+"""What loading and decoding cost: plugins.lazy_exports (an adapter package's names import their module on first
+use) and encoding.bulk (the collector paused while a large structure is built)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,24 @@ def test_a_name_imports_its_module_on_first_use_and_an_unknown_name_is_an_attrib
     finally:
         for name in ("lazypkg", "lazypkg.heavy"):
             sys.modules.pop(name, None)
+
+
+def test_bulk_pauses_the_collector_and_gives_it_back_as_it_was() -> None:
+    """encoding.bulk (large decodes and captures): paused inside, running again after, even on an error; left off
+    when it was off."""
+    import gc
+
+    from agentsnap_core.format.encoding import bulk
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), bulk():
+        assert not gc.isenabled()
+        raise RuntimeError("inside")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with bulk():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
