@@ -65,12 +65,15 @@ def _dirs(root: Path) -> list[Path]:
     return [root] + sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink() and ".agentsnap" not in p.parts)
 
 
-def _mutate(root: Path, rng: random.Random, n: int) -> None:
+OPS = ["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename", "move", "chmod", "chmod_dir",
+       "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "move_in", "out_and_back",
+       "fifo", "fifo_gone", "nothing"]
+
+
+def _mutate(root: Path, rng: random.Random, n: int, ops: list[str] = OPS) -> None:
     for _ in range(rng.randint(1, 4)):
         files, dirs = _files(root), _dirs(root)
-        op = rng.choice(["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename",
-                         "move", "chmod", "chmod_dir", "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "move_in",
-                         "out_and_back", "fifo", "fifo_gone", "nothing"])
+        op = rng.choice(ops)
         d = rng.choice(dirs)
         if op == "new" or (not files and op in ("edit", "same_size", "delete", "rename", "move", "chmod", "hardlink")):
             (d / f"f{n}_{rng.randint(0, 999)}.txt").write_bytes(os.urandom(rng.randint(0, 300)))
@@ -329,4 +332,49 @@ def test_status_keeps_the_journal_listing_of_a_clean_tree_and_never_of_a_changed
     (root / "d3" / "f.txt").write_text("3")  # back as it was: clean again
     assert command("status")["clean"]
     assert spy.rescans[-1] == {"d3"}
+    repo.close()
+
+
+@pytest.mark.parametrize("seed", range(int(os.environ.get("JSEEDS", 3))))
+def test_a_snapshot_from_the_tip_records_what_a_full_walk_gives(
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """An unchanged tree's snapshot in the resident process is answered from the tip beside the stat cache (the
+    journal says no directory changed since): neither the cache nor the tree is read. Random rounds of changes,
+    or none, each then snapshot and status through the Repo: what the snapshot records (tree, counts, files left
+    out, FIFOs named) always equals a full walk's, status agrees, and rounds without a change are the tip's."""
+    from agentsnap_core import Repo
+
+    monkeypatch.setattr(world, "RACY_WINDOW_NS", -1)  # files just written count as settled: tips are made
+    root = tmp_path / "tree"
+    for i in range(3):
+        (root / f"pkg{i}" / "inner").mkdir(parents=True)
+        for j in range(3):
+            (root / f"pkg{i}" / "inner" / f"m{j}.py").write_text(f"{i} {j}\n")
+    (root / "top.txt").write_text("top")
+    repo = Repo.init(root)
+    loads: list[int] = []
+    real_load = world.StatCache.load.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(world.StatCache, "load", classmethod(lambda cls, p: loads.append(1) or real_load(cls, p)))
+    rng = random.Random(seed)
+    from_tip = 0
+    for n in range(45):
+        if n > 3 and rng.random() < 0.4:
+            pass  # no change: the tip answers
+        else:
+            _mutate(root, rng, n, [op for op in OPS if op not in ("hardlink", "via_link")])  # (files with other
+        journal.drain_all()  # names are stat-ed again at every capture: a tree holding one makes no tip)
+        loads.clear()
+        snap = repo.snapshot(f"s{n}")
+        status = repo.status()
+        journal.take_requests(str(keeper))
+        from_tip += not loads
+        entries, left_out, special = _truth(root)
+        rec = snap.layers["world"]
+        assert repo.world_entries(snap) == entries, f"seed {seed}, round {n}"
+        assert (rec["files"], rec.get("left_out", []), rec.get("not_captured", [])) == (
+            sum(1 for e in entries if e[1] == "f"), left_out, special), f"seed {seed}, round {n}"
+        assert status["world"] == {"added": [], "modified": [], "deleted": [], "mode": []}, f"seed {seed}, round {n}"
+        assert (status["left_out"], status["not_captured"]) == (left_out, special)
+    assert from_tip >= 5  # the rounds without a change (after the journal engaged) read no stat cache
     repo.close()

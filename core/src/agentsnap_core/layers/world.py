@@ -194,6 +194,9 @@ class StatCache:
     #: and the journal's token for it, ``{"t": [watch id, read], "ig": ignore rules, "d": {dir: mode},
     #: "l": {link: target}, "x": [left out], "m": [files with other hard links], "s": [FIFOs, sockets, devices]}``
     listing: dict[str, Any] | None = None
+    #: with a change journal: what the next capture of this very tree needs when nothing changed, saved beside the
+    #: cache (:func:`save_tip`; set by the snapshot that stored :attr:`tree` from this cache's entries)
+    tip: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, path: Path) -> StatCache:
@@ -208,6 +211,8 @@ class StatCache:
         return cls()
 
     def save(self, path: Path) -> None:
+        if self.tip is not None:
+            save_tip(path, self.tip)
         if not self.dirty and path.exists():
             return
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -223,6 +228,48 @@ class StatCache:
                         "s": [name_out(k) for k in j["s"]]}
         tmp.write_bytes(pack_plain(doc))
         os.replace(tmp, path)
+
+
+def _tip_path(cache_path: Path) -> Path:
+    return cache_path.with_name(cache_path.name + ".tip")
+
+
+def make_tip(cache: StatCache, stats: CaptureStats, left_out: list[str], escapes: bool) -> dict[str, Any] | None:
+    """The tip of a capture with a change journal, or None when the next capture could not be answered from it:
+    ``{"t": journal token, "ig": ignore rules, "tree": id stored from these entries, "files", "bytes", "links",
+    "esc": a link points outside the tree, "x": left out, "s": FIFOs/sockets/devices}``. Only for a capture whose
+    entries all settled (none racily clean, no file with other hard links: those are stat-ed again each time)."""
+    j = cache.listing
+    if j is None or cache.tree is None or j["m"] or any(hit[6] for hit in cache.entries.values()):
+        return None
+    return {"v": 1, "t": j["t"], "ig": j["ig"], "tree": cache.tree[1], "files": stats.files, "bytes": stats.bytes_total,
+            "links": stats.links, "esc": escapes, "x": sorted(left_out), "s": sorted(stats.special)}
+
+
+def save_tip(cache_path: Path, tip: dict[str, Any]) -> None:
+    path = _tip_path(cache_path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_bytes(pack_plain({**tip, "x": [name_out(n) for n in tip["x"]], "s": [name_out(n) for n in tip["s"]]}))
+    os.replace(tmp, path)
+
+
+def unchanged_tip(cache_path: Path, watch: Any, ignore: Ignore) -> dict[str, Any] | None:
+    """The tip saved beside ``cache_path`` when the change journal says no directory changed since it was taken,
+    under the same ignore rules: the tree is then exactly its ``tree``, and a capture needs neither the stat cache
+    nor a walk (a 100k-file tree's unchanged snapshot read and rebuilt 100k entries). None otherwise."""
+    if watch is None:
+        return None
+    try:
+        tip = unpack(_tip_path(cache_path).read_bytes(), "stat cache tip")
+    except (OSError, AgentSnapError):
+        return None
+    if not (isinstance(tip, dict) and tip.get("v") == 1 and tip.get("ig") == ignore.key and is_oid(tip.get("tree"))
+            and all(isinstance(tip.get(k), int) for k in ("files", "bytes", "links")) and isinstance(tip.get("esc"), bool)
+            and isinstance(tip.get("x"), list) and isinstance(tip.get("s"), list)):
+        return None
+    if watch.since(tip.get("t")) != set():  # a change since (or a token of another watch, or a broken one)
+        return None
+    return {**tip, "x": [name_in(n) for n in tip["x"]], "s": [name_in(n) for n in tip["s"]]}
 
 
 def _keys_out(d: dict[str, Any]) -> dict[str | bytes, Any]:

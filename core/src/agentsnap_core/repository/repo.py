@@ -466,32 +466,45 @@ class Repo:
 
     def _capture_world_default(self, root: str, context: HookContext) -> dict[str, Any]:
         cache_path = self.wt_dir / "statcache.msgpack"
-        cache = world.StatCache.load(cache_path) if Path(root) == self.root else None
+        own = Path(root) == self.root
         ignore = self._ignore(context.get("include_secrets"))
-        watch = journal.lookup(str(self.root)) if cache is not None else None  # (in the resident process's children)
-        entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance, watch)
-        tree = world.put_tree(self.objects, entries, new_cache if Path(root) == self.root else None)
-        if stats.links and any(kind == "l" and world.symlink_escapes(path, ref) for path, kind, _m, _s, ref in entries):
+        watch = journal.lookup(str(self.root)) if own else None  # (in the resident process's children)
+        tip = world.unchanged_tip(cache_path, watch, ignore) if self._capture_sink is None else None
+        if tip is not None and self.objects.has(tip["tree"]):  # nothing changed since the last capture from here
+            tree, left_out, special = tip["tree"], tip["x"], tip["s"]
+            files, nbytes, hashed, escapes = tip["files"], tip["bytes"], 0, tip["esc"]
+            context["statcache"] = None
+        else:
+            cache = world.StatCache.load(cache_path) if own else None
+            entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance,
+                                                      watch if own else None)
+            tree = world.put_tree(self.objects, entries, new_cache if own else None)
+            left_out, special = sorted(ignore.left_out), sorted(stats.special)
+            files, nbytes, hashed = stats.files, stats.bytes_total, stats.files_hashed
+            escapes = bool(stats.links) and any(kind == "l" and world.symlink_escapes(path, ref)
+                                                for path, kind, _m, _s, ref in entries)
+            if own and watch is not None:
+                new_cache.tip = world.make_tip(new_cache, stats, left_out, escapes)
+            context["statcache"] = (cache_path, new_cache) if own else None
+            if self._capture_sink is not None and own:
+                self._capture_sink.append(entries)
+        if escapes:
             self._remember_own_tree(tree)
         from agentsnap_core.layers.environment import capture_env  # its secret patterns compile only for a snapshot
 
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
-        context["entries"] = entries
-        context["statcache"] = (cache_path, new_cache) if Path(root) == self.root else None
-        if self._capture_sink is not None and Path(root) == self.root:
-            self._capture_sink.append(entries)
         rec = {
             "tree": tree,
             "env": env,
-            "files": stats.files,
-            "bytes": stats.bytes_total,
-            "hashed": stats.files_hashed,
+            "files": files,
+            "bytes": nbytes,
+            "hashed": hashed,
             "process": {"cwd": root, "host": os.uname().nodename, "pid": os.getpid()},
         }
-        if ignore.left_out:  # named, never silent: snapshot, show and status report them
-            rec["left_out"] = [world.name_out(n) for n in sorted(ignore.left_out)]  # any bytes, as tree names
-        if stats.special:  # FIFOs, sockets, devices: no snapshot can hold them; named, as left_out
-            rec["not_captured"] = [world.name_out(n) for n in sorted(stats.special)]
+        if left_out:  # named, never silent: snapshot, show and status report them
+            rec["left_out"] = [world.name_out(n) for n in left_out]  # any bytes, as tree names
+        if special:  # FIFOs, sockets, devices: no snapshot can hold them; named, as left_out
+            rec["not_captured"] = [world.name_out(n) for n in special]
         return rec
 
     def _valid_trees(self) -> set[str]:
@@ -938,12 +951,16 @@ class Repo:
     def status(self) -> dict[str, Any]:
         symref, oid = self.head()
         snap = Snapshot(oid, self.manifest(oid)) if oid else None
-        entries, left_out, cache, special = self._working_with_cache()
         tree = ((snap.layers.get("world") or {}).get("tree") if snap else None)
-        if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's and it is unchanged
-            changes = world.Changes()
+        tip = world.unchanged_tip(self.wt_dir / "statcache.msgpack", journal.lookup(str(self.root)), self._ignore())
+        if tip is not None and tip["tree"] == tree:  # (resident) nothing changed since HEAD's tree was taken here
+            changes, left_out, special = world.Changes(), tip["x"], tip["s"]
         else:
-            changes = world.compare(self.world_entries(snap) if snap else [], entries)
+            entries, left_out, cache, special = self._working_with_cache()
+            if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's, unchanged
+                changes = world.Changes()
+            else:
+                changes = world.compare(self.world_entries(snap) if snap else [], entries)
         trace_base = self.read_layer(snap, "trace") if snap else []
         msgs = self.messages()
         out: dict[str, Any] = {
