@@ -335,9 +335,10 @@ def test_status_keeps_the_journal_listing_of_a_clean_tree_and_never_of_a_changed
     repo.close()
 
 
+@pytest.mark.parametrize("racy", ["racy window", "no racy window"])
 @pytest.mark.parametrize("seed", range(int(os.environ.get("JSEEDS", 3))))
 def test_a_snapshot_from_the_tip_records_what_a_full_walk_gives(
-    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    tmp_path: Path, keeper: Path, monkeypatch: pytest.MonkeyPatch, seed: int, racy: str
 ) -> None:
     """An unchanged tree's snapshot in the resident process is answered from the tip beside the stat cache (the
     journal says no directory changed since): neither the cache nor the tree is read. Random rounds of changes,
@@ -345,7 +346,8 @@ def test_a_snapshot_from_the_tip_records_what_a_full_walk_gives(
     out, FIFOs named) always equals a full walk's, status agrees, and rounds without a change are the tip's."""
     from agentsnap_core import Repo
 
-    monkeypatch.setattr(world, "RACY_WINDOW_NS", -1)  # files just written count as settled: tips are made
+    if racy == "no racy window":  # files just written count as settled (with the window they are racily clean)
+        monkeypatch.setattr(world, "RACY_WINDOW_NS", -1)
     root = tmp_path / "tree"
     for i in range(3):
         (root / f"pkg{i}" / "inner").mkdir(parents=True)

@@ -237,10 +237,12 @@ def _tip_path(cache_path: Path) -> Path:
 def make_tip(cache: StatCache, stats: CaptureStats, left_out: list[str], escapes: bool) -> dict[str, Any] | None:
     """The tip of a capture with a change journal, or None when the next capture could not be answered from it:
     ``{"t": journal token, "ig": ignore rules, "tree": id stored from these entries, "files", "bytes", "links",
-    "esc": a link points outside the tree, "x": left out, "s": FIFOs/sockets/devices}``. Only for a capture whose
-    entries all settled (none racily clean, no file with other hard links: those are stat-ed again each time)."""
+    "esc": a link points outside the tree, "x": left out, "s": FIFOs/sockets/devices}``. Files recorded racily
+    clean may be in it: the token was taken before any file was read, so a write after that read (or during it)
+    is a change the journal reports after the token. Not for a tree with a file that has other hard links (written
+    through a name elsewhere, no event says so: the journal's captures stat such files again every time)."""
     j = cache.listing
-    if j is None or cache.tree is None or j["m"] or any(hit[6] for hit in cache.entries.values()):
+    if j is None or cache.tree is None or j["m"]:
         return None
     return {"v": 1, "t": j["t"], "ig": j["ig"], "tree": cache.tree[1], "files": stats.files, "bytes": stats.bytes_total,
             "links": stats.links, "esc": escapes, "x": sorted(left_out), "s": sorted(stats.special)}
