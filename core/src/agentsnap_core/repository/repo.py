@@ -597,13 +597,16 @@ class Repo:
         entries, left_out, _, _ = self._working_with_cache()
         return entries, left_out
 
-    def _working_with_cache(self) -> tuple[list[world.Entry], list[str], world.StatCache, list[str]]:
+    def _working_with_cache(
+        self, ignore: world.Ignore | None = None, watch: Any = None
+    ) -> tuple[list[world.Entry], list[str], world.StatCache, list[str]]:
         """The working tree's entries, the files the secrets policy leaves out, the stat cache they were read with
-        and the special files (FIFOs, sockets, devices) that no snapshot captures."""
+        and the special files (FIFOs, sockets, devices) that no snapshot captures (``ignore`` and ``watch``: the
+        caller's, when it has them already)."""
         path = self.wt_dir / "statcache.msgpack"
         cache = world.StatCache.load(path)
-        ignore = self._ignore()
-        watch = journal.lookup(str(self.root))
+        ignore = ignore or self._ignore()
+        watch = watch or journal.lookup(str(self.root))
         entries, new, stats = world.capture(self.root, None, ignore, cache, watch=watch)
         if watch is not None and stats.files_hashed == 0 and new.listing is not None and new.dirty:
             # (in the resident process) nothing was hashed, so every entry is the cache's own (its content stored by
@@ -952,11 +955,12 @@ class Repo:
         symref, oid = self.head()
         snap = Snapshot(oid, self.manifest(oid)) if oid else None
         tree = ((snap.layers.get("world") or {}).get("tree") if snap else None)
-        tip = world.unchanged_tip(self.wt_dir / "statcache.msgpack", journal.lookup(str(self.root)), self._ignore())
+        ignore, watch = self._ignore(), journal.lookup(str(self.root))
+        tip = world.unchanged_tip(self.wt_dir / "statcache.msgpack", watch, ignore)
         if tip is not None and tip["tree"] == tree:  # (resident) nothing changed since HEAD's tree was taken here
             changes, left_out, special = world.Changes(), tip["x"], tip["s"]
-        else:
-            entries, left_out, cache, special = self._working_with_cache()
+        else:  # (the same ignore rules: their ignore file is read and compiled once)
+            entries, left_out, cache, special = self._working_with_cache(ignore, watch)
             if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's, unchanged
                 changes = world.Changes()
             else:
