@@ -39,7 +39,7 @@ class Spy:
         monkeypatch.setattr(world, "_rescan", rescan)
 
 
-def _capture(root: Path, cache_file: Path, requests: Path) -> tuple[list[world.Entry], list[str], list[str]]:
+def _capture(root: Path, cache_file: Path, requests: Path) -> tuple[list[world.Entry], list[str], list[str], list[str]]:
     """One command of the resident process: read events, capture (with the stat cache on disk), save the cache,
     then let the parent take what the capture asked to watch."""
     journal.drain_all()
@@ -48,13 +48,13 @@ def _capture(root: Path, cache_file: Path, requests: Path) -> tuple[list[world.E
     entries, new, stats = world.capture(root, None, ignore, cache, watch=journal.lookup(str(root)))
     new.save(cache_file)
     journal.take_requests(str(requests))
-    return entries, sorted(ignore.left_out), sorted(stats.special)
+    return entries, sorted(ignore.left_out), sorted(stats.special), sorted(ignore.git_dirs)
 
 
-def _truth(root: Path) -> tuple[list[world.Entry], list[str], list[str]]:
+def _truth(root: Path) -> tuple[list[world.Entry], list[str], list[str], list[str]]:
     ignore = world.Ignore(root)
     entries, _, stats = world.capture(root, None, ignore)
-    return entries, sorted(ignore.left_out), sorted(stats.special)
+    return entries, sorted(ignore.left_out), sorted(stats.special), sorted(ignore.git_dirs)
 
 
 def _files(root: Path) -> list[Path]:
@@ -67,7 +67,7 @@ def _dirs(root: Path) -> list[Path]:
 
 OPS = ["new", "new", "edit", "edit", "same_size", "delete", "mkdirs", "rmtree", "rename", "move", "chmod", "chmod_dir",
        "link", "relink", "secret", "hardlink", "via_link", "via_link", "mvdir", "remake", "move_in", "out_and_back",
-       "fifo", "fifo_gone", "nothing"]
+       "fifo", "fifo_gone", "gitdir", "gitdir_gone", "nothing"]
 
 
 def _mutate(root: Path, rng: random.Random, n: int, ops: list[str] = OPS) -> None:
@@ -131,6 +131,13 @@ def _mutate(root: Path, rng: random.Random, n: int, ops: list[str] = OPS) -> Non
             d.rename(d.with_name(f"{d.name}_mv{n}"))
         elif op == "fifo" and not (d / f"p{n}").exists():  # a named pipe: never captured, always named
             os.mkfifo(d / f"p{n}")
+        elif op == "gitdir" and not (d / ".git").exists():  # a repository made inside: its .git left out, named
+            (d / ".git" / "objects").mkdir(parents=True)
+            (d / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        elif op == "gitdir_gone":
+            gits = [p for p in root.rglob(".git") if p.is_dir()]
+            if gits:
+                shutil.rmtree(rng.choice(gits))
         elif op == "fifo_gone":
             pipes = [p for p in root.rglob("p*") if p.is_fifo()]
             if pipes:
@@ -205,7 +212,7 @@ def test_unchanged_tree_reads_no_directory_and_a_change_reads_only_its_directory
     assert spy.rescans == [set()]
     scanned.clear()
     (root / "d7" / "f.txt").write_text("changed")
-    entries, _, _ = _capture(root, cache_file, keeper)
+    entries, _, _, _ = _capture(root, cache_file, keeper)
     assert spy.rescans[-1] == {"d7"}
     assert scanned == [str(root / "d7")]
     assert entries == _truth(root)[0]
@@ -371,12 +378,12 @@ def test_a_snapshot_from_the_tip_records_what_a_full_walk_gives(
         status = repo.status()
         journal.take_requests(str(keeper))
         from_tip += not loads
-        entries, left_out, special = _truth(root)
+        entries, left_out, special, git_dirs = _truth(root)
         rec = snap.layers["world"]
         assert repo.world_entries(snap) == entries, f"seed {seed}, round {n}"
-        assert (rec["files"], rec.get("left_out", []), rec.get("not_captured", [])) == (
-            sum(1 for e in entries if e[1] == "f"), left_out, special), f"seed {seed}, round {n}"
+        assert (rec["files"], rec.get("left_out", []), rec.get("not_captured", []), rec.get("git_not_captured", [])) == (
+            sum(1 for e in entries if e[1] == "f"), left_out, special, git_dirs), f"seed {seed}, round {n}"
         assert status["world"] == {"added": [], "modified": [], "deleted": [], "mode": []}, f"seed {seed}, round {n}"
-        assert (status["left_out"], status["not_captured"]) == (left_out, special)
+        assert (status["left_out"], status["not_captured"], status["git_not_captured"]) == (left_out, special, git_dirs)
     assert from_tip >= 5  # the rounds without a change (after the journal engaged) read no stat cache
     repo.close()

@@ -37,6 +37,7 @@ from agentsnap_core.repository.repo import Repo, Snapshot
 #: verbs whose module is imported only when that verb runs (or for --help): `--version`, `status`, `snapshot`
 #: do not pay for fan-out, remotes, the UI server... Each module calls `register()` for its verbs when imported.
 LAZY_VERBS = {
+    "config": "cli.config",
     "effects": "cli.effects",
     "fanout": "cli.fanout",
     "merge": "cli.merge",
@@ -125,10 +126,17 @@ def main(ctx: click.Context, directory: str | None) -> None:
 def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None:
     """Create a store (.agentsnap/) in DIRECTORY."""
     repo = Repo.init(in_dir(ctx, directory), branch=branch)
+    git = (repo.root / ".git").is_dir() and not repo.include_git
     if as_json:
-        emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir)})
+        emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir), "git_not_captured": git})
     else:
         click.echo(f"Initialised agentsnap store in {repo.store_dir}")
+        if git:  # said once here (and in every snapshot's --json): git keeps its own history
+            from agentsnap_core.cli.common import INCLUDE_GIT_HINT
+
+            click.echo("note: .git is not captured: snapshots hold the files, git keeps its own history (a deleted "
+                       f".git, a dropped stash or branch do not come back from a snapshot); {INCLUDE_GIT_HINT}",
+                       err=True)
     repo.close()
 
 

@@ -100,6 +100,33 @@ def not_captured_line(names: list[str]) -> str | None:
             "(a restore leaves them as they are)")
 
 
+#: how a user captures .git directories too (named wherever one is said to be left out)
+INCLUDE_GIT_HINT = "'agentsnap config world.include_git true' captures .git directories too"
+
+
+def nested_git_line(names: list[str]) -> str | None:
+    """The stderr line naming the ``.git`` directories below the top of the tree that the snapshot leaves out
+    (another repository's history inside the project: a restore brings its files back, not its ``.git``), or None.
+    The top ``.git`` is said once, by ``init``, and listed in ``--json``: naming it on every command would be noise."""
+    nested = [n for n in names if n != ".git"]
+    if not nested:
+        return None
+    one = len(nested) == 1
+    return (f"not captured: the .git of {'a' if one else len(nested)} nested git repositor{'y' if one else 'ies'} "
+            f"({_first(nested)}): {'its' if one else 'their'} branches, stashes and unpushed commits are not in the "
+            f"snapshot and a restore does not bring {'it' if one else 'them'} back; {INCLUDE_GIT_HINT}")
+
+
+def git_not_restored_line(names: list[str], snap: str) -> str | None:
+    """After a restore: the ``.git`` directories the snapshot did not capture that are not in the tree now (a
+    deleted repository's files came back, its history did not), or None."""
+    if not names:
+        return None
+    return (f"not brought back: {_first(names)} - snapshot {short(snap)} did not capture "
+            f"{'it' if len(names) == 1 else 'them'} (git's history is not in it); a directory restored without its "
+            f".git is no longer a repository of its own; {INCLUDE_GIT_HINT} for later snapshots")
+
+
 def _first(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
 
@@ -122,6 +149,9 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     special = not_captured_line(st.get("not_captured") or [])
     if special:
         out.append((special, True))
+    nested = nested_git_line(st.get("git_not_captured") or [])
+    if nested:
+        out.append((nested, True))
     gone = st.get("secrets_missing") or []
     if gone:
         shown = _first(gone)
@@ -158,22 +188,24 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
     from agentsnap_core.layers import world as world_layer
 
     special = [world_layer.name_in(n) for n in w.get("not_captured") or []]
+    git_dirs = [world_layer.name_in(n) for n in w.get("git_not_captured") or []]
     if as_json:
         world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": names, "kept_locally": kept,
-                 "not_captured": special}
+                 "not_captured": special, "git_not_captured": git_dirs}
         return [(json_line({"v": JSON_VERSION, **snap.summary(), "world": world}), False)]
     left = left_out_line(names, kept)
     if left and why_not:
         left += f" (not kept in the local vault: {why_not})"
     lines = [(snap.id, False)] + ([(left, True)] if left else [])
-    special_line = not_captured_line(special)
-    return lines + ([(special_line, True)] if special_line else [])
+    return lines + [(line, True) for line in (not_captured_line(special), nested_git_line(git_dirs)) if line]
 
 
 def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:
     """``agentsnap restore``'s output for :meth:`Repo.restore`'s answer."""
     # secret files of the local vault that could not be brought back (repository/vault.py): one line, stderr
     note = [(f"warning: {res['secrets_note']}", True)] if res.get("secrets_note") else []
+    git_line = git_not_restored_line(res.get("git_not_restored") or [], res["id"])
+    note += [(git_line, True)] if git_line else []
     if as_json:
         return note + [(json_line({"v": JSON_VERSION, **res}), False)]
     if dry_run:

@@ -144,6 +144,16 @@ class Ignore:
         self.skip_secrets = not include_secrets
         #: files the secrets policy left out of the last scan (named by snapshot and status)
         self.left_out: list[str] = []
+        #: ``.git`` directories the last scan left out (``include_git`` off): git's own history - branches,
+        #: stashes, the index - is not in the snapshot, and a restore does not bring it back; named, never silent
+        self.git_dirs: list[str] = []
+
+    def _git_dir(self, rel: str) -> bool:
+        """Leave out ``rel``, a directory, when it is a ``.git`` and the store does not capture them; remember it."""
+        if self.skip_git and (rel == ".git" or rel.endswith("/.git")):
+            self.git_dirs.append(rel)
+            return True
+        return False
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         if rel in self.always or rel.endswith("/.agentsnap"):  # a nested store or worktree link: never captured
@@ -152,8 +162,10 @@ class Ignore:
             return True
         if self.defaults_only:
             if is_dir:
-                return self.skip_git and (rel == ".git" or rel.endswith("/.git"))
+                return self._git_dir(rel)
             return self._secret(rel, is_secret_file(rel))
+        if is_dir and self._git_dir(rel):
+            return True
         if self.spec.match_file(rel + "/" if is_dir else rel):
             if not is_dir and self.skip_secrets and not self.user_spec.match_file(rel):
                 self.left_out.append(rel)
@@ -192,7 +204,8 @@ class StatCache:
     tree: tuple[str, str] | None = None
     #: with a change journal (:mod:`agentsnap_core.layers.journal`): the rest of the listing the entries came from
     #: and the journal's token for it, ``{"t": [watch id, read], "ig": ignore rules, "d": {dir: mode},
-    #: "l": {link: target}, "x": [left out], "m": [files with other hard links], "s": [FIFOs, sockets, devices]}``
+    #: "l": {link: target}, "x": [left out], "m": [files with other hard links], "s": [FIFOs, sockets, devices],
+    #: "g": [.git directories left out]}``
     listing: dict[str, Any] | None = None
     #: with a change journal: what the next capture of this very tree needs when nothing changed, saved beside the
     #: cache (:func:`save_tip`; set by the snapshot that stored :attr:`tree` from this cache's entries)
@@ -225,7 +238,7 @@ class StatCache:
             doc["j"] = {"t": j["t"], "ig": j["ig"], "d": _keys_out(j["d"]),
                         "l": {name_out(k): name_out(v) for k, v in j["l"].items()},
                         "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]],
-                        "s": [name_out(k) for k in j["s"]]}
+                        "s": [name_out(k) for k in j["s"]], "g": [name_out(k) for k in j["g"]]}
         tmp.write_bytes(pack_plain(doc))
         os.replace(tmp, path)
 
@@ -234,10 +247,13 @@ def _tip_path(cache_path: Path) -> Path:
     return cache_path.with_name(cache_path.name + ".tip")
 
 
-def make_tip(cache: StatCache, stats: CaptureStats, left_out: list[str], escapes: bool) -> dict[str, Any] | None:
+def make_tip(
+    cache: StatCache, stats: CaptureStats, left_out: list[str], escapes: bool, git_dirs: list[str]
+) -> dict[str, Any] | None:
     """The tip of a capture with a change journal, or None when the next capture could not be answered from it:
     ``{"t": journal token, "ig": ignore rules, "tree": id stored from these entries, "files", "bytes", "links",
-    "esc": a link points outside the tree, "x": left out, "s": FIFOs/sockets/devices}``. Files recorded racily
+    "esc": a link points outside the tree, "x": left out, "s": FIFOs/sockets/devices, "g": .git directories left
+    out}``. Files recorded racily
     clean may be in it: the token was taken before any file was read, so a write after that read (or during it)
     is a change the journal reports after the token. Not for a tree with a file that has other hard links (written
     through a name elsewhere, no event says so: the journal's captures stat such files again every time)."""
@@ -245,13 +261,14 @@ def make_tip(cache: StatCache, stats: CaptureStats, left_out: list[str], escapes
     if j is None or cache.tree is None or j["m"]:
         return None
     return {"v": 1, "t": j["t"], "ig": j["ig"], "tree": cache.tree[1], "files": stats.files, "bytes": stats.bytes_total,
-            "links": stats.links, "esc": escapes, "x": sorted(left_out), "s": sorted(stats.special)}
+            "links": stats.links, "esc": escapes, "x": sorted(left_out), "s": sorted(stats.special),
+            "g": sorted(git_dirs)}
 
 
 def save_tip(cache_path: Path, tip: dict[str, Any]) -> None:
     path = _tip_path(cache_path)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(pack_plain({**tip, "x": [name_out(n) for n in tip["x"]], "s": [name_out(n) for n in tip["s"]]}))
+    tmp.write_bytes(pack_plain({**tip, **{k: [name_out(n) for n in tip[k]] for k in ("x", "s", "g")}}))
     os.replace(tmp, path)
 
 
@@ -267,11 +284,11 @@ def unchanged_tip(cache_path: Path, watch: Any, ignore: Ignore) -> dict[str, Any
         return None
     if not (isinstance(tip, dict) and tip.get("v") == 1 and tip.get("ig") == ignore.key and is_oid(tip.get("tree"))
             and all(isinstance(tip.get(k), int) for k in ("files", "bytes", "links")) and isinstance(tip.get("esc"), bool)
-            and isinstance(tip.get("x"), list) and isinstance(tip.get("s"), list)):
+            and all(isinstance(tip.get(k), list) for k in ("x", "s", "g"))):  # (a tip saved before "g": not used)
         return None
     if watch.since(tip.get("t")) != set():  # a change since (or a token of another watch, or a broken one)
         return None
-    return {**tip, "x": [name_in(n) for n in tip["x"]], "s": [name_in(n) for n in tip["s"]]}
+    return {**tip, **{k: [name_in(n) for n in tip[k]] for k in ("x", "s", "g")}}
 
 
 def _keys_out(d: dict[str, Any]) -> dict[str | bytes, Any]:
@@ -293,11 +310,12 @@ def _listing_in(j: Any) -> dict[str, Any] | None:
     """A stat cache's journal listing as saved, or None when absent or not as written (then the capture walks)."""
     if not (isinstance(j, dict) and isinstance(j.get("t"), list) and isinstance(j.get("d"), dict)
             and isinstance(j.get("l"), dict) and isinstance(j.get("x"), list) and isinstance(j.get("m"), list)
-            and isinstance(j.get("s"), list)):  # (a listing saved before "s" existed: the capture walks once)
+            and isinstance(j.get("s"), list) and isinstance(j.get("g"), list)):  # (a listing saved before "s" or
+        # "g" existed: the capture walks once)
         return None
     return {"t": j["t"], "ig": j.get("ig"), "d": _keys_in(j["d"]),
             "l": {name_in(k): name_in(v) for k, v in j["l"].items()}, "x": [name_in(k) for k in j["x"]],
-            "s": [name_in(k) for k in j["s"]],
+            "s": [name_in(k) for k in j["s"]], "g": [name_in(k) for k in j["g"]],
             "m": {name_in(k) for k in j["m"]}}
 
 
@@ -451,6 +469,7 @@ def _rescan(
             else:
                 out.append((p, None))
     ignore.left_out.extend(p for p in listing["x"] if kept(p))
+    ignore.git_dirs.extend(p for p in listing["g"] if kept(p))
     special.extend(p for p in listing["s"] if kept(p))  # (those of the directories read are found again)
     out.sort(key=_path)
     return out
@@ -612,9 +631,24 @@ def _capture(
             journal.want(str(root), missing)
         if token is not None:
             out.listing = {"t": token, "ig": ignore.key, "d": new_dirs, "l": new_links, "x": list(ignore.left_out),
-                           "m": multi, "s": list(stats.special)}  # (files of "m" are lstat-ed by _rescan: their st says again)
+                           "m": multi, "s": list(stats.special), "g": list(ignore.git_dirs)}  # (files of "m" are lstat-ed by _rescan: their st says again)
             out.dirty = out.dirty or cache is None or cache.listing is None or cache.listing["t"] != token
     return entries, out, stats
+
+
+def without_git_dirs(entries: list[Entry], target: list[Entry]) -> list[Entry]:
+    """``entries`` (a working tree) without the ``.git`` directories ``target`` (a snapshot's tree) does not hold
+    and what is below them (a ``.git`` file, a submodule's pointer, stays): for a restore of a snapshot taken
+    without them, which leaves git's own history alone (rather than deleting it as files the snapshot lacks)."""
+    dirs = [e[0] for e in entries if e[1] == "d" and (e[0] == ".git" or e[0].endswith("/.git"))]
+    if dirs:
+        held = {e[0] for e in target if e[1] == "d" and (e[0] == ".git" or e[0].endswith("/.git"))}
+        dirs = [d for d in dirs if d not in held]
+    if not dirs:
+        return entries
+    below = tuple(f"{d}/" for d in dirs)
+    gone = set(dirs)
+    return [e for e in entries if e[0] not in gone and not e[0].startswith(below)]
 
 
 def _in_the_way(full: str) -> str:

@@ -471,7 +471,7 @@ class Repo:
         watch = journal.lookup(str(self.root)) if own else None  # (in the resident process's children)
         tip = world.unchanged_tip(cache_path, watch, ignore) if self._capture_sink is None else None
         if tip is not None and self.objects.has(tip["tree"]):  # nothing changed since the last capture from here
-            tree, left_out, special = tip["tree"], tip["x"], tip["s"]
+            tree, left_out, special, git_dirs = tip["tree"], tip["x"], tip["s"], tip["g"]
             files, nbytes, hashed, escapes = tip["files"], tip["bytes"], 0, tip["esc"]
             context["statcache"] = None
         else:
@@ -479,12 +479,12 @@ class Repo:
             entries, new_cache, stats = world.capture(Path(root), self.objects, ignore, cache, self._advance,
                                                       watch if own else None)
             tree = world.put_tree(self.objects, entries, new_cache if own else None)
-            left_out, special = sorted(ignore.left_out), sorted(stats.special)
+            left_out, special, git_dirs = sorted(ignore.left_out), sorted(stats.special), sorted(ignore.git_dirs)
             files, nbytes, hashed = stats.files, stats.bytes_total, stats.files_hashed
             escapes = bool(stats.links) and any(kind == "l" and world.symlink_escapes(path, ref)
                                                 for path, kind, _m, _s, ref in entries)
             if own and watch is not None:
-                new_cache.tip = world.make_tip(new_cache, stats, left_out, escapes)
+                new_cache.tip = world.make_tip(new_cache, stats, left_out, escapes, git_dirs)
             context["statcache"] = (cache_path, new_cache) if own else None
             if self._capture_sink is not None and own:
                 self._capture_sink.append(entries)
@@ -505,6 +505,10 @@ class Repo:
             rec["left_out"] = [world.name_out(n) for n in left_out]  # any bytes, as tree names
         if special:  # FIFOs, sockets, devices: no snapshot can hold them; named, as left_out
             rec["not_captured"] = [world.name_out(n) for n in special]
+        if git_dirs:  # git's own history (branches, stashes, its index) is not in the snapshot: named, never silent
+            rec["git_not_captured"] = [world.name_out(n) for n in git_dirs]
+        if self.include_git and own:  # its .git directories are in the tree: a restore of it puts them back too
+            rec["include_git"] = True
         return rec
 
     def _valid_trees(self) -> set[str]:
@@ -573,6 +577,9 @@ class Repo:
         current = context.get("current")
         if current is None:
             current, _, _ = world.capture(Path(root), None, self._ignore())
+        if not rec.get("include_git"):  # taken without .git: what git keeps is not the snapshot's to remove (a
+            # snapshot that holds a .git, taken before the record said so, still restores it)
+            current = world.without_git_dirs(current, target)
         changes = world.materialize(
             self.objects,
             Path(root),
@@ -594,15 +601,15 @@ class Repo:
 
     def _working(self) -> tuple[list[world.Entry], list[str]]:
         """The working tree's entries and the files the secrets policy leaves out of it."""
-        entries, left_out, _, _ = self._working_with_cache()
+        entries, left_out, _, _, _ = self._working_with_cache()
         return entries, left_out
 
     def _working_with_cache(
         self, ignore: world.Ignore | None = None, watch: Any = None
-    ) -> tuple[list[world.Entry], list[str], world.StatCache, list[str]]:
-        """The working tree's entries, the files the secrets policy leaves out, the stat cache they were read with
-        and the special files (FIFOs, sockets, devices) that no snapshot captures (``ignore`` and ``watch``: the
-        caller's, when it has them already)."""
+    ) -> tuple[list[world.Entry], list[str], world.StatCache, list[str], list[str]]:
+        """The working tree's entries, the files the secrets policy leaves out, the stat cache they were read with,
+        the special files (FIFOs, sockets, devices) that no snapshot captures and the ``.git`` directories left out
+        (``ignore`` and ``watch``: the caller's, when it has them already)."""
         path = self.wt_dir / "statcache.msgpack"
         cache = world.StatCache.load(path)
         ignore = ignore or self._ignore()
@@ -616,7 +623,7 @@ class Repo:
                 new.save(path)
             except OSError:
                 pass
-        return entries, sorted(ignore.left_out), cache, sorted(stats.special)
+        return entries, sorted(ignore.left_out), cache, sorted(stats.special), sorted(ignore.git_dirs)
 
     # ---------------------------------------------------------------- snapshot
     @contextmanager
@@ -795,10 +802,12 @@ class Repo:
                 _empty_dir(dest, remove=made)
                 raise
             return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f"),
-                    **vault.report(secrets, note, skipped)}
+                    **_git_not_restored(rec, dest, norm_paths), **vault.report(secrets, note, skipped)}
         with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
             if dry_run:
                 current = self.working_entries()
+                if not rec.get("include_git"):
+                    current = world.without_git_dirs(current, target_entries)
                 subset = target_entries if norm_paths is None else [e for e in target_entries if _under(e[0], norm_paths)]
                 cur = current if norm_paths is None else [e for e in current if _under(e[0], norm_paths)]
                 return {"id": snap.id, "dry_run": True, "changes": world.compare(cur, subset).as_dict()}
@@ -837,7 +846,8 @@ class Repo:
                     self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
                 else:
                     self.refs.set_head(self.worktree, None, snap.id)
-            return {"id": snap.id, "undo": undo.id, "changes": changes, **vault.report(secrets, note, skipped)}
+            return {"id": snap.id, "undo": undo.id, "changes": changes, **_git_not_restored(rec, self.root, norm_paths),
+                    **vault.report(secrets, note, skipped)}
 
     def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
         """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
@@ -958,9 +968,9 @@ class Repo:
         ignore, watch = self._ignore(), journal.lookup(str(self.root))
         tip = world.unchanged_tip(self.wt_dir / "statcache.msgpack", watch, ignore)
         if tip is not None and tip["tree"] == tree:  # (resident) nothing changed since HEAD's tree was taken here
-            changes, left_out, special = world.Changes(), tip["x"], tip["s"]
+            changes, left_out, special, git_dirs = world.Changes(), tip["x"], tip["s"], tip["g"]
         else:  # (the same ignore rules: their ignore file is read and compiled once)
-            entries, left_out, cache, special = self._working_with_cache(ignore, watch)
+            entries, left_out, cache, special, git_dirs = self._working_with_cache(ignore, watch)
             if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's, unchanged
                 changes = world.Changes()
             else:
@@ -975,6 +985,7 @@ class Repo:
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
             "left_out": left_out,
             "not_captured": special,
+            "git_not_captured": git_dirs,
         }
         gone, problem = self._vault_files_gone(snap, left_out)
         if gone:  # not a change of the snapshot's tree (they are not in it), but restore brings them back
@@ -1125,6 +1136,15 @@ VALID_TREES = "valid-trees"
 _VALID_KEPT = 1024
 #: validated world trees a Repo keeps (a restore's target and HEAD; bounded for long-lived Repo objects)
 _TREES_KEPT = 4
+
+
+def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) -> dict[str, Any]:
+    """``{"git_not_restored": [...]}``: the ``.git`` directories the snapshot left out (not captured) that are not
+    in ``dest`` after a restore of ``paths`` (all: None); empty when there are none. Never a silent promise: the
+    files of a deleted repository come back, its history does not."""
+    names = [world.name_in(n) for n in rec.get("git_not_captured") or []]
+    gone = [n for n in names if (paths is None or _under(n, paths)) and not os.path.isdir(dest / n)]
+    return {"git_not_restored": gone} if gone else {}
 
 
 def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
