@@ -57,6 +57,17 @@ def _truth(root: Path) -> tuple[list[world.Entry], list[str], list[str], list[st
     return entries, sorted(ignore.left_out), sorted(stats.special), sorted(ignore.git_dirs)
 
 
+def build_tree(root: Path) -> None:
+    """Four packages of five modules and five notes each, and a file at the top (41 files)."""
+    for i in range(4):
+        sub = root / f"pkg{i}" / "inner"
+        sub.mkdir(parents=True)
+        for j in range(5):
+            (sub / f"m{j}.py").write_text(f"# {i} {j}\n" * (j + 1))
+            (sub.parent / f"n{j}.txt").write_text(str(j))
+    (root / "top.txt").write_text("top")
+
+
 def _files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and ".agentsnap" not in p.parts)
 
@@ -175,13 +186,7 @@ def test_a_capture_from_the_journal_equals_a_full_walk_after_any_change(
     if racy == "no racy window":
         monkeypatch.setattr(world, "RACY_WINDOW_NS", -1)
     root = tmp_path / "tree"
-    for i in range(4):
-        sub = root / f"pkg{i}" / "inner"
-        sub.mkdir(parents=True)
-        for j in range(5):
-            (sub / f"m{j}.py").write_text(f"# {i} {j}\n" * (j + 1))
-            (sub.parent / f"n{j}.txt").write_text(str(j))
-    (root / "top.txt").write_text("top")
+    build_tree(root)
     cache_file = tmp_path / "statcache.msgpack"
     spy = Spy(monkeypatch)
     rng = random.Random(seed)

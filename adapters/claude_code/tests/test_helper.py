@@ -108,6 +108,34 @@ def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_
     assert out == {} and "site" not in imported
 
 
+def test_the_helper_keeps_the_stat_cache_in_memory_and_every_snapshot_holds_the_tree_as_it_was(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    """From its second call on a project the helper keeps the stat cache decoded (core layers/world.py: a call reads
+    no stat cache file and writes it after answering): each snapshot still holds exactly the tree of its moment."""
+    _hook(project, transcript, **_rm(10))
+    _wait_for_helper(helper_run_dir)
+    store = Path.home() / ".local" / "share" / "agentsnap" / "claude-code"
+    states = []
+    for n in range(5):
+        (project / "src" / "app.py").write_text(f"print({n})\n")
+        (project / "src" / f"new{n}.txt").write_text(str(n))
+        if n == 2:
+            (project / "src" / "new0.txt").unlink()
+        imported, out, _ = _hook(project, transcript, **_rm(11 + n))
+        assert "agentsnap_core" not in imported  # the helper answered
+        states.append((_snap_id(out), {p.name: p.read_text() for p in (project / "src").iterdir() if p.is_file()}))
+        if n == 1:  # (the marker is written after the answer of the call that began keeping it)
+            deadline = time.monotonic() + 30
+            while not list(store.rglob("statcache.msgpack.kept")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert list(store.rglob("statcache.msgpack.kept"))
+    assert _head(project)[1]["verify"]["ok"]
+    for snap, files in states:
+        proc = subprocess.run(["agentsnap-claude-code", "restore", snap, "-C", str(project)], capture_output=True,
+                              text=True, env=helper_env())
+        assert proc.returncode == 0, proc.stderr
+        assert {p.name: p.read_text() for p in (project / "src").iterdir() if p.is_file()} == files, snap
+
+
 def test_a_helper_killed_mid_snapshot_leaves_the_store_whole_and_the_call_protected(project: Path, transcript: Path, helper_run_dir: Path) -> None:
     killer = _start_helper(
         "import os, signal\nfrom agentsnap_core.layers import world\nput = world.put_tree\n"

@@ -143,6 +143,12 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
         os.chdir("/")
     conn.settimeout(10)
     conn.sendall(_reply(code, out, err))
+    from agentsnap_core.layers import world
+
+    if world.HANDOFF is not None:  # after the answer: the stat caches kept here take what the call changed, and
+        world.take_handoff(world.HANDOFF)  # are written to disk (core layers/world.py; a call reads no stat cache
+        world.load_kept()  # file and writes none, as a resident process's children)
+        world.flush_kept()
     return True
 
 
@@ -160,10 +166,11 @@ def serve(idle: float | None = None) -> int:
     from . import hooks  # noqa: F401
 
     plugins.get_plugin_manager()
-    from agentsnap_core.layers import journal
+    from agentsnap_core.layers import journal, world
 
     journal.serving()  # a snapshot reads only the directories changed since the last one (core layers/journal.py)
     journal.REQUESTS = os.path.join(d, f"journal-{os.getpid()}.req")
+    world.HANDOFF = os.path.join(d, f"statcache-{os.getpid()}.req")
     sources = _sources()
     started = _fingerprint(sources)
     srv, ident = bind(d, name)
@@ -180,9 +187,12 @@ def serve(idle: float | None = None) -> int:
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)
-        if journal.REQUESTS is not None:
+        if world.HANDOFF is not None:  # (a call cut short: what it changed, on disk before this process ends)
+            world.take_handoff(world.HANDOFF)
+            world.flush_kept()
+        for path in (journal.REQUESTS, world.HANDOFF):
             try:
-                os.unlink(journal.REQUESTS)
+                os.unlink(path or "")
             except OSError:
                 pass
 

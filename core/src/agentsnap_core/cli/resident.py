@@ -479,7 +479,7 @@ def serve(idle: float | None = None) -> int:
     if lock is None:
         return 0  # another one serves this socket (or the folder is not the user's alone)
     _preload()
-    from agentsnap_core.layers import journal
+    from agentsnap_core.layers import journal, world
 
     journal.serving()  # the trees our commands capture are watched (inotify): see layers/journal.py
     sources = module_files() + [p for p in sys.path if p and os.path.isdir(p)]  # code edited, packages installed
@@ -489,6 +489,9 @@ def serve(idle: float | None = None) -> int:
 
     def requests(child: int) -> str:
         return os.path.join(d, f"journal-{child}.req")
+
+    def handoff(child: int) -> str:
+        return os.path.join(d, f"statcache-{child}.req")
 
     def reap(_signum: int = 0, _frame: object = None) -> None:
         while children:
@@ -536,8 +539,11 @@ def serve(idle: float | None = None) -> int:
                     conn.sendall(b"STALE\n")
                     sys.stderr.write(f"agentsnap resident {os.getpid()}: exiting, agentsnap changed on disk\n")
                     return 0
-                while ended:  # watch what the commands that ended asked for, then read what changed
-                    journal.take_requests(requests(ended.pop()))
+                while ended:  # watch what the commands that ended asked for, then read what changed; take the
+                    done = ended.pop()  # stat caches they changed (layers/world.py: kept in memory here)
+                    journal.take_requests(requests(done))
+                    world.take_handoff(handoff(done))
+                world.load_kept()
                 journal.drain_all()
                 child = os.fork()
                 if child == 0:  # the child: never returns into this loop
@@ -546,11 +552,13 @@ def serve(idle: float | None = None) -> int:
                         srv.close()
                         os.close(lock)
                         journal.in_child(requests(os.getpid()))
+                        world.HANDOFF = handoff(os.getpid())
                         code = _child(conn, fds, request, list(children.values()))
                     finally:
                         os._exit(code)
                 children[child] = conn
                 reap()
+                world.flush_kept()  # (while the child works: the caches kept that are ahead of their files)
             except (OSError, ValueError) as exc:
                 conn.close()  # the client sees no PID line and runs the command itself
                 sys.stderr.write(f"agentsnap resident {os.getpid()}: a call not served: {type(exc).__name__}: {exc}\n")
@@ -561,11 +569,15 @@ def serve(idle: float | None = None) -> int:
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)
+        for child in ended:
+            world.take_handoff(handoff(child))
+        world.flush_kept()  # (what the last commands changed: on disk before this process ends)
         for child in [*ended, *children]:  # requests nobody will take
-            try:
-                os.unlink(requests(child))
-            except OSError:
-                pass
+            for path in (requests(child), handoff(child)):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
 
 
 def pid() -> int | None:

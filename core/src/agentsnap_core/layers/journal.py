@@ -329,16 +329,24 @@ def drain_all() -> None:
             del WATCHES[root]
 
 
-def take_requests(path: str) -> None:
-    """In the parent, when a child ended: watch what it asked for."""
+def take_file(path: str) -> bytes | None:
+    """In the parent: the file a child that ended wrote for it, read and removed (None: it wrote none)."""
     try:
         with open(path, "rb") as f:
             data = f.read()
         os.unlink(path)
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
-        _log(f"journal requests {path}: {exc}")
+        _log(f"{path}: {exc}")
+        return None
+    return data
+
+
+def take_requests(path: str) -> None:
+    """In the parent, when a child ended: watch what it asked for."""
+    data = take_file(path)
+    if data is None:
         return
     for block in data.split(b"\0\0"):
         if not block:

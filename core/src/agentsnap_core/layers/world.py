@@ -210,9 +210,23 @@ class StatCache:
     #: with a change journal: what the next capture of this very tree needs when nothing changed, saved beside the
     #: cache (:func:`save_tip`; set by the snapshot that stored :attr:`tree` from this cache's entries)
     tip: dict[str, Any] | None = None
+    #: loaded from the resident process's memory (:data:`KEPT`): its generation and entries, which the captures'
+    #: caches keep, so that :meth:`save` hands the parent only what changed (:func:`take_handoff`)
+    base: tuple[str, dict[str, list[Any]]] | None = None
+    #: the paths whose entries a capture made anew (every other entry of it is :attr:`base`'s own), when it knows
+    changed: list[str] | None = None
 
     @classmethod
     def load(cls, path: Path) -> StatCache:
+        if KEPT:
+            kept = KEPT.get(str(path))
+            if kept is not None and _marker(path) == kept.token:  # (the same store: its marker is the parent's)
+                c = kept.cache  # (the parent's, as at the fork: this process's own copy of it)
+                return cls(c.entries, dirty=False, tree=c.tree, listing=c.listing, base=(kept.gen, c.entries))
+        return cls._read(path)
+
+    @classmethod
+    def _read(cls, path: Path) -> StatCache:
         try:
             doc = unpack(path.read_bytes(), "stat cache")
             if isinstance(doc, dict) and doc.get("v") == 1 and isinstance(doc.get("e"), dict):
@@ -228,19 +242,179 @@ class StatCache:
             save_tip(path, self.tip)
         if not self.dirty and path.exists():
             return
+        if HANDOFF is not None and _hand_over(path, self):
+            return  # (the resident process keeps it, and writes it when its child is off)
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._write(path)
+        if HANDOFF is not None:  # the parent loads it, to keep it for the next command on this tree
+            _hand(HANDOFF, {"v": 1, "path": name_out(str(path)), "load": True})
+
+    def _write(self, path: Path, mode: int | None = None) -> None:
         tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         doc: dict[str, Any] = {"v": 1, "e": _keys_out(self.entries)}
         if self.tree:
             doc["t"] = list(self.tree)
         if self.listing is not None:
-            j = self.listing
-            doc["j"] = {"t": j["t"], "ig": j["ig"], "d": _keys_out(j["d"]),
-                        "l": {name_out(k): name_out(v) for k, v in j["l"].items()},
-                        "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]],
-                        "s": [name_out(k) for k in j["s"]], "g": [name_out(k) for k in j["g"]]}
+            doc["j"] = _listing_out(self.listing)
         tmp.write_bytes(pack_plain(doc))
+        if mode is not None:
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
+
+
+def _listing_out(j: dict[str, Any]) -> dict[str, Any]:
+    return {"t": j["t"], "ig": j["ig"], "d": _keys_out(j["d"]), "l": {name_out(k): name_out(v) for k, v in j["l"].items()},
+            "x": [name_out(k) for k in j["x"]], "m": [name_out(k) for k in j["m"]],
+            "s": [name_out(k) for k in j["s"]], "g": [name_out(k) for k in j["g"]]}
+
+
+# -- stat caches kept in memory by the resident process (cli/resident.py) -------------------------------------------
+# Decoding a 100k-entry stat cache takes ~70 ms and writing it ~30 ms, in every command on such a tree. The resident
+# process keeps each tree's cache in memory instead: its children inherit it at the fork (copy-on-write), and a
+# child that changed it hands the parent only what changed (a few entries, the listing), which the parent applies
+# before the next fork and writes to disk while that child runs. Any stat cache is only a cache: one written by
+# another process meanwhile or left by a parent killed before it wrote is older, and still true of the files it
+# describes. What a kept cache must never outlive is its store (its entries name the store's objects): a marker file
+# beside the cache holds the parent's token, and a store deleted (and made again) has none.
+
+
+@dataclass
+class _Kept:
+    #: the token in the marker file beside the cache (:func:`_marker`): written when the parent began to keep it
+    token: str
+    #: changes with every hand-over applied: a child's changes apply only to the generation it inherited
+    gen: str
+    cache: StatCache
+    #: ahead of the file on disk: to write
+    unwritten: bool = False
+
+
+#: in the resident process: stat cache path -> the cache it keeps (in its children: as it was at the fork)
+KEPT: dict[str, _Kept] = {}
+#: in a resident child: the file it hands its stat caches' changes to (the parent takes it when the child ends)
+HANDOFF: str | None = None
+#: in the resident process: stat cache paths to read from disk and keep
+_TO_LOAD: set[str] = set()
+
+
+def _marker(path: Path | str) -> str | None:
+    """The token of the resident process that keeps the stat cache at ``path`` in memory, from the file beside it."""
+    try:
+        with open(f"{path}.kept", "rb") as f:
+            return f.read(64).decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def _hand(handoff: str, doc: dict[str, Any]) -> bool:
+    try:
+        with open(handoff, "ab") as f:
+            f.write(pack_plain(doc))
+        return True
+    except OSError:
+        return False
+
+
+def _hand_over(path: Path, cache: StatCache) -> bool:
+    """(In a resident child) give the parent what ``cache`` changed in the one it keeps; False: write it instead."""
+    if cache.base is None or HANDOFF is None:
+        return False
+    gen, base = cache.base
+    entries = cache.entries
+    if cache.changed is not None:  # (a capture's: every entry but these is the base's own)
+        changed = {k: entries[k] for k in cache.changed if k in entries}
+        added = sum(1 for k in changed if k not in base)
+        removed = [] if len(entries) == len(base) + added else list(base.keys() - entries.keys())
+    else:
+        changed = {k: v for k, v in entries.items() if base.get(k) is not v}
+        removed = list(base.keys() - entries.keys())
+    doc = {"v": 1, "path": name_out(str(path)), "base": gen, "gen": os.urandom(8).hex(), "e": _keys_out(changed),
+           "r": [name_out(k) for k in removed], "t": list(cache.tree) if cache.tree else None,
+           "j": _listing_out(cache.listing) if cache.listing is not None else None}
+    return _hand(HANDOFF, doc)
+
+
+def take_handoff(handoff: str) -> None:
+    """(In the resident process, when a child ended) apply what it handed over to the caches kept; a cache it
+    changed from another generation (two commands on one tree at once) stays as the first one left it."""
+    from agentsnap_core.layers.journal import take_file
+
+    data = take_file(handoff)
+    if data is None:
+        return
+    try:
+        docs = _docs(data)
+    except Exception:  # noqa: BLE001 - a garbled file (a child killed while writing): nothing of it is used
+        return
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("path"), (str, bytes)):
+            continue
+        path = name_in(doc["path"])
+        if doc.get("load"):
+            _TO_LOAD.add(path)
+            continue
+        kept = KEPT.get(path)
+        e, r, j, t = doc.get("e"), doc.get("r"), doc.get("j"), doc.get("t")
+        if kept is None or kept.gen != doc.get("base") or not isinstance(e, dict) or not isinstance(r, list):
+            continue
+        listing = _listing_in(j) if j is not None else None
+        if j is not None and listing is None:
+            continue
+        kept.cache.entries.update(_keys_in(e))
+        for name in r:
+            kept.cache.entries.pop(name_in(name), None)
+        kept.cache.listing = listing
+        kept.cache.tree = (t[0], t[1]) if isinstance(t, list) and len(t) == 2 and is_oid(t[0]) and is_oid(t[1]) else None
+        kept.gen, kept.unwritten = str(doc.get("gen")), True
+
+
+def _docs(data: bytes) -> list[Any]:
+    import msgpack
+
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(data), 1))
+    unpacker.feed(data)
+    return list(unpacker)
+
+
+def load_kept() -> None:
+    """(In the resident process, before it forks the next command) read and keep the stat caches a child wrote whole
+    (it had none from here: the first command on a tree, or another process wrote the file meanwhile). Once per
+    tree: from then on the children hand over what they change."""
+    import gc
+
+    while _TO_LOAD:
+        path = _TO_LOAD.pop()
+        KEPT.pop(path, None)
+        cache = StatCache._read(Path(path))
+        if not cache.entries:
+            continue
+        token = os.urandom(8).hex()
+        try:
+            tmp = f"{path}.kept.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(token.encode())
+            os.chmod(tmp, os.stat(path).st_mode & 0o777)  # (as the cache's own: this process's umask may differ)
+            os.replace(tmp, f"{path}.kept")
+        except OSError:
+            continue
+        KEPT[path] = _Kept(token, os.urandom(8).hex(), cache)
+        gc.freeze()  # (what is kept lives as long as this process: the collector need not walk it again)
+
+
+def flush_kept() -> None:
+    """(In the resident process, while a child runs) write the caches kept that are ahead of their files. One whose
+    marker is gone (its store deleted, perhaps made again) is dropped from memory, never written."""
+    for path, kept in list(KEPT.items()):
+        if not kept.unwritten:
+            continue
+        kept.unwritten = False
+        if _marker(path) != kept.token:
+            del KEPT[path]
+            continue
+        try:
+            kept.cache._write(Path(path), os.stat(path).st_mode & 0o777)
+        except OSError:
+            del KEPT[path]
 
 
 def _tip_path(cache_path: Path) -> Path:
@@ -621,7 +795,8 @@ def _capture(
                     progress(st.st_size)
     entries = [e for e in entries if e[1] != "f" or e[4]]  # files deleted while the snapshot ran
     unchanged = stats.files_hashed == 0 and len(new) == len(old)
-    out = StatCache(new, dirty=not unchanged, tree=cache.tree if cache else None)
+    out = StatCache(new, dirty=not unchanged, tree=cache.tree if cache else None, base=cache.base if cache else None,
+                    changed=[r[1] for r in todo])  # (every other entry of new is a hit: old's own)
     if watch is not None:
         missing = watch.covers(["", *new_dirs])
         if missing:  # a directory not watched before this capture began: the journal cannot vouch for it yet
