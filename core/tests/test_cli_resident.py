@@ -201,6 +201,9 @@ def test_the_resident_process_watches_the_tree_and_its_snapshots_hold_every_chan
     for _ in range(3):
         assert agentsnap(work, env, "snapshot", "-m", "s", resident=True)[0] == 0
     cache_file = next((work / ".agentsnap").rglob("statcache.msgpack"))
+    deadline = time.monotonic() + 60  # (the resident process writes the cache it keeps once no call came for a moment)
+    while world.StatCache.load(cache_file).listing is None and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert world.StatCache.load(cache_file).listing is not None, "the journal's token was not kept"
     steps = [
         lambda: (work / "pkg3" / "sub" / "m.py").write_text("# changed, same dir\n"),

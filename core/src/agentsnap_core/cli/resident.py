@@ -332,33 +332,49 @@ def bind(d: str, name: str):  # type: ignore[no-untyped-def]
     return srv, ident
 
 
-def connections(srv, busy=lambda: False, watches=None):  # type: ignore[no-untyped-def]
+#: seconds without a call before the resident process does its chores (writing the stat caches it keeps): commands
+#: in quick succession are never slowed by them, nor is a command it forked (its memory is shared until written)
+CHORE_DELAY = 0.5
+
+
+def connections(srv, busy=lambda: False, watches=None, chores=None):  # type: ignore[no-untyped-def]
     """The connections accepted on ``srv`` until it has waited its timeout with none and ``busy()`` is false.
 
     ``watches``: the change journal's module (:mod:`agentsnap_core.layers.journal`): while waiting, its events are
-    read as they come (a full kernel queue would lose them all)."""
+    read as they come (a full kernel queue would lose them all). ``chores``: ``(pending, run)``, two callables: when
+    ``pending()``, ``run()`` is called once no call came for :data:`CHORE_DELAY` seconds."""
+    pending, run = chores or (lambda: False, lambda: None)
+    idle = srv.gettimeout()
     if watches is None or not watches.WATCHES:
         while True:
             if watches is not None and watches.WATCHES:
                 break  # a watch was made meanwhile: wait on its events too
+            chore = pending()
+            srv.settimeout(CHORE_DELAY if chore and (idle is None or idle > CHORE_DELAY) else idle)
             try:
                 conn, _ = srv.accept()
             except TimeoutError:
+                if chore:
+                    run()
+                    continue
                 if busy():
                     continue
                 return
+            finally:
+                srv.settimeout(idle)
             yield conn
     import select
     import time
 
-    idle = srv.gettimeout()
     deadline = time.monotonic() + idle if idle is not None else None
     while True:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        chore = pending() and (left is None or left > CHORE_DELAY)
+        wait = CHORE_DELAY if chore else left
         poll = select.poll()  # (not select(): any descriptor number)
         for fd in (srv.fileno(), *watches.descriptors()):
             poll.register(fd, select.POLLIN)
-        ready = {fd for fd, _ev in poll.poll(None if left is None else int(left * 1000) + 1)}
+        ready = {fd for fd, _ev in poll.poll(None if wait is None else int(wait * 1000) + 1)}
         if srv.fileno() in ready:
             try:
                 conn, _ = srv.accept()
@@ -368,6 +384,8 @@ def connections(srv, busy=lambda: False, watches=None):  # type: ignore[no-untyp
             deadline = time.monotonic() + idle if idle is not None else None
         elif ready:
             watches.drain_all()
+        elif chore:
+            run()
         elif busy():
             deadline = time.monotonic() + idle if idle is not None else None
         else:
@@ -493,6 +511,16 @@ def serve(idle: float | None = None) -> int:
     def handoff(child: int) -> str:
         return os.path.join(d, f"statcache-{child}.req")
 
+    def take_ended() -> None:  # watch what the commands that ended asked for; take the stat caches they changed
+        while ended:  # (layers/world.py: kept in memory here)
+            done = ended.pop()
+            journal.take_requests(requests(done))
+            world.take_handoff(handoff(done))
+
+    def chores() -> None:  # (once no call came for a moment: nothing forked from here shares memory it writes)
+        take_ended()
+        world.flush_kept()
+
     def reap(_signum: int = 0, _frame: object = None) -> None:
         while children:
             try:
@@ -520,7 +548,7 @@ def serve(idle: float | None = None) -> int:
     srv, ident = bind(d, name)
     srv.settimeout(float(os.environ.get("AGENTSNAP_RESIDENT_IDLE") or IDLE_SECONDS) if idle is None else idle)
     try:
-        for conn in connections(srv, lambda: bool(children), journal):
+        for conn in connections(srv, lambda: bool(children), journal, (lambda: bool(ended) or world.unwritten(), chores)):
             fds: list[int] = []
             try:
                 if peer_uid(conn) not in (None, os.getuid()):
@@ -539,10 +567,7 @@ def serve(idle: float | None = None) -> int:
                     conn.sendall(b"STALE\n")
                     sys.stderr.write(f"agentsnap resident {os.getpid()}: exiting, agentsnap changed on disk\n")
                     return 0
-                while ended:  # watch what the commands that ended asked for, then read what changed; take the
-                    done = ended.pop()  # stat caches they changed (layers/world.py: kept in memory here)
-                    journal.take_requests(requests(done))
-                    world.take_handoff(handoff(done))
+                take_ended()  # then read what changed, and keep the stat caches a child wrote whole
                 world.load_kept()
                 journal.drain_all()
                 child = os.fork()
@@ -558,7 +583,6 @@ def serve(idle: float | None = None) -> int:
                         os._exit(code)
                 children[child] = conn
                 reap()
-                world.flush_kept()  # (while the child works: the caches kept that are ahead of their files)
             except (OSError, ValueError) as exc:
                 conn.close()  # the client sees no PID line and runs the command itself
                 sys.stderr.write(f"agentsnap resident {os.getpid()}: a call not served: {type(exc).__name__}: {exc}\n")
@@ -569,8 +593,7 @@ def serve(idle: float | None = None) -> int:
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)
-        for child in ended:
-            world.take_handoff(handoff(child))
+        take_ended()
         world.flush_kept()  # (what the last commands changed: on disk before this process ends)
         for child in [*ended, *children]:  # requests nobody will take
             for path in (requests(child), handoff(child)):

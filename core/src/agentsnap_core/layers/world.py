@@ -272,7 +272,7 @@ def _listing_out(j: dict[str, Any]) -> dict[str, Any]:
 # Decoding a 100k-entry stat cache takes ~70 ms and writing it ~30 ms, in every command on such a tree. The resident
 # process keeps each tree's cache in memory instead: its children inherit it at the fork (copy-on-write), and a
 # child that changed it hands the parent only what changed (a few entries, the listing), which the parent applies
-# before the next fork and writes to disk while that child runs. Any stat cache is only a cache: one written by
+# before the next fork and writes to disk once no call came for a moment. Any stat cache is only a cache: one written by
 # another process meanwhile or left by a parent killed before it wrote is older, and still true of the files it
 # describes. What a kept cache must never outlive is its store (its entries name the store's objects): a marker file
 # beside the cache holds the parent's token, and a store deleted (and made again) has none.
@@ -401,8 +401,14 @@ def load_kept() -> None:
         gc.freeze()  # (what is kept lives as long as this process: the collector need not walk it again)
 
 
+def unwritten() -> bool:
+    """Whether a cache kept is ahead of its file (:func:`flush_kept` has work)."""
+    return any(kept.unwritten for kept in KEPT.values())
+
+
 def flush_kept() -> None:
-    """(In the resident process, while a child runs) write the caches kept that are ahead of their files. One whose
+    """(In the resident process, when no call came for a moment) write the caches kept that are ahead of their files
+    (a command forked meanwhile would share the memory the writing touches: copied, page by page). One whose
     marker is gone (its store deleted, perhaps made again) is dropped from memory, never written."""
     for path, kept in list(KEPT.items()):
         if not kept.unwritten:
