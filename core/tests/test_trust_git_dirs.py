@@ -167,3 +167,19 @@ def test_the_git_directories_a_restore_leaves_alone_are_those_the_snapshot_does_
     # a snapshot that holds v/.git (taken with .git before its record said so): that one is restored as usual
     assert [e[0] for e in without_git_dirs(current, [("v/.git", "d", 0o755, 0, "")])] == [
         "a.py", "mod", "mod/.git", "v", "v/.git", "v/.git/config", "v/.github", "v/.gitx"]
+
+
+def test_a_switch_says_what_its_restore_could_not_bring_back(work: Path) -> None:
+    """`switch` restores the branch's snapshot: what that restore says (a .git it cannot bring back, secret files the
+    vault could not give back) was dropped from its answer and output; now it says it as restore does."""
+    assert cli(work, "init")[0] == 0
+    assert cli(work, "snapshot", "-m", "with vendor/lib")[0] == 0
+    assert cli(work, "branch", "with-lib")[0] == 0
+    shutil.rmtree(work / "vendor")
+    assert cli(work, "snapshot", "-m", "without it")[0] == 0
+    code, out, err = cli(work, "switch", "with-lib")
+    assert code == 0 and out.startswith("switched to with-lib"), out + err
+    assert (work / "vendor" / "lib" / "lib.py").exists() and "not brought back: vendor/lib/.git" in err, err
+    assert cli(work, "switch", "main")[0] == 0
+    code, out, err = cli(work, "switch", "with-lib", "--json")
+    assert code == 0 and json.loads(out)["git_not_restored"] == ["vendor/lib/.git"], out + err

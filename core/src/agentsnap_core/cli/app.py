@@ -398,6 +398,10 @@ def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
     """Switch the working tree to branch NAME (uncommitted work is kept in an undo snapshot)."""
     repo = open_repo(ctx)
     res = repo.switch(name, create=create)
+    from agentsnap_core.cli.common import restore_notes
+
+    for line, err in restore_notes(res):  # (as restore says them: never dropped)
+        click.echo(line, err=err)
     if as_json:
         emit({"v": JSON_VERSION, **res})
     else:

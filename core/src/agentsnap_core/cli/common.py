@@ -200,12 +200,17 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
     return lines + [(line, True) for line in (not_captured_line(special), nested_git_line(git_dirs)) if line]
 
 
-def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:
-    """``agentsnap restore``'s output for :meth:`Repo.restore`'s answer."""
-    # secret files of the local vault that could not be brought back (repository/vault.py): one line, stderr
+def restore_notes(res: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The stderr lines of a restore's (or a switch's) answer: the secret files of the local vault that could not be
+    brought back (repository/vault.py) and the ``.git`` directories the snapshot did not capture."""
     note = [(f"warning: {res['secrets_note']}", True)] if res.get("secrets_note") else []
     git_line = git_not_restored_line(res.get("git_not_restored") or [], res["id"])
-    note += [(git_line, True)] if git_line else []
+    return note + ([(git_line, True)] if git_line else [])
+
+
+def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:
+    """``agentsnap restore``'s output for :meth:`Repo.restore`'s answer."""
+    note = restore_notes(res)
     if as_json:
         return note + [(json_line({"v": JSON_VERSION, **res}), False)]
     if dry_run:

@@ -958,7 +958,8 @@ class Repo:
             if undo_parent:
                 self.refs.update_refs([RefUpdate(symref, undo_parent[0], oid)], f"switch: back to {symref}")
         self.refs.set_head(self.worktree, ref, None)
-        return {"branch": branch, "id": oid, "undo": result.get("undo")}
+        said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored") if k in result}
+        return {"branch": branch, "id": oid, "undo": result.get("undo"), **said}  # (what the restore said, never dropped)
 
     # ---------------------------------------------------------------- status / log / diff
     def status(self) -> dict[str, Any]:
