@@ -145,10 +145,8 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
     conn.sendall(_reply(code, out, err))
     from agentsnap_core.layers import world
 
-    if world.HANDOFF is not None:  # after the answer: the stat caches kept here take what the call changed, and
-        world.take_handoff(world.HANDOFF)  # are written to disk (core layers/world.py; a call reads no stat cache
-        world.load_kept()  # file and writes none, as a resident process's children)
-        world.flush_kept()
+    if world.HANDOFF is not None:  # after the answer: the stat caches kept here take what the call changed and are
+        world.settle_kept(world.HANDOFF)  # written (core layers/world.py: a call reads no stat cache file, writes none)
     return True
 
 
@@ -188,8 +186,7 @@ def serve(idle: float | None = None) -> int:
         unbind(srv, d, name, ident)
         os.close(lock)
         if world.HANDOFF is not None:  # (a call cut short: what it changed, on disk before this process ends)
-            world.take_handoff(world.HANDOFF)
-            world.flush_kept()
+            world.settle_kept(world.HANDOFF)
         for path in (journal.REQUESTS, world.HANDOFF):
             try:
                 os.unlink(path or "")

@@ -150,7 +150,7 @@ class Ignore:
 
     def _git_dir(self, rel: str) -> bool:
         """Leave out ``rel``, a directory, when it is a ``.git`` and the store does not capture them; remember it."""
-        if self.skip_git and (rel == ".git" or rel.endswith("/.git")):
+        if self.skip_git and is_git_dir(rel):
             self.git_dirs.append(rel)
             return True
         return False
@@ -317,17 +317,13 @@ def _hand(handoff: str, doc: dict[str, Any]) -> bool:
 
 def _hand_over(path: Path, cache: StatCache) -> bool:
     """(In a resident child) give the parent what ``cache`` changed in the one it keeps; False: write it instead."""
-    if cache.base is None or HANDOFF is None:
+    if cache.base is None or cache.changed is None or HANDOFF is None:
         return False
     gen, base = cache.base
     entries = cache.entries
-    if cache.changed is not None:  # (a capture's: every entry but these is the base's own)
-        changed = {k: entries[k] for k in cache.changed if k in entries}
-        added = sum(1 for k in changed if k not in base)
-        removed = [] if len(entries) == len(base) + added else list(base.keys() - entries.keys())
-    else:
-        changed = {k: v for k, v in entries.items() if base.get(k) is not v}
-        removed = list(base.keys() - entries.keys())
+    changed = {k: entries[k] for k in cache.changed if k in entries}  # (every other entry is the base's own)
+    added = sum(1 for k in changed if k not in base)
+    removed = [] if len(entries) == len(base) + added else list(base.keys() - entries.keys())
     doc = {"v": 1, "path": name_out(str(path)), "base": gen, "gen": os.urandom(8).hex(), "e": _keys_out(changed),
            "r": [name_out(k) for k in removed], "t": list(cache.tree) if cache.tree else None,
            "j": _listing_out(cache.listing) if cache.listing is not None else None}
@@ -344,7 +340,10 @@ def take_handoff(handoff: str) -> None:
         return
     try:
         docs = _docs(data)
-    except Exception:  # noqa: BLE001 - a garbled file (a child killed while writing): nothing of it is used
+    except Exception as exc:  # noqa: BLE001 - a garbled file (a child killed while writing): nothing of it is used
+        from agentsnap_core.layers.journal import _log
+
+        _log(f"{handoff}: not used ({type(exc).__name__}); the stat caches kept are as they were")
         return
     for doc in docs:
         if not isinstance(doc, dict) or doc.get("v") != 1 or not isinstance(doc.get("path"), (str, bytes)):
@@ -398,7 +397,16 @@ def load_kept() -> None:
         except OSError:
             continue
         KEPT[path] = _Kept(token, os.urandom(8).hex(), cache)
+    if KEPT:
         gc.freeze()  # (what is kept lives as long as this process: the collector need not walk it again)
+
+
+def settle_kept(handoff: str) -> None:
+    """(In a process that serves its calls itself, e.g. the Claude Code helper, after answering one) take what the call
+    handed over, keep the caches it wrote whole, write those ahead of their files."""
+    take_handoff(handoff)
+    load_kept()
+    flush_kept()
 
 
 def unwritten() -> bool:
@@ -419,7 +427,10 @@ def flush_kept() -> None:
             continue
         try:
             kept.cache._write(Path(path), os.stat(path).st_mode & 0o777)
-        except OSError:
+        except OSError as exc:  # (the file on disk stays the older one: still true, only slower to use)
+            from agentsnap_core.layers.journal import _log
+
+            _log(f"stat cache {path} not written ({exc}); no longer kept")
             del KEPT[path]
 
 
@@ -817,13 +828,18 @@ def _capture(
     return entries, out, stats
 
 
+def is_git_dir(rel: str) -> bool:
+    """Whether ``rel`` (a directory's path in the tree) names a ``.git`` directory."""
+    return rel == ".git" or rel.endswith("/.git")
+
+
 def without_git_dirs(entries: list[Entry], target: list[Entry]) -> list[Entry]:
     """``entries`` (a working tree) without the ``.git`` directories ``target`` (a snapshot's tree) does not hold
     and what is below them (a ``.git`` file, a submodule's pointer, stays): for a restore of a snapshot taken
     without them, which leaves git's own history alone (rather than deleting it as files the snapshot lacks)."""
-    dirs = [e[0] for e in entries if e[1] == "d" and (e[0] == ".git" or e[0].endswith("/.git"))]
+    dirs = [e[0] for e in entries if e[1] == "d" and is_git_dir(e[0])]
     if dirs:
-        held = {e[0] for e in target if e[1] == "d" and (e[0] == ".git" or e[0].endswith("/.git"))}
+        held = {e[0] for e in target if e[1] == "d" and is_git_dir(e[0])}
         dirs = [d for d in dirs if d not in held]
     if not dirs:
         return entries

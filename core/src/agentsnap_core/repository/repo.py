@@ -577,8 +577,9 @@ class Repo:
         current = context.get("current")
         if current is None:
             current, _, _ = world.capture(Path(root), None, self._ignore())
-        if not rec.get("include_git"):  # taken without .git: what git keeps is not the snapshot's to remove (a
-            # snapshot that holds a .git, taken before the record said so, still restores it)
+        if self.include_git and not rec.get("include_git"):  # taken without .git: what git keeps is not the
+            # snapshot's to remove (one that holds a .git, taken before the record said so, still restores it; with
+            # include_git off the working tree's capture holds no .git to begin with)
             current = world.without_git_dirs(current, target)
         changes = world.materialize(
             self.objects,
@@ -806,7 +807,7 @@ class Repo:
         with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
             if dry_run:
                 current = self.working_entries()
-                if not rec.get("include_git"):
+                if self.include_git and not rec.get("include_git"):
                     current = world.without_git_dirs(current, target_entries)
                 subset = target_entries if norm_paths is None else [e for e in target_entries if _under(e[0], norm_paths)]
                 cur = current if norm_paths is None else [e for e in current if _under(e[0], norm_paths)]
