@@ -14,7 +14,8 @@ What a CLI user pays, each a whole process (interpreter start and imports includ
   store size  the store on disk (du) after `agentsnap gc` vs `.git` after `git gc`, vs the restic repository
 The same agentsnap commands are also run with the resident process (`AGENTSNAP_RESIDENT=1`, its own folder; started
 once, before the timings): column "resident". Its CPU time adds the resident process's children (the commands), read
-from /proc at the kernel's 10 ms tick.
+from /proc at the kernel's 10 ms tick. Column "native": the same, through the native client (`agentsnap resident
+install-client`, built here with cc into a copy of the script), which hands the command over without starting Python.
 Bytecode is compiled first (PYTHONDONTWRITEBYTECODE is unset here, as in a real install) and every command is
 warmed once; the median of --repeat runs is shown. Ratios are agentsnap / peer: below 1.00x agentsnap is faster.
 Beside the wall-clock table, the CPU time (user + system) of the same runs, the command's processes included: on a
@@ -43,6 +44,8 @@ ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE
 ENV.update(GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b", GIT_COMMITTER_EMAIL="b@x",
            RESTIC_PASSWORD="bench", RESTIC_CACHE_DIR="")
 AGENTSNAP = [str(Path(sys.executable).parent / "agentsnap")]
+#: the native client (install_native), when this machine can build it
+NATIVE: list[str] = []
 #: git at agentsnap's durability: what a commit or branch writes is fsynced before it returns (git 2.36+)
 GIT_FSYNC = "git -c core.fsync=committed -c core.fsyncMethod=fsync"
 
@@ -82,6 +85,19 @@ def start_resident(work: Path) -> None:
     out = subprocess.run([*AGENTSNAP, "resident", "status", "--json"], env=RESIDENT, check=True, capture_output=True,
                          text=True).stdout
     _SERVER.append(int(json.loads(out)["pid"]))
+
+
+def install_native(work: Path) -> None:
+    """The native client in a copy of the script (`agentsnap resident install-client --at`): column "native"."""
+    (work / "native-bin").mkdir()
+    copy = work / "native-bin" / "agentsnap"
+    shutil.copy2(AGENTSNAP[0], copy)
+    proc = subprocess.run([*AGENTSNAP, "resident", "install-client", "--at", str(copy)], env=ENV, capture_output=True,
+                          text=True)
+    if proc.returncode == 0:
+        NATIVE.append(str(copy))
+    else:
+        print(f"native client not built ({proc.stderr.strip()[-300:]}): its column is left empty")
 
 
 def stop_resident() -> None:
@@ -140,8 +156,8 @@ def edit(root: Path, n: int, tag: str) -> None:
 
 
 def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> dict[str, dict[str, float]]:
-    res: dict[str, Timed] = {"agentsnap": Timed(), "resident": Timed(), "git": Timed(), "git+fsync": Timed(),
-                             "restic": Timed()}
+    res: dict[str, Timed] = {"agentsnap": Timed(), "resident": Timed(), "native": Timed(), "git": Timed(),
+                             "git+fsync": Timed(), "restic": Timed()}
     a, g, r, gf = work / "a", work / "g", work / "r", work / "gf"
     for d in (a, g, r, gf):  # the stdlib without its site-packages (what the issue measured: ~7.7k files)
         shutil.copytree(src, d, symlinks=True, ignore=shutil.ignore_patterns("site-packages", "__pycache__"))
@@ -159,6 +175,8 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
         res["restic"]["first"] = sh([restic, "backup", "-q", "--repo", str(work / "restic-repo"), "."], r)
     res["agentsnap"]["unchanged"] = median([*AGENTSNAP, "snapshot", "-m", "same"], a, repeat)
     res["resident"]["unchanged"] = median([*AGENTSNAP, "snapshot", "-m", "same"], a, repeat, resident=True)
+    if NATIVE:
+        res["native"]["unchanged"] = median([*NATIVE, "snapshot", "-m", "same"], a, repeat, resident=True)
     res["git"]["unchanged"] = median("git add -A && git commit -q --allow-empty -m same", g, repeat)
     res["git+fsync"]["unchanged"] = median(f"{GIT_FSYNC} add -A && {GIT_FSYNC} commit -q --allow-empty -m same", gf,
                                            repeat)
@@ -170,21 +188,24 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     # behind them (the first unchanged snapshot above asked for the watch; its warm-up walked under it).
     for tool, root, cmd in (("agentsnap", a, [*AGENTSNAP, "snapshot", "-m", "ten"]),
                             ("resident", a, [*AGENTSNAP, "snapshot", "-m", "ten"]),
+                            ("native", a, [*NATIVE, "snapshot", "-m", "ten"]),
                             ("git", g, "git add -A && git commit -q -m ten"),
                             ("git+fsync", gf, f"{GIT_FSYNC} add -A && {GIT_FSYNC} commit -q -m ten"),
                             ("restic", r, [restic or "", "backup", "-q", "--repo", str(work / "restic-repo"), "."])):
-        if tool == "restic" and not restic:
+        if tool == "restic" and not restic or tool == "native" and not NATIVE:
             continue
         times = []
-        if tool == "resident":
+        if tool in ("resident", "native"):
             sh(cmd, root, True)  # (the tree is unchanged since the last snapshot: the journal's listing is taken)
             _CPU.clear()
         for i in range(repeat):
             edit(root, 10, f"{tool}{i}")
-            times.append(sh(cmd, root, tool == "resident"))
+            times.append(sh(cmd, root, tool in ("resident", "native")))
         res[tool]["10 changed"] = statistics.median(times)
     res["agentsnap"]["status"] = median([*AGENTSNAP, "status"], a, repeat)
     res["resident"]["status"] = median([*AGENTSNAP, "status"], a, repeat, resident=True)
+    if NATIVE:
+        res["native"]["status"] = median([*NATIVE, "status"], a, repeat, resident=True)
     res["git"]["status"] = median(["git", "status", "--porcelain"], g, repeat)
     # restore of a snapshot 10 files away, back and forth
     res["agentsnap"]["restore 10"] = statistics.median(
@@ -193,6 +214,9 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     _CPU.clear()
     res["resident"]["restore 10"] = statistics.median(
         sh([*AGENTSNAP, "restore", "HEAD~1" if i % 2 == 0 else "main"], a, True) for i in range(repeat))
+    if NATIVE:
+        res["native"]["restore 10"] = statistics.median(
+            sh([*NATIVE, "restore", "HEAD~1" if i % 2 == 0 else "main"], a, True) for i in range(repeat))
     res["git"]["restore 10"] = statistics.median(
         sh(["git", "checkout", "-q", "-f", "HEAD~1" if i % 2 == 0 else "master"], g) for i in range(repeat))
     sh(["git", "checkout", "-q", "-f", "master"], g)
@@ -200,6 +224,9 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     res["agentsnap"]["fork -n 12"] = statistics.median(sh([*AGENTSNAP, "fork", "-n", "12", "--prefix", f"f{i}"], a) for i in range(repeat))
     res["resident"]["fork -n 12"] = statistics.median(
         sh([*AGENTSNAP, "fork", "-n", "12", "--prefix", f"r{i}"], a, True) for i in range(repeat))
+    if NATIVE:
+        res["native"]["fork -n 12"] = statistics.median(
+            sh([*NATIVE, "fork", "-n", "12", "--prefix", f"n{i}"], a, True) for i in range(repeat))
     res["git"]["fork -n 12"] = statistics.median(
         sh(" && ".join(f"git branch f{i}-{k}" for k in range(12)), g) for i in range(repeat))
     res["git+fsync"]["fork -n 12"] = statistics.median(
@@ -237,6 +264,8 @@ def startup(work: Path, repeat: int) -> Timed:
     out["agentsnap --version"] = median([*AGENTSNAP, "--version"], small, repeat)
     out["agentsnap status (10 files)"] = median([*AGENTSNAP, "status"], small, repeat)
     out["resident status (10 files)"] = median([*AGENTSNAP, "status"], small, repeat, resident=True)
+    if NATIVE:
+        out["native status (10 files)"] = median([*NATIVE, "status"], small, repeat, resident=True)
     out["git status (10 files)"] = median(["git", "status", "--porcelain"], small, repeat)
     return out
 
@@ -254,6 +283,7 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} cores, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     with tempfile.TemporaryDirectory(prefix="agentsnap-cli-bench-") as tmp:
         start_resident(Path(tmp))
+        install_native(Path(tmp))
         try:
             s = startup(Path(tmp), args.repeat)
             base = s["python -c pass"]
@@ -270,8 +300,8 @@ def main() -> None:
         finally:
             stop_resident()
     steps = ["first", "unchanged", "10 changed", "status", "restore 10", "fork -n 12", "store MB"]
-    head = (f"  {'step':<12}{'agentsnap':>12}{'resident':>10}{'git':>10}{'git+fsync':>10}{'restic':>10}{'as/git':>8}"
-            f"{'res/git':>9}{'res/g+fs':>9}{'as/restic':>10}")
+    head = (f"  {'step':<12}{'agentsnap':>12}{'resident':>10}{'native':>10}{'git':>10}{'git+fsync':>10}{'restic':>10}"
+            f"{'as/git':>8}{'res/git':>9}{'nat/git':>9}{'nat/g+fs':>9}{'as/restic':>10}")
 
     def cell(v: float | None, unit: float, width: int = 10) -> str:
         return f"{v * unit:>{width}.1f}" if v is not None else f"{'-':>{width}}"
@@ -282,10 +312,11 @@ def main() -> None:
     def table(values: dict[str, dict[str, float]], names: list[str]) -> None:
         print(head)
         for step in names:
-            a, w, g, f, r = (values[t].get(step) for t in ("agentsnap", "resident", "git", "git+fsync", "restic"))
+            a, w, n, g, f, r = (values[t].get(step) for t in ("agentsnap", "resident", "native", "git", "git+fsync",
+                                                               "restic"))
             unit = 1 if step == "store MB" else 1000
-            print(f"  {step:<12}{cell(a, unit, 12)}{cell(w, unit)}{cell(g, unit)}{cell(f, unit)}{cell(r, unit)}"
-                  f"{ratio(a, g, 8)}{ratio(w, g, 9)}{ratio(w, f, 9)}{ratio(a, r, 10)}")
+            print(f"  {step:<12}{cell(a, unit, 12)}{cell(w, unit)}{cell(n, unit)}{cell(g, unit)}{cell(f, unit)}"
+                  f"{cell(r, unit)}{ratio(a, g, 8)}{ratio(w, g, 9)}{ratio(n, g, 9)}{ratio(n, f, 9)}{ratio(a, r, 10)}")
 
     table(res, steps)
     print("  (times in ms, store in MB; targets: first <= 0.5x git, unchanged/10 changed <= 0.8x, status <= 1.0x,"
