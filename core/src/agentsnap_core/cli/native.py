@@ -76,17 +76,22 @@ def _python_script() -> bytes:
 def _replace(target: Path, data: bytes | None = None, built: Path | None = None) -> None:
     """Put ``data`` (or the file ``built``) at ``target`` in one rename, with the target's permissions."""
     mode = target.stat().st_mode & 0o7777 if target.exists() else 0o755
-    fd, tmp = tempfile.mkstemp(prefix=".agentsnap-", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".agentsnap-", dir=target.parent)
+    except OSError as exc:  # e.g. a system-wide install this user may not change
+        raise AgentSnapError(f"cannot write beside {target} ({exc.strerror}); nothing changed") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data if data is not None else built.read_bytes())  # type: ignore[union-attr]
         os.chmod(tmp, mode | 0o111)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise AgentSnapError(f"cannot replace {target} ({exc.strerror}); nothing changed") from None
         raise
 
 
