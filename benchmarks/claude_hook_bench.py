@@ -9,6 +9,8 @@
   `git add -A && git commit` of the same change in a copy of the project; once with the plugin's warm helper
   process (agentsnap_claude_code.daemon, started by the first call that needed it, as in a session) and once
   without it (AGENTSNAP_HOOK_DAEMON=0: the in-process path every call takes when no helper answers).
+* rows "native client": the same hook with the native hook client (`agentsnap-claude-code install-client`, built
+  here with cc into a copy of the script, first on PATH): every call goes to the helper without starting Python.
 
 Wall time and CPU time (user + system of the child processes), median of --runs. The helper is not a child
 of the benchmark: its CPU time (with its children's) is read from /proc/<pid>/stat (clock ticks, 10 ms) and its mean per call is
@@ -115,8 +117,16 @@ def main() -> None:
                 sys.exit("the plugin's helper process did not start")
             time.sleep(0.1)
         _timed(hook, stdin=_payload(root, "ls", 0), env=env, cwd=root)
+        native_bin = base / "native-bin"
+        native_bin.mkdir()
+        shutil.copy2(bindir / "agentsnap-claude-code-hook", native_bin / "agentsnap-claude-code-hook")
+        built = subprocess.run([str(bindir / "agentsnap-claude-code"), "install-client", "--at",
+                                str(native_bin / "agentsnap-claude-code-hook")], capture_output=True, text=True)
+        if built.returncode != 0:
+            sys.exit(f"the native hook client did not build: {built.stderr.strip()[-300:]}")
+        native = {**env, "PATH": f"{native_bin}{os.pathsep}{env['PATH']}"}
         names = ("harmless hook", "make test hook", "unlisted harmless hook + helper", "unlisted harmless hook, no helper", "python3 -c pass", "snapshotting hook + helper", "snapshotting hook, no helper",
-                 "git add -A && git commit")
+                 "git add -A && git commit", "harmless hook, native client", "snapshotting hook + helper, native client")
         rows: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
         helper_cpu: dict[str, list[float]] = {k: [] for k in names}
 
@@ -132,10 +142,12 @@ def main() -> None:
             timed("unlisted harmless hook + helper", hook, stdin=_payload(root, "docker compose ps", i), env=env, cwd=root)
             timed("unlisted harmless hook, no helper", hook, stdin=_payload(root, "docker compose ps", i), env=cold, cwd=root)
             timed("python3 -c pass", [sys.executable, "-c", "pass"], env=env, cwd=root)
+            timed("harmless hook, native client", hook, stdin=_payload(root, "ls -la src && git status", i), env=native, cwd=root)
         # the snapshotting calls: all of the helper's in a row, then all of the in-process path's, as in a session
         # (which has the one or the other): an in-process snapshot leaves a stat cache the helper's change journal
         # cannot vouch for, so alternating them would make every helper call walk the whole tree
-        for name, hook_env in (("snapshotting hook + helper", env), ("snapshotting hook, no helper", cold)):
+        for name, hook_env in (("snapshotting hook + helper", env), ("snapshotting hook + helper, native client", native),
+                               ("snapshotting hook, no helper", cold)):
             for i in range(1, args.runs + 1):
                 for tree in (root, peer):
                     (tree / "src" / "pkg1" / "mod1.py").write_text(f"# changed {i} {name}\n")
@@ -153,7 +165,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for mine, peer_name in (("harmless hook", "python3 -c pass"), ("make test hook", "python3 -c pass"),
                             ("unlisted harmless hook + helper", "python3 -c pass"), ("unlisted harmless hook, no helper", "python3 -c pass"),
-                            ("snapshotting hook + helper", "git add -A && git commit"), ("snapshotting hook, no helper", "git add -A && git commit")):
+                            ("snapshotting hook + helper", "git add -A && git commit"), ("snapshotting hook, no helper", "git add -A && git commit"),
+                            ("harmless hook, native client", "python3 -c pass"),
+                            ("snapshotting hook + helper, native client", "git add -A && git commit")):
         (w, c), (pw, pc) = med[mine], med[peer_name]
         extra = f" (helper {statistics.mean(helper_cpu[mine]):.0f})" if statistics.mean(helper_cpu[mine]) else ""
         print(f"| {mine} vs {peer_name} | {w:.0f} / {c:.0f}{extra} | {pw:.0f} / {pc:.0f} | {w / pw:.2f}x | {c / pc:.2f}x |")

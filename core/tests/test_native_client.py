@@ -173,7 +173,7 @@ def test_install_refuses_what_is_not_an_agentsnap_script_and_remove_puts_the_scr
     os.chmod(other, 0o755)
     code, out, err = run(installed["script"], tmp_path, env, "resident", "install-client", "--at", str(other),
                          resident=False)
-    assert code == 2 and b"not an agentsnap script of this installation" in err and b"Traceback" not in err
+    assert code == 2 and b"is not the agentsnap script of this installation" in err and b"Traceback" not in err
     assert other.read_text() == "#!/bin/sh\necho mine\n"
     copy = tmp_path / "bin" / "agentsnap"
     copy.parent.mkdir()

@@ -134,13 +134,16 @@ def hook_command(event: str) -> str:
 
 
 def helper_env(**extra: str) -> dict[str, str]:
-    """The environment of a hook after `pip install agentsnap-claude-code`: the helper on PATH."""
+    """The environment of a hook after `pip install agentsnap-claude-code`: the helper on PATH (the native hook
+    client first, where a test asked for it: ``native_hook_bin``)."""
     import os
     import sys
 
     from agentsnap_claude_code.install import plugin_root
 
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    if os.environ.get("AGENTSNAP_TEST_HOOK_BIN"):
+        path = f"{os.environ['AGENTSNAP_TEST_HOOK_BIN']}{os.pathsep}{path}"
     return {**os.environ, "PATH": path, "CLAUDE_PLUGIN_ROOT": str(plugin_root()), **extra}
 
 
@@ -152,6 +155,25 @@ def run_plugin_hook(project: Path, transcript: Path | None, event: str, env: dic
     )
     assert proc.returncode == 0, proc.stderr
     return proc, (json.loads(proc.stdout) if proc.stdout.strip() else {})
+
+
+@pytest.fixture(scope="session")
+def native_hook_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the native hook client (``agentsnap-claude-code install-client --at`` a copy of the
+    script); a test puts it first on the hook's PATH with ``AGENTSNAP_TEST_HOOK_BIN``."""
+    import os
+    import sys
+
+    if not shutil.which(os.environ.get("CC") or "cc") and os.environ.get("CI") != "true":
+        pytest.skip("no C compiler (cc) to build the native hook client (under CI=true this fails instead)")
+    d = tmp_path_factory.mktemp("native-hook")
+    script = d / "agentsnap-claude-code-hook"
+    shutil.copy2(Path(sys.executable).with_name("agentsnap-claude-code-hook"), script)
+    proc = subprocess.run([str(Path(sys.executable).with_name("agentsnap-claude-code")), "install-client", "--at",
+                           str(script)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert script.read_bytes()[:4] == b"\x7fELF"
+    return d
 
 
 def tree(root: Path) -> dict[str, bytes]:

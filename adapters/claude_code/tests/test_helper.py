@@ -29,6 +29,15 @@ from test_quick import _imports
 QUICK = plugin_root() / "hooks" / "agentsnap_quick.py"
 pytestmark = pytest.mark.helper  # the helper on (conftest turns it off elsewhere)
 
+
+@pytest.fixture(autouse=True, params=["python", "native"])
+def client(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here twice: the hook's Python client (the quick script), and the native hook client
+    (`agentsnap-claude-code install-client`) in its place on PATH, which must behave the same."""
+    if request.param == "native":
+        monkeypatch.setenv("AGENTSNAP_TEST_HOOK_BIN", str(request.getfixturevalue("native_hook_bin")))
+    return request.param
+
 quick = types.ModuleType("agentsnap_quick")
 quick.__file__ = str(QUICK)
 exec(compile(QUICK.read_text(encoding="utf-8"), str(QUICK), "exec"), quick.__dict__)
@@ -81,7 +90,7 @@ def _head(project: Path) -> tuple[str, dict]:
         return head, {"verify": repo.verify()}
 
 
-def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_agentsnap(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_agentsnap(project: Path, transcript: Path, helper_run_dir: Path, client: str) -> None:
     first, out, _ = _hook(project, transcript, **_rm(1))
     assert "agentsnap_core" in first and "undo with" in out["systemMessage"]  # no helper yet: in-process, and it starts one
     _wait_for_helper(helper_run_dir)
@@ -90,6 +99,8 @@ def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_
     (project / "src" / "app.py").write_text("print('changed')\n")
     imported, out, _ = _hook(project, transcript, **_rm(2))
     assert not imported & {"site", "agentsnap_core", "agentsnap_claude_code", "json", "re"}, sorted(imported)
+    if client == "native":
+        assert not imported  # no Python started at all: the native client handed the call over
     new = {p: p.stat().st_mode for p in store.rglob("*") if p.is_file() and p not in modes}
     assert new and set(new.values()) <= set(modes.values())  # written with the hook's umask, not the socket's 077
     snap = _snap_id(out)
@@ -106,6 +117,9 @@ def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_
     # a harmless call the quick script does not know is answered by the helper too
     imported, out, _ = _hook(project, transcript, tool_name="Bash", tool_input={"command": "docker compose ps"})
     assert out == {} and "site" not in imported
+    if client == "native":  # and so is one the quick script would have answered itself
+        imported, out, _ = _hook(project, transcript, tool_name="Bash", tool_input={"command": "ls -la src && git status"})
+        assert out == {} and not imported
 
 
 def test_the_helper_keeps_the_stat_cache_in_memory_and_every_snapshot_holds_the_tree_as_it_was(project: Path, transcript: Path, helper_run_dir: Path) -> None:

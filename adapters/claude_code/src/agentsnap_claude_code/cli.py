@@ -93,6 +93,35 @@ def uninstall(user: bool, project: str | None, as_json: bool) -> None:
         click.echo(f"removed {len(res['removed_commands'])} commands and the agentsnap hooks from {res['settings']}")
 
 
+@main.command("install-client")
+@click.option("--at", "at", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The agentsnap-claude-code-hook script to replace (default: this installation's).")
+@click.option("--remove", is_flag=True, help="Put the Python script back instead.")
+@click.option("--json", "as_json", is_flag=True)
+def install_client(at: Path | None, remove: bool, as_json: bool) -> None:
+    """Put a native hook client (compiled here with cc) in place of agentsnap-claude-code-hook.
+
+    It hands each hook call to the warm helper without starting Python, and gives the call to the Python
+    hook (the same code, the same answers) whenever the helper does not answer; --remove puts the script
+    back (so does reinstalling agentsnap-claude-code)."""
+    from agentsnap_core.cli import native
+
+    client = installer.hook_client()
+    script = at.resolve() if at is not None else native.script(client)
+    if script is None:
+        raise InvalidInput("cannot find this installation's agentsnap-claude-code-hook script: name it with --at PATH")
+    if remove:
+        done = (f"Python hook script put back at {script}" if native.remove(script, client)
+                else f"no native hook client at {script}: nothing changed")
+    else:
+        native.install(script, client)
+        done = f"native hook client installed at {script}"
+    if as_json:
+        _emit({"client": native.kind(script, client), "script": str(script)})
+    else:
+        click.echo(done)
+
+
 @main.command("plugin-dir")
 def plugin_dir() -> None:
     """Print the plugin directory (for `claude --plugin-dir`)."""

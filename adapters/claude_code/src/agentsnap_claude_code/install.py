@@ -45,6 +45,19 @@ def helper_command() -> str:
     return f"AGENTSNAP_HOOK_HELPER={helper} sh {shlex.quote(str(plugin_root() / 'hooks' / 'agentsnap-hook'))}"
 
 
+def hook_client() -> Any:
+    """The native hook client (``hook_client.c``) that ``install-client`` puts in place of the
+    ``agentsnap-claude-code-hook`` script: core's native-client builder (agentsnap_core.cli.native) with this
+    installation's Python and the helper's protocol."""
+    from agentsnap_core.cli import native
+
+    from .daemon import PROTOCOL
+
+    return native.Client("agentsnap-claude-code-hook", Path(__file__).with_name("hook_client.c"),
+                         "agentsnap_claude_code.gate:main", b"agentsnap-hook-native-client", ("PreToolUse",),
+                         {"AGENTSNAP_PYTHON": sys.executable, "AGENTSNAP_HOOK_PROTOCOL": PROTOCOL})
+
+
 def target_dir(user: bool, project: str | None) -> Path:
     if user == bool(project):
         raise InvalidInput("choose exactly one of --user or --project DIR")

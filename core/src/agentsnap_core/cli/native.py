@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentsnap_core import __version__
@@ -29,48 +30,76 @@ MARKER = b"agentsnap-native-client "
 SOURCE = Path(__file__).with_name("native_client.c")
 
 
+@dataclass(frozen=True)
+class Client:
+    """A native client that takes the place of a console script: the script's name, its entry point
+    (``module:function``), the C source, the marker the compiled file carries, and the command line that checks
+    a build."""
+
+    name: str
+    source: Path
+    entry: str
+    marker: bytes
+    check: tuple[str, ...]
+    defines: dict[str, str | int] = field(default_factory=dict)
+
+
+def agentsnap_client() -> Client:
+    """The ``agentsnap`` client: this installation's Python, agentsnap's version and the resident protocol."""
+    return Client("agentsnap", SOURCE, "agentsnap_core.cli:run", MARKER, ("--version",),
+                  {"AGENTSNAP_PYTHON": sys.executable, "AGENTSNAP_VERSION": __version__, "AGENTSNAP_PROTOCOL": PROTOCOL})
+
+
 def _c_string(text: str) -> str:
     """``text`` as a C string literal (octal escapes for everything but letters, digits and a few safe signs)."""
     safe = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+@,=: ")
     return '"' + "".join(chr(b) if b in safe else f"\\{b:03o}" for b in os.fsencode(text)) + '"'
 
 
-def kind(path: Path) -> str | None:
-    """``native`` (this package's compiled client), ``python`` (an agentsnap console script of this
-    installation's Python), or None (anything else, or nothing there)."""
+def kind(path: Path, client: Client | None = None) -> str | None:
+    """``native`` (the compiled client), ``python`` (the console script of this installation's Python that it
+    replaces), or None (anything else, or nothing there)."""
+    client = client or agentsnap_client()
     try:
         with open(path, "rb") as fh:
             head = fh.read(1 << 20)
     except OSError:
         return None
     if head.startswith(b"\x7fELF") or head[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe"):
-        return "native" if MARKER in head or MARKER in path.read_bytes() else None
+        return "native" if client.marker in head or client.marker in path.read_bytes() else None
     text = head.decode("utf-8", "replace")
-    if text.startswith("#!") and sys.executable in text and "agentsnap_core.cli" in text:
+    module, _, func = client.entry.partition(":")
+    if text.startswith("#!") and sys.executable in text and f"from {module} import {func}" in text:
         return "python"
     return None
 
 
-def script() -> Path | None:
-    """This installation's ``agentsnap`` script, as the shell finds it: the file that ran this command when it is
-    an agentsnap script of this Python (links followed: pipx links it), else the one beside this Python."""
+def script(client: Client | None = None) -> Path | None:
+    """This installation's script of ``client``, as the shell finds it: the file that ran this command when it is
+    one of this Python (links followed: pipx links it), else the one beside this Python."""
+    client = client or agentsnap_client()
+    name = client.name
     argv0 = sys.argv[0] if sys.argv else ""
-    found = argv0 if os.sep in argv0 else shutil.which(argv0) if argv0 else None
-    for candidate in (found, os.path.join(os.path.dirname(sys.executable), "agentsnap")):
+    found = argv0 if os.sep in argv0 and os.path.basename(argv0) == name else shutil.which(name)
+    for candidate in (found, os.path.join(os.path.dirname(sys.executable), name)):
         if candidate:
             real = Path(os.path.realpath(candidate))
-            if kind(real) is not None:
+            if kind(real, client) is not None:
                 return real
     return None
 
 
-def _python_script() -> bytes:
-    """The console script an installer writes for ``agentsnap = agentsnap_core.cli:run``."""
+def _python_script(entry: str) -> bytes:
+    """The console script an installer writes for ``entry`` (``module:function``)."""
+    module, _, func = entry.partition(":")
     py = sys.executable
-    head = f"#!{py}\n" if len(py) < 120 and " " not in py else f"#!/bin/sh\n'''exec' {shlex.quote(py)} \"$0\" \"$@\"\n' '''\n"
-    return (head + "# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom agentsnap_core.cli import run\n"
+    if len(py) < 120 and " " not in py:
+        head = f"#!{py}\n"
+    else:  # as pip writes it: a shell line that execs the interpreter, a Python string to Python
+        head = "#!/bin/sh\n'''exec' " + shlex.quote(py) + ' "$0" "$@"\n' + "' '''\n"
+    return (head + f"# -*- coding: utf-8 -*-\nimport re\nimport sys\nfrom {module} import {func}\n"
             "if __name__ == \"__main__\":\n    sys.argv[0] = re.sub(r\"(-script\\.pyw|\\.exe)?$\", \"\", sys.argv[0])\n"
-            "    sys.exit(run())\n").encode()
+            f"    sys.exit({func}())\n").encode()
 
 
 def _replace(target: Path, data: bytes | None = None, built: Path | None = None) -> None:
@@ -95,8 +124,9 @@ def _replace(target: Path, data: bytes | None = None, built: Path | None = None)
         raise
 
 
-def build(out: Path) -> None:
-    """Compile the native client for this installation into ``out``, and check that it runs."""
+def build(out: Path, client: Client | None = None) -> None:
+    """Compile ``client`` (default: agentsnap's) for this installation into ``out``, and check that it runs."""
+    client = client or agentsnap_client()
     if os.name != "posix":
         raise AgentSnapError("the native client needs a POSIX system (unix sockets passing file descriptors)")
     cc = shlex.split(os.environ.get("CC") or "cc")
@@ -104,34 +134,37 @@ def build(out: Path) -> None:
         raise AgentSnapError(f"no C compiler: {cc[0]!r} not found (install one, e.g. 'apt-get install gcc', or name "
                              "it in CC); nothing changed: the Python script still runs every command")
     with tempfile.TemporaryDirectory(prefix="agentsnap-client-") as tmp:
-        (Path(tmp) / "config.h").write_text(
-            f"#define AGENTSNAP_PYTHON {_c_string(sys.executable)}\n#define AGENTSNAP_VERSION {_c_string(__version__)}\n"
-            f"#define AGENTSNAP_PROTOCOL {PROTOCOL}\n")
-        proc = subprocess.run([*cc, "-O2", "-I", tmp, "-o", str(out), str(SOURCE)], capture_output=True, text=True)
+        (Path(tmp) / "config.h").write_text("".join(
+            f"#define {k} {v if isinstance(v, int) else _c_string(v)}\n" for k, v in client.defines.items()))
+        proc = subprocess.run([*cc, "-O2", "-I", tmp, "-I", str(SOURCE.parent), "-o", str(out), str(client.source)],
+                              capture_output=True, text=True)  # (SOURCE's folder: native_common.h)
         if proc.returncode != 0:
             raise AgentSnapError(f"compiling the native client failed ({' '.join(cc)}); nothing changed:\n"
                                  f"{proc.stderr.strip()[-2000:]}")
-    env = {k: v for k, v in os.environ.items() if k != "AGENTSNAP_RESIDENT"}
-    check = subprocess.run([str(out), "--version"], capture_output=True, text=True, env=env)
-    if check.returncode != 0 or __version__ not in check.stdout:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSNAP_RESIDENT", "AGENTSNAP_HOOK"))}
+    env["AGENTSNAP_HOOK_DAEMON"] = "0"  # (a hook client's check runs in its own Python, starting no helper)
+    check = subprocess.run([str(out), *client.check], capture_output=True, text=True, env=env, input="")
+    if check.returncode != 0 or (client.check == ("--version",) and __version__ not in check.stdout):
         raise AgentSnapError(f"the native client built but does not run here (exit {check.returncode}: "
                              f"{(check.stderr or check.stdout).strip()[-500:]}); nothing changed")
 
 
-def install(target: Path) -> None:
-    """Compile the client and put it in place of the agentsnap script ``target`` (a previous client is rebuilt)."""
-    if kind(target) is None:
-        raise AgentSnapError(f"{target} is not an agentsnap script of this installation ({sys.executable}); "
+def install(target: Path, client: Client | None = None) -> None:
+    """Compile the client and put it in place of its console script ``target`` (a previous client is rebuilt)."""
+    client = client or agentsnap_client()
+    if kind(target, client) is None:
+        raise AgentSnapError(f"{target} is not the {client.name} script of this installation ({sys.executable}); "
                              "nothing changed")
     with tempfile.TemporaryDirectory(prefix="agentsnap-client-") as tmp:
-        built = Path(tmp) / "agentsnap"
-        build(built)
+        built = Path(tmp) / "client"
+        build(built, client)
         _replace(target, built=built)
 
 
-def remove(target: Path) -> bool:
+def remove(target: Path, client: Client | None = None) -> bool:
     """Put the Python script back in place of the native client at ``target``; False when there was none."""
-    if kind(target) != "native":
+    client = client or agentsnap_client()
+    if kind(target, client) != "native":
         return False
-    _replace(target, _python_script())
+    _replace(target, _python_script(client.entry))
     return True

@@ -26,11 +26,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "config.h" /* AGENTSNAP_PYTHON, AGENTSNAP_VERSION, AGENTSNAP_PROTOCOL */
+#include "config.h"        /* AGENTSNAP_PYTHON, AGENTSNAP_VERSION, AGENTSNAP_PROTOCOL */
+#include "native_common.h" /* buf_add, fnv1a, private_run_dir */
 
-#ifndef MSG_NOSIGNAL /* (macOS: SIGPIPE is ignored instead) */
-#define MSG_NOSIGNAL 0
-#endif
 #ifndef SOCK_CLOEXEC
 #define SOCK_CLOEXEC 0
 #endif
@@ -63,19 +61,9 @@ static void become_script(char **argv) {
     exit(127);
 }
 
-static char *buf;
-static size_t len, cap;
+static struct buf req;
 
-static void field(const char *s) {
-    size_t n = strlen(s) + 1;
-    if (len + n > cap) {
-        cap = (len + n) * 2 + 4096;
-        buf = realloc(buf, cap);
-        if (!buf) exit(70);
-    }
-    memcpy(buf + len, s, n);
-    len += n;
-}
+static void field(const char *s) { buf_add(&req, s, strlen(s) + 1); }
 
 /* The encodings a fresh interpreter would give its standard streams in this environment (Python 3.7+:
  * PYTHONIOENCODING, the UTF-8 mode of the C/POSIX locale or PYTHONUTF8, else the locale's codeset). */
@@ -115,19 +103,12 @@ int main(int argc, char **argv) {
         become_script(argv);
 
     char dir[4096];
-    const char *d = getenv("AGENTSNAP_RESIDENT_DIR"), *rt = getenv("XDG_RUNTIME_DIR");
-    if (d && *d) snprintf(dir, sizeof dir, "%s", d);
-    else if (rt && *rt) snprintf(dir, sizeof dir, "%s/agentsnap", rt);
-    else snprintf(dir, sizeof dir, "/tmp/agentsnap-%u", (unsigned)getuid());
-    struct stat st;
-    if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077))
+    if (!private_run_dir("AGENTSNAP_RESIDENT_DIR", dir, sizeof dir))
         become_script(argv); /* (the script says why, or starts a resident process) */
 
     /* cli-<FNV-1a of the Python's path, NUL, agentsnap's version>-p<PROTOCOL>.sock (resident.socket_name) */
-    uint64_t h = 0xCBF29CE484222325ULL;
-    const char *py = AGENTSNAP_PYTHON, *ver = AGENTSNAP_VERSION;
-    for (size_t i = 0; i <= strlen(py); i++) h = (h ^ (unsigned char)py[i]) * 0x100000001B3ULL;
-    for (size_t i = 0; ver[i]; i++) h = (h ^ (unsigned char)ver[i]) * 0x100000001B3ULL;
+    uint64_t h = fnv1a(0xCBF29CE484222325ULL, AGENTSNAP_PYTHON, sizeof AGENTSNAP_PYTHON);
+    h = fnv1a(h, AGENTSNAP_VERSION, strlen(AGENTSNAP_VERSION));
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
@@ -153,7 +134,7 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) field(argv[i]);
     for (char **e = environ; *e; e++)
         if (strchr(*e, '=')) field(*e);
-    len--; /* NUL-separated, not NUL-terminated */
+    req.len--; /* NUL-separated, not NUL-terminated */
 
     signal(SIGPIPE, SIG_IGN); /* (a closed connection is an error return, not the end of this process) */
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -164,7 +145,7 @@ int main(int argc, char **argv) {
         struct cmsghdr align;
     } control;
     memset(&control, 0, sizeof control);
-    struct iovec iov = {buf, len};
+    struct iovec iov = {req.data, req.len};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
     msg.msg_iov = &iov;
@@ -180,8 +161,8 @@ int main(int argc, char **argv) {
     do sent = sendmsg(s, &msg, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
     if (sent < 0) become_script(argv); /* nothing ran: e.g. a standard stream is closed */
-    while ((size_t)sent < len) {
-        ssize_t k = send(s, buf + sent, len - (size_t)sent, MSG_NOSIGNAL);
+    while ((size_t)sent < req.len) {
+        ssize_t k = send(s, req.data + sent, req.len - (size_t)sent, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) become_script(argv);
         sent += k;
