@@ -70,7 +70,9 @@ def resident_command(ctx: click.Context, action: str, at: Path | None, as_json: 
     else:
         state = f"running (pid {pid})" if pid is not None else "not running"
         use = "used (AGENTSNAP_RESIDENT=1)" if data["enabled"] else "not used (set AGENTSNAP_RESIDENT=1 to use it)"
-        client = "; native client" if data["client"] == "native" else ""
+        client = ("; native client" if data["client"] == "native" else
+                  "; 'agentsnap resident install-client' would hand commands over without starting Python"
+                  if data["client"] == "python" and data["enabled"] and os.name == "posix" else "")
         click.echo(f"resident process: {state}; {use}{client}"
                    + (f"; what went wrong: {data['log']}" if data["log"] else ""))
     if action == "start" and pid is None:
