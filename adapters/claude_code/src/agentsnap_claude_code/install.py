@@ -54,8 +54,9 @@ def hook_client() -> Any:
     from .daemon import PROTOCOL
 
     return native.Client("agentsnap-claude-code-hook", Path(__file__).with_name("hook_client.c"),
-                         "agentsnap_claude_code.gate:main", b"agentsnap-hook-native-client", ("PreToolUse",),
-                         {"AGENTSNAP_PYTHON": sys.executable, "AGENTSNAP_HOOK_PROTOCOL": PROTOCOL})
+                         "agentsnap_claude_code.gate:main", b"agentsnap-hook-native-client",
+                         {"AGENTSNAP_PYTHON": sys.executable, "AGENTSNAP_HOOK_PROTOCOL": PROTOCOL},
+                         ("PreToolUse",), check_env={"AGENTSNAP_HOOK_DAEMON": "0"})  # (checked in its own Python)
 
 
 def target_dir(user: bool, project: str | None) -> Path:

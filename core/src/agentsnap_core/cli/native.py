@@ -33,21 +33,24 @@ SOURCE = Path(__file__).with_name("native_client.c")
 @dataclass(frozen=True)
 class Client:
     """A native client that takes the place of a console script: the script's name, its entry point
-    (``module:function``), the C source, the marker the compiled file carries, and the command line that checks
-    a build."""
+    (``module:function``), the C source, the marker the compiled file carries, ``config.h``'s definitions, and how a
+    build is checked (run with ``check`` and ``check_env``: exit 0, ``check_out`` in its output)."""
 
     name: str
     source: Path
     entry: str
     marker: bytes
+    defines: dict[str, str | int]
     check: tuple[str, ...]
-    defines: dict[str, str | int] = field(default_factory=dict)
+    check_out: str = ""
+    check_env: dict[str, str] = field(default_factory=dict)
 
 
 def agentsnap_client() -> Client:
     """The ``agentsnap`` client: this installation's Python, agentsnap's version and the resident protocol."""
-    return Client("agentsnap", SOURCE, "agentsnap_core.cli:run", MARKER, ("--version",),
-                  {"AGENTSNAP_PYTHON": sys.executable, "AGENTSNAP_VERSION": __version__, "AGENTSNAP_PROTOCOL": PROTOCOL})
+    return Client("agentsnap", SOURCE, "agentsnap_core.cli:run", MARKER,
+                  {"AGENTSNAP_PYTHON": sys.executable, "AGENTSNAP_VERSION": __version__, "AGENTSNAP_PROTOCOL": PROTOCOL},
+                  ("--version",), f"version {__version__}")
 
 
 def _c_string(text: str) -> str:
@@ -141,10 +144,10 @@ def build(out: Path, client: Client | None = None) -> None:
         if proc.returncode != 0:
             raise AgentSnapError(f"compiling the native client failed ({' '.join(cc)}); nothing changed:\n"
                                  f"{proc.stderr.strip()[-2000:]}")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTSNAP_RESIDENT", "AGENTSNAP_HOOK"))}
-    env["AGENTSNAP_HOOK_DAEMON"] = "0"  # (a hook client's check runs in its own Python, starting no helper)
-    check = subprocess.run([str(out), *client.check], capture_output=True, text=True, env=env, input="")
-    if check.returncode != 0 or (client.check == ("--version",) and __version__ not in check.stdout):
+    env = {k: v for k, v in os.environ.items() if k != "AGENTSNAP_RESIDENT"}  # (the check runs in the script's Python)
+    check = subprocess.run([str(out), *client.check], capture_output=True, text=True, env={**env, **client.check_env},
+                           input="")
+    if check.returncode != 0 or client.check_out not in check.stdout:
         raise AgentSnapError(f"the native client built but does not run here (exit {check.returncode}: "
                              f"{(check.stderr or check.stdout).strip()[-500:]}); nothing changed")
 
