@@ -54,6 +54,31 @@ def test_file_appended_between_scan_and_read_restores(work: Path, tmp_path: Path
     assert code == 0 and json.loads(out)["ok"], out + err
 
 
+def test_a_file_deleted_after_the_scan_listed_it_is_not_in_the_snapshot(work: Path, tmp_path: Path, monkeypatch) -> None:
+    """The agent removes a file the snapshot listed before it was read: the tree leaves it out (no entry without
+    content), the snapshot says one file fewer, and a restore elsewhere gives the tree as the snapshot found it."""
+    real_scan = world.scan
+
+    def scan_then_agent_deletes(root, ignore):
+        listed = real_scan(root, ignore)
+        (work / "notes.txt").unlink()
+        return listed
+
+    monkeypatch.setattr(world, "scan", scan_then_agent_deletes)
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(main, ["snapshot", "-m", "during delete", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    monkeypatch.undo()
+    snap = Repo.open(work).get("HEAD")
+    names = [e[0] for e in Repo.open(work).world_entries(snap)]
+    assert "notes.txt" not in names and "agent.log" in names
+    code, out, err = cli(work, "restore", "HEAD", "--to", str(tmp_path / "copy"))
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "copy").iterdir()) == ["agent.log"]
+    code, out, err = cli(work, "verify", "--json")
+    assert code == 0 and json.loads(out)["ok"], out + err
+
+
 def test_verify_reports_a_tree_size_that_differs_from_the_stored_content(work: Path) -> None:
     """A snapshot written by an older agentsnap (size taken from stat, bytes read later) is caught by verify."""
     assert cli(work, "snapshot", "-m", "ok")[0] == 0

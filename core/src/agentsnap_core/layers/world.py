@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -562,8 +563,8 @@ def _name(entry: os.DirEntry[str]) -> str:
     return entry.name
 
 
-def _path(item: tuple[str, Any]) -> str:
-    return item[0]
+#: the path of a ``(path, ...)`` pair, as a sort key (C: no Python call per entry of a 100k-entry listing)
+_path = itemgetter(0)
 
 
 def scan(root: Path, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
@@ -638,7 +639,8 @@ def _rescan(
                     for sub, sst in _scan_tree(rel, item.path, ignore):
                         fresh[sub] = sst
     gone = tuple(f"{d}/" for d in dirs if d.rpartition("/")[0] in read and not (d in fresh and isdir(fresh[d].st_mode)))
-    recheck = {p for p, hit in cache.entries.items() if hit[6]} | listing["m"]
+    # the entries recorded racily clean (flag 6), picked at C speed: one pass of two iterators, no call per entry
+    recheck = set(compress(cache.entries, map(itemgetter(6), cache.entries.values()))) | listing["m"]
 
     def kept(p: str) -> bool:
         return p.rpartition("/")[0] not in read and not (gone and p.startswith(gone)) and p not in fresh
@@ -646,8 +648,10 @@ def _rescan(
     out: list[tuple[str, os.stat_result | None]] = list(fresh.items())
     for group in (cache.entries, dirs, listing["l"]):
         names: Iterable[str] = group
-        if read or fresh:
+        if gone:
             names = [p for p in group if kept(p)]
+        elif read or fresh:  # (kept() without a call per entry: the common case, no directory gone)
+            names = [p for p in group if p.rpartition("/")[0] not in read and p not in fresh]
         elif not recheck.intersection(group):  # nothing changed anywhere: every entry as cached (no call per entry)
             out.extend(zip(group, repeat(None)))
             continue
@@ -715,21 +719,23 @@ def _capture(
         new_dirs: dict[str, int] = {}
         new_links: dict[str, str] = {}
         multi: set[str] = set()
+    append, lookup = entries.append, old.get
+    kept_files = kept_bytes = kept_dirs = kept_links = 0  # (counted here, added to stats once: no attribute per entry)
     for rel, st in found:
         if st is None:  # (journal) an entry of the cached listing in a directory nothing changed in
-            hit = old.get(rel)
+            hit = lookup(rel)
             if hit is not None:
-                stats.files += 1
-                stats.bytes_total += hit[0]
-                entries.append((rel, "f", hit[4] & 0o777, hit[0], hit[5]))
+                kept_files += 1
+                kept_bytes += hit[0]
+                append((rel, "f", hit[4] & 0o777, hit[0], hit[5]))
                 new[rel] = hit
             elif rel in dirs:
-                stats.dirs += 1
-                entries.append((rel, "d", dirs[rel], 0, ""))
+                kept_dirs += 1
+                append((rel, "d", dirs[rel], 0, ""))
                 new_dirs[rel] = dirs[rel]
             else:
-                stats.links += 1
-                entries.append((rel, "l", 0o777, 0, links[rel]))
+                kept_links += 1
+                append((rel, "l", 0o777, 0, links[rel]))
                 new_links[rel] = links[rel]
             continue
         mode = st.st_mode
@@ -761,6 +767,10 @@ def _capture(
                 new_dirs[rel] = mode & 0o777
         else:  # sockets, FIFOs and devices are not captured: named (CaptureStats.special), never in silence
             stats.special.append(rel)
+    stats.files += kept_files
+    stats.bytes_total += kept_bytes
+    stats.dirs += kept_dirs
+    stats.links += kept_links
 
     def work(batch: list[tuple[int, str, os.stat_result]]) -> list[tuple[int, str, str, int, os.stat_result, bool]]:
         out = []
@@ -795,11 +805,13 @@ def _capture(
 
         pool = ThreadPoolExecutor(HASH_THREADS)
         results = pool.map(work, batches)
+    vanished = 0
     with pool or nullcontext():
         for result in results:
             for idx, rel, oid, stored, st, changed in result:
                 if not oid:
                     stats.files -= 1
+                    vanished += 1
                     continue
                 path, kind, mode, _, _ = entries[idx]
                 entries[idx] = (path, kind, mode, stored, oid)
@@ -810,7 +822,8 @@ def _capture(
                 stats.bytes_hashed += st.st_size
                 if progress:
                     progress(st.st_size)
-    entries = [e for e in entries if e[1] != "f" or e[4]]  # files deleted while the snapshot ran
+    if vanished:  # files deleted while the snapshot ran (their entries have no content id)
+        entries = [e for e in entries if e[1] != "f" or e[4]]
     unchanged = stats.files_hashed == 0 and len(new) == len(old)
     out = StatCache(new, dirty=not unchanged, tree=cache.tree if cache else None, base=cache.base if cache else None,
                     changed=[r[1] for r in todo])  # (every other entry of new is a hit: old's own)
