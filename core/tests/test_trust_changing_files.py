@@ -29,23 +29,32 @@ def work(tmp_path: Path) -> Path:
     return new_work(tmp_path, {"agent.log": b"line 0\n" * 20_000, "notes.txt": "short\n"})  # chunked + small
 
 
-def test_file_appended_between_scan_and_read_restores(work: Path, tmp_path: Path, monkeypatch) -> None:
-    """The file grows after snapshot listed it: the tree must record the size of the bytes stored."""
+def snapshot_while(work: Path, monkeypatch, agent) -> None:
+    """``agentsnap snapshot`` in ``work``, with ``agent()`` run just after the scan listed the tree."""
     real_scan = world.scan
 
-    def scan_then_agent_appends(root, ignore):
+    def scan_then_agent(root, ignore):
         listed = real_scan(root, ignore)
+        agent()
+        return listed
+
+    monkeypatch.setattr(world, "scan", scan_then_agent)
+    monkeypatch.chdir(work)
+    result = CliRunner().invoke(main, ["snapshot", "-m", "while the agent works", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    monkeypatch.undo()
+
+
+def test_file_appended_between_scan_and_read_restores(work: Path, tmp_path: Path, monkeypatch) -> None:
+    """The file grows after snapshot listed it: the tree must record the size of the bytes stored."""
+
+    def agent_appends() -> None:
         with open(work / "agent.log", "ab") as f:
             f.write(b"appended while the snapshot ran\n" * 100)
         with open(work / "notes.txt", "ab") as f:
             f.write(b"more\n")
-        return listed
 
-    monkeypatch.setattr(world, "scan", scan_then_agent_appends)
-    monkeypatch.chdir(work)
-    result = CliRunner().invoke(main, ["snapshot", "-m", "during append", "--json"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    monkeypatch.undo()
+    snapshot_while(work, monkeypatch, agent_appends)
     code, out, err = cli(work, "restore", "HEAD", "--to", str(tmp_path / "copy"))
     assert code == 0, err
     for name in ("agent.log", "notes.txt"):
@@ -57,18 +66,7 @@ def test_file_appended_between_scan_and_read_restores(work: Path, tmp_path: Path
 def test_a_file_deleted_after_the_scan_listed_it_is_not_in_the_snapshot(work: Path, tmp_path: Path, monkeypatch) -> None:
     """The agent removes a file the snapshot listed before it was read: the tree leaves it out (no entry without
     content), the snapshot says one file fewer, and a restore elsewhere gives the tree as the snapshot found it."""
-    real_scan = world.scan
-
-    def scan_then_agent_deletes(root, ignore):
-        listed = real_scan(root, ignore)
-        (work / "notes.txt").unlink()
-        return listed
-
-    monkeypatch.setattr(world, "scan", scan_then_agent_deletes)
-    monkeypatch.chdir(work)
-    result = CliRunner().invoke(main, ["snapshot", "-m", "during delete", "--json"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    monkeypatch.undo()
+    snapshot_while(work, monkeypatch, (work / "notes.txt").unlink)
     snap = Repo.open(work).get("HEAD")
     names = [e[0] for e in Repo.open(work).world_entries(snap)]
     assert "notes.txt" not in names and "agent.log" in names
