@@ -1048,10 +1048,25 @@ class Changes:
         return {"added": self.added, "modified": self.modified, "deleted": self.deleted, "mode": self.mode_changed}
 
 
+def differing(old: Iterable[Entry], new: Iterable[Entry]) -> tuple[dict[str, Entry], dict[str, Entry]]:
+    """The entries of ``old`` and of ``new`` that the other does not hold as they are, by path: what a comparison
+    or a restore has to look at. Found with sets of entry tuples (C speed, no Python step per entry): on a 100k-entry
+    tree 10 files away, that is 20 entries to look at, not 100k."""
+    a, b = set(map(tuple, old)), set(map(tuple, new))
+    return {e[0]: e for e in a.difference(b)}, {e[0]: e for e in b.difference(a)}  # type: ignore[misc]
+
+
 def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
     """What changed from ``old`` to ``new`` (directories only when ``dirs``)."""
-    a = {e[0]: e for e in old if dirs or e[1] != "d"}
-    b = {e[0]: e for e in new if dirs or e[1] != "d"}
+    a, b = differing(old, new)
+    if not dirs:
+        a = {p: e for p, e in a.items() if e[1] != "d"}
+        b = {p: e for p, e in b.items() if e[1] != "d"}
+    return _changes(a, b)
+
+
+def _changes(a: dict[str, Entry], b: dict[str, Entry]) -> Changes:
+    """:class:`Changes` from the differing entries of :func:`differing` (old ``a``, new ``b``)."""
     ch = Changes()
     for p, e in b.items():
         o = a.get(p)
@@ -1102,15 +1117,12 @@ def materialize(
     def selected(p: str) -> bool:
         return paths is None or any(p == s or p.startswith(s + "/") or s.startswith(p + "/") for s in paths)
 
-    if paths is None:
-        tgt = {e[0]: e for e in target}
-        cur = {e[0]: e for e in current}
-    else:
-        tgt = {e[0]: e for e in target if selected(e[0])}
-        cur = {e[0]: e for e in current if selected(e[0])}
-    changes = compare(list(cur.values()), list(tgt.values()), dirs=True)
-    # the target's entries that differ from what is there (an entry equal to the current one needs nothing below)
-    order = sorted(p for p, e in tgt.items() if cur.get(p) != e)
+    # only the entries that differ are looked at below: an entry equal to the current one needs nothing, and where
+    # either side differs at a path, both sides' entries there are in these maps (``cur``: what is there now)
+    cur, tgt = differing(current if paths is None else (e for e in current if selected(e[0])),
+                         target if paths is None else (e for e in target if selected(e[0])))
+    changes = _changes(cur, tgt)
+    order = sorted(tgt)
     # 0. every object the restore needs is present, verifies and has the size the tree says: nothing touched yet
     for p in order:
         _path, kind, _mode, size, ref = tgt[p]
