@@ -32,9 +32,9 @@ class Spy:
         self.rescans: list[set[str]] = []
         real = world._rescan
 
-        def rescan(root, ignore, cache, listing, changed, special):  # type: ignore[no-untyped-def]
+        def rescan(root, ignore, cache, listing, changed, special, *rest):  # type: ignore[no-untyped-def]
             self.rescans.append(set(changed))
-            return real(root, ignore, cache, listing, changed, special)
+            return real(root, ignore, cache, listing, changed, special, *rest)
 
         monkeypatch.setattr(world, "_rescan", rescan)
 

@@ -125,6 +125,9 @@ class Watch:
         self.dirs: dict[str, int] = {}  # relative directory ("" is the root) -> watch descriptor
         self.paths: dict[int, str] = {}
         self.changed: dict[str, int] = {}  # relative directory -> the read that last reported a change in it
+        #: relative directory -> the read that last reported an entry leaving it (deleted or moved out): a directory
+        #: without one since a listing still holds every entry it had then (so a capture need not look for them)
+        self.lost: dict[str, int] = {}
         #: why this watch stopped (it then reports nothing and is replaced), or None
         self.broken: str | None = None
 
@@ -217,6 +220,8 @@ class Watch:
                 self.changed[rel.rpartition("/")[0] if "/" in rel else ""] = seq
                 continue
             self.changed[rel] = seq
+            if mask & (IN_DELETE | IN_MOVED_FROM):
+                self.lost[rel] = seq
             if mask & IN_CREATE and mask & IN_ISDIR:
                 child = os.fsdecode(name)
                 new_dirs.append(f"{rel}/{child}" if rel else child)
@@ -248,6 +253,13 @@ class Watch:
         if not isinstance(after, int) or after > self.seq:
             return None
         return {d for d, s in self.changed.items() if s > after}
+
+    def lost_since(self, token: object) -> set[str] | None:
+        """The directories an entry left (deleted or moved out) after ``token``, or None when it cannot tell."""
+        if self.since(token) is None:
+            return None
+        after = token[1]  # type: ignore[index]
+        return {d for d, s in self.lost.items() if s > after}
 
     def token(self) -> list[object] | None:
         return None if self.broken is not None else [self.id, self.seq]

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import compress, filterfalse, repeat
 from operator import and_, itemgetter
 from pathlib import Path
 from typing import Any
@@ -604,12 +604,15 @@ def _scan_level(abs_dir: str, ignore: Ignore) -> list[tuple[str, os.stat_result]
 
 
 def _rescan(
-    root: Path, ignore: Ignore, cache: StatCache, listing: dict[str, Any], changed: set[str], special: list[str]
+    root: Path, ignore: Ignore, cache: StatCache, listing: dict[str, Any], changed: set[str], special: list[str],
+    lost: set[str] | None = None,
 ) -> tuple[list[tuple[str, os.stat_result]], tuple[list[str], list[str], list[str]]]:
     """The tree from the cached listing and a change journal: only the directories ``changed`` (and directories new
     in them, whole) are read again. Returns ``(path, lstat)`` of what was read (and of the files recorded racily
     clean or with other hard links, ``lstat``-ed again), and the paths of the files, directories and links whose
-    cached entries stand as they are (in no particular order)."""
+    cached entries stand as they are (in the cache's order). ``lost``: the directories the journal saw an entry
+    leave since the listing (None: unknown); where none of those read lost one, every cached entry of a directory
+    read is among what was read again, so the cached entries that stand are all the others (no parent looked up)."""
     dirs: dict[str, int] = listing["d"]
     by_name = ignore.defaults_only
     ignored = ignore.ignored
@@ -648,11 +651,14 @@ def _rescan(
 
     out: list[tuple[str, os.stat_result]] = list(fresh.items())
     unchanged: list[list[str]] = []
+    nothing_left = not gone and lost is not None and read.isdisjoint(lost)  # (edits and new files only)
     for group in (cache.entries, dirs, listing["l"]):
         names: list[str] | Iterable[str] = group
         if gone:
             names = [p for p in group if kept(p)]
-        elif read or fresh:  # (kept() without a call per entry: the common case, no directory gone)
+        elif read and nothing_left:  # (C: a directory read still has every entry it had, each in fresh; in the
+            names = list(filterfalse(fresh.__contains__, group))  # group's order: the final sort stays near-linear)
+        elif read or fresh:  # (kept() without a call per entry: no directory gone)
             names = [p for p in group if p.rpartition("/")[0] not in read and p not in fresh]
         again = recheck.intersection(names)  # (C: usually a few racily clean files, or none)
         for p in again:
@@ -660,7 +666,7 @@ def _rescan(
                 out.append((p, os.lstat(os.path.join(root, p))))
             except FileNotFoundError:
                 pass  # (its directory's change is in the journal: read above, or next time)
-        unchanged.append(list(names) if not again else list(set(names).difference(again)))
+        unchanged.append(list(names) if not again else list(filterfalse(again.__contains__, names)))
     ignore.left_out.extend(p for p in listing["x"] if kept(p))
     ignore.git_dirs.extend(p for p in listing["g"] if kept(p))
     special.extend(p for p in listing["s"] if kept(p))  # (those of the directories read are found again)
@@ -709,7 +715,8 @@ def _capture(
     found: Iterable[tuple[str, os.stat_result]]
     as_cached: tuple[list[str], list[str], list[str]] | None = None
     if changed is not None and cache is not None and listing is not None:
-        read_again, as_cached = _rescan(root, ignore, cache, listing, changed, stats.special)
+        read_again, as_cached = _rescan(root, ignore, cache, listing, changed, stats.special,
+                                        watch.lost_since(listing["t"]) if hasattr(watch, "lost_since") else None)
         read_again.sort(key=_path)  # (the order the files are hashed and stored in, as a full walk has it)
         found = read_again
     else:
