@@ -294,6 +294,9 @@ class Unwatched:
     def since(self, token: object) -> None:
         return None
 
+    def lost_since(self, token: object) -> None:
+        return None
+
     def token(self) -> None:
         return None
 

@@ -565,8 +565,8 @@ def _name(entry: os.DirEntry[str]) -> str:
 
 #: the path of a ``(path, ...)`` pair, as a sort key (C: no Python call per entry of a 100k-entry listing)
 _path = itemgetter(0)
-#: the content id or link target of a tree entry
-_REF = itemgetter(4)
+#: the content id or link target of an entry (as a key)
+_ref = itemgetter(4)
 
 
 def scan(root: Path, ignore: Ignore) -> list[tuple[str, os.stat_result]]:
@@ -718,7 +718,7 @@ def _capture(
     as_cached: tuple[list[str], list[str], list[str]] | None = None
     if changed is not None and cache is not None and listing is not None:
         read_again, as_cached = _rescan(root, ignore, cache, listing, changed, stats.special,
-                                        watch.lost_since(listing["t"]) if hasattr(watch, "lost_since") else None)
+                                        watch.lost_since(listing["t"]))
         read_again.sort(key=_path)  # (the order the files are hashed and stored in, as a full walk has it)
         found = read_again
     else:
@@ -948,7 +948,7 @@ def _plain(raw: list[Any]) -> bool:
     """Whether every entry of a tree as decoded is a list of five and no name is kept as bytes (not UTF-8): then each
     is the :data:`Entry` of its fields as they are. Checked with maps over the entries (no Python step per entry)."""
     return (set(map(type, raw)) <= {list} and set(map(len, raw)) <= {5}
-            and bytes not in set(map(type, map(_path, raw))) and bytes not in set(map(type, map(_REF, raw))))
+            and bytes not in set(map(type, map(_path, raw))) and bytes not in set(map(type, map(_ref, raw))))
 
 
 def load_tree(store: ObjectStore, oid: str, validated: bool = False) -> list[Entry]:
