@@ -392,3 +392,31 @@ def test_a_snapshot_from_the_tip_records_what_a_full_walk_gives(
         assert (status["left_out"], status["not_captured"], status["git_not_captured"]) == (left_out, special, git_dirs)
     assert from_tip >= 5  # the rounds without a change (after the journal engaged) read no stat cache
     repo.close()
+
+
+def test_relisted_names_the_directories_an_entry_was_made_in_or_left_and_nothing_else(tmp_path: Path) -> None:
+    """``Watch.relisted_since``: a directory whose files were only written (or their modes changed) is changed but
+    not relisted; one where an entry was created, deleted, moved in or out is both. (The Claude Code helper reuses
+    what git ignores while no directory was relisted.)"""
+    root = tmp_path / "tree"
+    for d in ("write", "mode", "make", "remove", "move_out", "move_in", "quiet"):
+        (root / d).mkdir(parents=True)
+        (root / d / "f.txt").write_text("x")
+    w = journal.Watch(str(root))
+    try:
+        w.add([""], recurse=True)
+        token = w.token()
+        (root / "write" / "f.txt").write_text("written")
+        (root / "mode" / "f.txt").chmod(0o600)
+        (root / "make" / "new.txt").write_text("new")
+        (root / "remove" / "f.txt").unlink()
+        (root / "move_out" / "f.txt").rename(root / "move_in" / "g.txt")
+        w.drain()
+        assert w.since(token) == {"write", "mode", "make", "remove", "move_out", "move_in"}
+        assert w.relisted_since(token) == {"make", "remove", "move_out", "move_in"}
+        later = w.token()
+        assert w.relisted_since(later) == set() and w.since(later) == set()
+        assert w.relisted_since(["another watch", 0]) is None
+        assert journal.Unwatched(str(root)).relisted_since(token) is None
+    finally:
+        w.close()

@@ -21,7 +21,7 @@ import types
 from pathlib import Path
 
 import pytest
-from agentsnap_claude_code import daemon
+from agentsnap_claude_code import daemon, projectstore
 from agentsnap_claude_code.install import plugin_root
 from conftest import alive, helper_env, run_plugin_hook
 from test_quick import _imports
@@ -148,6 +148,83 @@ def test_the_helper_keeps_the_stat_cache_in_memory_and_every_snapshot_holds_the_
                               text=True, env=helper_env())
         assert proc.returncode == 0, proc.stderr
         assert {p.name: p.read_text() for p in (project / "src").iterdir() if p.is_file()} == files, snap
+
+
+def test_the_helper_asks_git_what_it_ignores_again_exactly_when_that_can_have_changed(project: Path, transcript: Path, helper_run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bulky-folder check (`git ls-files --ignored`, a subprocess on every snapshotting call) is answered from the
+    helper's change journal while nothing it depends on changed: a file's content written runs no git. A folder made
+    or removed, a `.gitignore` written (at the root or deeper), `.git/info/exclude` written each ask git again, and
+    every snapshot leaves out exactly the folders git ignores at that moment (the message names them)."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real
+    wrap, log = tmp_path / "git-wrapper", tmp_path / "git-calls.log"
+    wrap.mkdir()
+    (wrap / "git").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    (wrap / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrap}{os.pathsep}{os.environ['PATH']}")
+    (project / ".gitignore").write_text("*.log\ndist/\n")
+    (project / ".claude").mkdir()
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"bulky_files": 20}))
+    calls = iter(range(100, 200))
+
+    def snapshot(change: str = "") -> tuple[bool, str]:
+        """One snapshotting call after writing src/app.py: (whether git was asked, the folders left out)."""
+        (project / "src" / "app.py").write_text(f"print({change!r})\n")
+        before = log.read_text().count("ls-files") if log.exists() else 0
+        _, out = run_plugin_hook(project, None, "PreToolUse", env=helper_env(), **_rm(next(calls)))  # (no transcript
+        assert "undo with" in out["systemMessage"], out  # to wait for)
+        asked = log.read_text().count("ls-files") > before
+        m = re.search(r"NOT captured \(ignored by git, over 20 files[^)]*\): ([^;]+?)(?:;|$)", out["systemMessage"])
+        return asked, (m.group(1) if m else "")
+
+    def written(path: Path, text: str) -> None:
+        """A settings file written, then older than the window in which the helper does not vouch for a file's
+        times (a write within the same timestamp could follow): so the next call's answer does not hang on timing."""
+        path.write_text(text)
+        time.sleep(2 * projectstore._RACY_NS / 1e9)
+
+    def folder(rel: str) -> None:
+        for i in range(30):
+            (project / rel / f"d{i % 3}").mkdir(parents=True, exist_ok=True)
+            (project / rel / f"d{i % 3}" / f"f{i}.js").write_text("x\n")
+
+    written(project / "src" / ".gitignore", "*.tmp\n")
+    folder("dist")  # left out from the first snapshot on: never watched
+    snapshot("first")
+    _wait_for_helper(helper_run_dir)
+    for n in range(3):  # the helper's first calls on the project: its journal begins to watch every directory
+        snapshot(f"warm {n}")
+    assert snapshot("content only") == (False, "dist/")  # nothing git reads changed: not asked
+    folder("node_modules")
+    assert snapshot("a folder made") == (True, "dist/")  # not ignored (yet): captured
+    assert snapshot("content only") == (False, "dist/")
+    written(project / ".gitignore", "*.log\ndist/\nnode_modules/\n")
+    assert snapshot(".gitignore written") == (True, "dist/, node_modules/")
+    assert snapshot("content only") == (False, "dist/, node_modules/")
+    folder("vendor")
+    assert snapshot("vendor made") == (True, "dist/, node_modules/")
+    written(project / ".git" / "info" / "exclude", (project / ".git" / "info" / "exclude").read_text() + "/vendor/\n")
+    assert snapshot("exclude written") == (True, "dist/, node_modules/, vendor/")
+    folder("src/gen")
+    assert snapshot("src/gen made") == (True, "dist/, node_modules/, vendor/")
+    assert snapshot("content only") == (False, "dist/, node_modules/, vendor/")
+    written(project / "src" / ".gitignore", "*.tmp\ngen/\n")
+    assert snapshot("src/.gitignore written") == (True, "dist/, node_modules/, src/gen/, vendor/")
+    shutil.rmtree(project / "node_modules")
+    assert snapshot("node_modules removed") == (True, "dist/, src/gen/, vendor/")
+    shutil.rmtree(project / "vendor")
+    assert snapshot("vendor removed") == (True, "dist/, src/gen/")
+    assert snapshot("content only") == (False, "dist/, src/gen/")
+    for d in list((project / "src" / "gen").iterdir()):  # a folder left out after its directories were watched
+        shutil.rmtree(d)
+    assert snapshot("src/gen emptied") == (True, "dist/")  # ignored by git still, but no longer bulky: captured
+    assert snapshot("content only") == (False, "dist/")
+    for d in list((project / "dist").iterdir()):  # a folder no watch ever saw: its own directory tells
+        shutil.rmtree(d)
+    assert snapshot("dist emptied") == (True, "")
+    assert _head(project)[1]["verify"]["ok"]
 
 
 def test_a_helper_killed_mid_snapshot_leaves_the_store_whole_and_the_call_protected(project: Path, transcript: Path, helper_run_dir: Path) -> None:

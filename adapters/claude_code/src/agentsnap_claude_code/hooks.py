@@ -203,7 +203,8 @@ def take_snapshot(
         }
     }
     with open_repo(cwd, settings) as repo:
-        skipped = bulky_ignored(repo.root, settings["bulky_files"]) if settings["skip_bulky_ignored"] else []
+        skipped = (bulky_ignored(repo.root, settings["bulky_files"], repo.wt_dir / "statcache.msgpack")
+                   if settings["skip_bulky_ignored"] else [])
         leave_out(repo, skipped)
         if skipped:
             meta["claude_code"]["not_captured"] = skipped

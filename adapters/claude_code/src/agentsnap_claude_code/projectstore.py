@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 
 from agentsnap_core import Repo
@@ -97,14 +98,31 @@ def open_project_repo(cwd: str | os.PathLike[str], settings: Settings, *, create
     return Repo(root, store, PRIMARY)
 
 
-def bulky_ignored(root: Path, limit: int) -> list[str]:
+def bulky_ignored(root: Path, limit: int, cache_path: Path | None = None) -> list[str]:
     """Folders git ignores (``.gitignore``, ``.git/info/exclude``, the global excludes) holding more than ``limit`` files.
 
     Build output and dependency folders (``node_modules/``, ``target/``, ``.venv/``) can be rebuilt and would
     make the first snapshot of a big project miss the hook's time limit. Empty when ``root`` is not a git work tree.
+
+    In the plugin's helper (a process keeping core's change journal on the tree), the answer of the last call is
+    reused when nothing it depends on can have changed since (:func:`_still_true`); ``cache_path`` is the tree's
+    stat cache, whose listing says the last capture saw every directory of the tree watched.
     """
     if not (root / ".git").exists():
         return []
+    from agentsnap_core.layers import journal
+
+    watch = journal.lookup(str(root))
+    token = watch.token() if watch is not None else None
+    key = (str(root), limit)
+    known = _BULKY.pop(key, None)
+    if known is not None and token is not None and cache_path is not None and _still_true(root, known, watch, cache_path):
+        known.token = token  # (the answer holds as of now: the next call asks what changed after this one)
+        _BULKY[key] = known
+        return list(known.folders)
+    # what the answer depends on, taken before git runs (a change while it runs shows at the next call)
+    before = _git_fingerprint(root) if token is not None else None
+    ignores = _ignore_files(root, cache_path) if before is not None and cache_path is not None else {}
     import subprocess
 
     try:
@@ -120,7 +138,116 @@ def bulky_ignored(root: Path, limit: int) -> list[str]:
     for rel in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
         if rel.endswith("/") and rel != f"{STORE_DIR}/" and _more_files_than(root / rel, limit):
             out.append(rel)
+    if before is not None:
+        _BULKY[key] = _Bulky(token, before, ignores, out, _folder_stats(root, out))
     return out
+
+
+class _Bulky:
+    """One answer of :func:`bulky_ignored`, with what it depended on."""
+
+    def __init__(self, token: object, fingerprint: tuple[object, ...], ignores: dict[str, tuple[int, ...]],
+                 folders: list[str], stats: list[tuple[int, int] | None]) -> None:
+        self.token = token  # the change journal's token when it was last known true
+        self.fingerprint = fingerprint
+        self.ignores = ignores  # directory -> its .gitignore's identity, size and times
+        self.folders = folders
+        self.stats = stats
+
+
+#: (project root, limit) -> the last answer of bulky_ignored (in the helper; one process, one call at a time)
+_BULKY: dict[tuple[str, int], _Bulky] = {}
+
+#: environment variables that change what git ignores (or where it reads its settings from)
+_GIT_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE",
+            "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_PARAMETERS",
+            "GIT_CEILING_DIRECTORIES")
+
+#: a file written this close to when it is looked at may be written again within the same timestamp: not vouched for
+_RACY_NS = 50_000_000
+
+
+def _identity(path: Path | str) -> tuple[int, ...] | None:
+    """A file's inode, size, modification and change times; None when missing or written too recently to tell."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+        return (-1,)  # (never equal to itself taken later: the next call asks git)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _git_fingerprint(root: Path) -> tuple[object, ...] | None:
+    """What git's ignore answer for ``root`` depends on outside the work tree's own directories: the environment,
+    the repository's index, exclude file and config, the user's and the system's config and ignore files (their
+    identity, size and times). None when it cannot be told from these alone: ``.git`` is a link to a git directory
+    elsewhere, or a config names an excludes file or includes another config (then git is asked every time)."""
+    git = root / ".git"
+    if not git.is_dir() or any(os.environ.get(k) for k in _GIT_ENV if k.startswith("GIT_CONFIG_")):
+        return None
+    home = Path(os.environ.get("HOME") or "~").expanduser()
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    configs = [git / "config", home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig")]
+    for path in configs:
+        try:
+            text = path.read_bytes().lower()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+        if b"excludesfile" in text or b"include" in text:
+            return None
+    return (tuple((k, os.environ.get(k)) for k in _GIT_ENV),
+            *(_identity(p) for p in (*configs, git / "info" / "exclude", git / "index", xdg / "git" / "ignore")))
+
+
+def _ignore_files(root: Path, cache_path: Path) -> dict[str, tuple[int, ...]]:
+    """The ``.gitignore`` files of the directories the last capture listed (none without a listing), by directory."""
+    from agentsnap_core.layers import world
+
+    listing = world.kept_listing(cache_path)
+    out: dict[str, tuple[int, ...]] = {}
+    for d in ("", *(listing or {}).get("d", ())):
+        ident = _identity(os.path.join(root, d, ".gitignore"))
+        if ident is not None:
+            out[d] = ident
+    return out
+
+
+def _folder_stats(root: Path, folders: list[str]) -> list[tuple[int, int] | None]:
+    out: list[tuple[int, int] | None] = []
+    for rel in folders:
+        try:
+            st = os.lstat(root / rel)
+            out.append((st.st_ino, st.st_mtime_ns))
+        except OSError:
+            out.append(None)
+    return out
+
+
+def _still_true(root: Path, known: _Bulky, watch: object, cache_path: Path) -> bool:
+    """Whether the last answer still holds, from the change journal: a capture with the same watch, no later than
+    the answer, found every directory of the tree watched (the token of the listing kept for the tree), and since
+    then no directory had an entry made or removed, every ``.gitignore`` in a directory that changed is as it was,
+    git's settings, index and exclude files are as they were, and each folder left out has the same top-level entries
+    (its own directory unchanged). A folder left out is not watched: files removed deep inside it leave it out
+    until something at its top level changes."""
+    from agentsnap_core.layers import world
+
+    listing = world.kept_listing(cache_path)  # (a later capture keeps it: once covered, new directories are
+    listed, token = (listing or {}).get("t"), known.token  # watched as the journal reports them, and a removed one
+    if not (isinstance(listed, list) and isinstance(token, list) and listed[0] == token[0] and listed[1] <= token[1]):
+        return False  # relists its parent)
+    changed = watch.since(token)  # type: ignore[attr-defined]
+    relisted = watch.relisted_since(token)  # type: ignore[attr-defined]
+    if changed is None or relisted is None or relisted:
+        return False
+    for d in changed:
+        ident = _identity(os.path.join(root, d, ".gitignore"))
+        if ident is not None and known.ignores.get(d) != ident:
+            return False
+    return _git_fingerprint(root) == known.fingerprint and _folder_stats(root, known.folders) == known.stats
 
 
 def _more_files_than(folder: Path, limit: int) -> bool:

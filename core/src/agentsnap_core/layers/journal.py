@@ -128,6 +128,9 @@ class Watch:
         #: relative directory -> the read that last reported an entry leaving it (deleted or moved out): a directory
         #: without one since a listing still holds every entry it had then (so a capture need not look for them)
         self.lost: dict[str, int] = {}
+        #: relative directory -> the read that last reported an entry made in it or leaving it (created, deleted, moved
+        #: in or out): a directory without one since a listing has the same names it had then
+        self.relisted: dict[str, int] = {}
         #: why this watch stopped (it then reports nothing and is replaced), or None
         self.broken: str | None = None
 
@@ -222,6 +225,8 @@ class Watch:
             self.changed[rel] = seq
             if mask & (IN_DELETE | IN_MOVED_FROM):
                 self.lost[rel] = seq
+            if mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO):
+                self.relisted[rel] = seq
             if mask & IN_CREATE and mask & IN_ISDIR:
                 child = os.fsdecode(name)
                 new_dirs.append(f"{rel}/{child}" if rel else child)
@@ -261,6 +266,14 @@ class Watch:
         after = token[1]  # type: ignore[index]
         return {d for d, s in self.lost.items() if s > after}
 
+    def relisted_since(self, token: object) -> set[str] | None:
+        """The directories an entry was made in or left (created, deleted, moved in or out) after ``token``, or None
+        when it cannot tell (a directory not in it has only had its entries written or their attributes changed)."""
+        if self.since(token) is None:
+            return None
+        after = token[1]  # type: ignore[index]
+        return {d for d, s in self.relisted.items() if s > after}
+
     def token(self) -> list[object] | None:
         return None if self.broken is not None else [self.id, self.seq]
 
@@ -295,6 +308,9 @@ class Unwatched:
         return None
 
     def lost_since(self, token: object) -> None:
+        return None
+
+    def relisted_since(self, token: object) -> None:
         return None
 
     def token(self) -> None:

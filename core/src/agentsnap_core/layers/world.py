@@ -316,6 +316,17 @@ def _hand(handoff: str, doc: dict[str, Any]) -> bool:
         return False
 
 
+def kept_listing(cache_path: Path) -> dict[str, Any] | None:
+    """(In a process that keeps stat caches) the listing kept for the stat cache at ``cache_path`` (see
+    :attr:`StatCache.listing`: ``"t"`` the change journal's token, ``"d"`` the directories), or None: with one, the
+    last capture of that tree found every directory it listed watched before it began, so the journal has reported
+    every change made in them after that token."""
+    kept = KEPT.get(str(cache_path))
+    if kept is None or kept.cache.listing is None or _marker(cache_path) != kept.token:
+        return None
+    return kept.cache.listing
+
+
 def _hand_over(path: Path, cache: StatCache) -> bool:
     """(In a resident child) give the parent what ``cache`` changed in the one it keeps; False: write it instead."""
     if cache.base is None or cache.changed is None or HANDOFF is None:
