@@ -227,6 +227,48 @@ def test_the_helper_asks_git_what_it_ignores_again_exactly_when_that_can_have_ch
     assert _head(project)[1]["verify"]["ok"]
 
 
+def test_the_helper_keeps_the_store_open_and_sees_it_deleted_or_its_settings_changed(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    """The helper keeps a project's store open between calls. Deleted meanwhile (another process, `rm -rf` of the
+    data folder), the next call snapshots into the store made anew, never into the deleted files; a setting another
+    process changed (the core CLI's `agentsnap config world.include_git false`) is what the next snapshot follows."""
+    import shutil
+
+    from agentsnap_claude_code.config import load_settings
+    from agentsnap_claude_code.projectstore import open_project_repo, store_dir_for
+
+    def call(n: int) -> str:
+        (project / "src" / "app.py").write_text(f"print({n})\n")
+        _, out = run_plugin_hook(project, None, "PreToolUse", env=helper_env(), **_rm(300 + n))
+        return _snap_id(out)
+
+    def world_of(snap: str) -> dict:
+        with open_project_repo(project, load_settings(project), create=False) as repo:
+            return repo.get(snap).layers["world"]
+
+    call(0)
+    _wait_for_helper(helper_run_dir)
+    call(1)
+    call(2)
+    store = store_dir_for(project.resolve(), load_settings(project))
+    assert (store / "index.sqlite").is_file()
+    shutil.rmtree(store)
+    snap = call(3)
+    assert (store / "index.sqlite").is_file()
+    head, info = _head(project)
+    assert head.startswith(snap) and info["verify"]["ok"]
+    shutil.rmtree(project / "src")
+    proc = subprocess.run(["agentsnap-claude-code", "restore", snap, "-C", str(project)], capture_output=True, text=True, env=helper_env())
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "src" / "app.py").read_text() == "print(3)\n"
+    rec = world_of(call(4))
+    assert rec.get("include_git") is True and not rec.get("git_not_captured"), rec  # (capture_git: on by default)
+    proc = subprocess.run(["agentsnap", "config", "world.include_git", "false"], cwd=project, capture_output=True,
+                          text=True, env=helper_env())
+    assert proc.returncode == 0, proc.stderr
+    rec = world_of(call(5))
+    assert not rec.get("include_git") and rec.get("git_not_captured") == [".git"], rec
+
+
 def test_a_helper_killed_mid_snapshot_leaves_the_store_whole_and_the_call_protected(project: Path, transcript: Path, helper_run_dir: Path) -> None:
     killer = _start_helper(
         "import os, signal\nfrom agentsnap_core.layers import world\nput = world.put_tree\n"

@@ -161,9 +161,10 @@ def serve(idle: float | None = None) -> int:
     import agentsnap_core.plugins as plugins  # everything a call may need, loaded once, before the first call
     from agentsnap_core import Repo  # noqa: F401
 
-    from . import hooks  # noqa: F401
+    from . import hooks, projectstore  # noqa: F401
 
     plugins.get_plugin_manager()
+    projectstore.KEEP_OPEN = True  # the stores a call opens stay open for the next calls (closed below)
     from agentsnap_core.layers import journal, world
 
     journal.serving()  # a snapshot reads only the directories changed since the last one (core layers/journal.py)
@@ -185,6 +186,7 @@ def serve(idle: float | None = None) -> int:
     finally:
         unbind(srv, d, name, ident)
         os.close(lock)
+        projectstore.close_kept()
         if world.HANDOFF is not None:  # (a call cut short: what it changed, on disk before this process ends)
             world.settle_kept(world.HANDOFF)
         for path in (journal.REQUESTS, world.HANDOFF):

@@ -95,7 +95,70 @@ def open_project_repo(cwd: str | os.PathLike[str], settings: Settings, *, create
         _create(store, root, settings)
     root.mkdir(parents=True, exist_ok=True)  # `rm -rf <project>` removed it: a restore brings it back
     link(root, store)
-    return Repo(root, store, PRIMARY)
+    if not KEEP_OPEN:
+        return Repo(root, store, PRIMARY)
+    key = (str(root), str(store))
+    kept = _OPEN.pop(key, None)
+    signature = _signature(store)
+    if kept is not None:
+        if signature is not None and kept.signature == (signature, _settings_of(kept)):
+            _OPEN[key] = kept
+            return kept
+        kept.close_now()
+    repo = _KeptRepo(root, store, PRIMARY)
+    settings_now = _settings_of(repo)
+    if signature is None or not isinstance(repo.store, LocalStore):  # (objects and refs in a shared store, by
+        return repo  # URL: a connection to a server is opened for each call)
+    repo.signature = (signature, settings_now)
+    _OPEN[key] = repo
+    return repo
+
+
+#: set by the plugin's helper (a long-lived process answering one call at a time): the stores opened stay open
+#: between calls (opening and closing one is ~1.5 ms of a snapshotting call); see :func:`_signature`
+KEEP_OPEN = False
+
+
+class _KeptRepo(Repo):
+    """A repository the helper keeps open: ``close()`` (a ``with`` block's end) leaves it open for the next call."""
+
+    signature: tuple[object, ...] | None = None
+
+    def close(self) -> None:
+        if self.signature is None:  # (not kept)
+            super().close()
+
+    def close_now(self) -> None:
+        super().close()
+
+
+#: (project root, store) -> the repository kept open for it
+_OPEN: dict[tuple[str, str], _KeptRepo] = {}
+
+
+def _signature(store: Path) -> tuple[object, ...] | None:
+    """What a kept repository was opened with outside its store's settings: the very store files (a store deleted
+    and made again, or its format changed, is another one) and the environment ``Repo`` reads when it opens."""
+    try:
+        files = tuple((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                      for st in (os.stat(store / "format.json"), os.stat(store / "index.sqlite")))
+    except OSError:
+        return None
+    env = tuple(os.environ.get(k) for k in ("AGENTSNAP_ENCRYPTION_KEY", "AGENTSNAP_ENCRYPTION_KEY_FILE",
+                                            "AGENTSNAP_LOCK_WAIT"))
+    return (files[0], files[1][:2], env)
+
+
+def _settings_of(repo: Repo) -> tuple[str | None, ...]:
+    """The store settings ``Repo`` reads when it opens (encryption, ``.git`` capture, a shared store's URL)."""
+    get = repo.refs.get_config
+    return (get("crypto.encrypt"), get("world.include_git"), get("store.url"))
+
+
+def close_kept() -> None:
+    """Close every repository kept open (the helper, before it exits)."""
+    while _OPEN:
+        _OPEN.popitem()[1].close_now()
 
 
 def bulky_ignored(root: Path, limit: int, cache_path: Path | None = None) -> list[str]:
