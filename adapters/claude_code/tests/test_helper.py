@@ -90,6 +90,18 @@ def _head(project: Path) -> tuple[str, dict]:
         return head, {"verify": repo.verify()}
 
 
+def _holds_after_rm(project: Path, snap: str, app: str) -> None:
+    """``snap`` is HEAD and the store verifies; after ``rm -rf src`` the user's undo brings src/app.py back as ``app``."""
+    import shutil
+
+    head, info = _head(project)
+    assert head.startswith(snap) and info["verify"]["ok"]
+    shutil.rmtree(project / "src")
+    proc = subprocess.run(["agentsnap-claude-code", "restore", snap, "-C", str(project)], capture_output=True, text=True, env=helper_env())
+    assert proc.returncode == 0, proc.stderr
+    assert (project / "src" / "app.py").read_text() == app
+
+
 def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_agentsnap(project: Path, transcript: Path, helper_run_dir: Path, client: str) -> None:
     first, out, _ = _hook(project, transcript, **_rm(1))
     assert "agentsnap_core" in first and "undo with" in out["systemMessage"]  # no helper yet: in-process, and it starts one
@@ -105,15 +117,7 @@ def test_the_helper_answers_a_snapshotting_call_and_the_hook_imports_nothing_of_
     assert new and set(new.values()) <= set(modes.values())  # written with the hook's umask, not the socket's 077
     snap = _snap_id(out)
     assert "before tool call" in out["systemMessage"] or "before this call" in out["systemMessage"]
-    head, info = _head(project)
-    assert head.startswith(snap) and info["verify"]["ok"]
-    # the snapshot holds the change: restoring it after the rm brings the changed file back
-    import shutil
-
-    shutil.rmtree(project / "src")
-    proc = subprocess.run(["agentsnap-claude-code", "restore", snap, "-C", str(project)], capture_output=True, text=True, env=helper_env())
-    assert proc.returncode == 0, proc.stderr
-    assert (project / "src" / "app.py").read_text() == "print('changed')\n"
+    _holds_after_rm(project, snap, "print('changed')\n")  # the snapshot holds the change
     # a harmless call the quick script does not know is answered by the helper too
     imported, out, _ = _hook(project, transcript, tool_name="Bash", tool_input={"command": "docker compose ps"})
     assert out == {} and "site" not in imported
@@ -254,12 +258,7 @@ def test_the_helper_keeps_the_store_open_and_sees_it_deleted_or_its_settings_cha
     shutil.rmtree(store)
     snap = call(3)
     assert (store / "index.sqlite").is_file()
-    head, info = _head(project)
-    assert head.startswith(snap) and info["verify"]["ok"]
-    shutil.rmtree(project / "src")
-    proc = subprocess.run(["agentsnap-claude-code", "restore", snap, "-C", str(project)], capture_output=True, text=True, env=helper_env())
-    assert proc.returncode == 0, proc.stderr
-    assert (project / "src" / "app.py").read_text() == "print(3)\n"
+    _holds_after_rm(project, snap, "print(3)\n")
     rec = world_of(call(4))
     assert rec.get("include_git") is True and not rec.get("git_not_captured"), rec  # (capture_git: on by default)
     proc = subprocess.run(["agentsnap", "config", "world.include_git", "false"], cwd=project, capture_output=True,
