@@ -25,6 +25,7 @@ nothing listens on the network. Started by the in-process entry point when it ha
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -131,18 +132,22 @@ def _handle(conn: socket.socket, sources: list[str], started: list[tuple[int, in
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
+    gc.disable()  # (a call's objects die with it: the collector runs after the answer, not during it)
     try:
         try:
-            os.chdir(cwd)
-        except OSError:
+            try:
+                os.chdir(cwd)
+            except OSError:
+                os.chdir("/")
+            code, out, err = respond(text, event or None)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
             os.chdir("/")
-        code, out, err = respond(text, event or None)
+        conn.settimeout(10)
+        conn.sendall(_reply(code, out, err))
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        os.chdir("/")
-    conn.settimeout(10)
-    conn.sendall(_reply(code, out, err))
+        gc.enable()
     from agentsnap_core.layers import world
 
     if world.HANDOFF is not None:  # after the answer: the stat caches kept here take what the call changed and are
