@@ -9,6 +9,9 @@
   `git add -A && git commit` of the same change in a copy of the project; once with the plugin's warm helper
   process (agentsnap_claude_code.daemon, started by the first call that needed it, as in a session) and once
   without it (AGENTSNAP_HOOK_DAEMON=0: the in-process path every call takes when no helper answers).
+* the snapshotting rows are also shown against git at the hook's durability (`-c core.fsync=committed`: git 2.36+
+  fsyncs no object and no ref by default; a snapshot returns with its pack, index row and ref on disk), on its own
+  copy of the project: peer "git+fsync";
 * rows "native client": the same hook with the native hook client (`agentsnap-claude-code install-client`, built
   here with cc into a copy of the script, first on PATH): every call goes to the helper without starting Python.
 
@@ -35,6 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: git at the hook's durability: what a commit writes is fsynced before it returns (git 2.36+; see cli_bench.py)
+GIT_FSYNC = "git -c core.fsync=committed -c core.fsyncMethod=fsync"
 PLUGIN = ROOT / "adapters" / "claude_code" / "plugin"
 
 
@@ -110,6 +115,8 @@ def main() -> None:
         root = _project(base, args.files)
         peer = base / "peer"
         shutil.copytree(root, peer, symlinks=True)
+        peer_fsync = base / "peer-fsync"
+        shutil.copytree(root, peer_fsync, symlinks=True)
         _timed(hook, stdin=_payload(root, "rm -rf build", 0), env=env, cwd=root)  # the first snapshot (store creation, .pyc files); starts the helper
         deadline = time.monotonic() + 30
         while (pid := _helper_pid(run_dir)) is None or not any(run_dir.glob("*.sock")):
@@ -126,7 +133,8 @@ def main() -> None:
         if native is None:
             print(f"the native hook client did not build ({built.stderr.strip()[-300:]}): its rows are left out")
         names = ("harmless hook", "make test hook", "unlisted harmless hook + helper", "unlisted harmless hook, no helper", "python3 -c pass", "snapshotting hook + helper", "snapshotting hook, no helper",
-                 "git add -A && git commit", "harmless hook, native client", "snapshotting hook + helper, native client")
+                 "git add -A && git commit", "git+fsync", "harmless hook, native client",
+                 "snapshotting hook + helper, native client")
         rows: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
         helper_cpu: dict[str, list[float]] = {k: [] for k in names}
 
@@ -153,11 +161,13 @@ def main() -> None:
             if hook_env is None:
                 continue
             for i in range(1, args.runs + 1):
-                for tree in (root, peer):
+                for tree in (root, peer, peer_fsync):
                     (tree / "src" / "pkg1" / "mod1.py").write_text(f"# changed {i} {name}\n")
                 timed(name, hook, stdin=_payload(root, "rm -rf build", i), env=hook_env, cwd=root)
                 timed("git add -A && git commit",
                       f"git add -A && git -c user.name=b -c user.email=b@example.com commit -qm 'change {i} {name}'", env=env, cwd=peer)
+                timed("git+fsync", f"{GIT_FSYNC} add -A && {GIT_FSYNC} -c user.name=b -c user.email=b@example.com "
+                      f"commit -qm 'change {i} {name}'", env=env, cwd=peer_fsync)
         served = _helper_pid(run_dir) == pid
         if pid is not None:
             os.kill(pid, 15)
@@ -172,7 +182,9 @@ def main() -> None:
                             ("unlisted harmless hook + helper", "python3 -c pass"), ("unlisted harmless hook, no helper", "python3 -c pass"),
                             ("snapshotting hook + helper", "git add -A && git commit"), ("snapshotting hook, no helper", "git add -A && git commit"),
                             ("harmless hook, native client", "python3 -c pass"),
-                            ("snapshotting hook + helper, native client", "git add -A && git commit")):
+                            ("snapshotting hook + helper, native client", "git add -A && git commit"),
+                            ("snapshotting hook + helper", "git+fsync"),
+                            ("snapshotting hook + helper, native client", "git+fsync")):
         if not rows[mine]:
             continue
         (w, c), (pw, pc) = med[mine], med[peer_name]
