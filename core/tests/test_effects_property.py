@@ -165,7 +165,9 @@ def check(world: World) -> None:
 def test_random_schedules_never_duplicate_an_irreversible_effect_and_surface_every_in_doubt_call() -> None:
     totals: Counter[str] = Counter()
 
-    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+    # (derandomized as the other fuzz tests, except under AGENTSNAP_LONG: the coverage asserted below - crashes and
+    # in-doubt calls surfaced among the schedules - failed by chance with random draws: once in six runs here)
+    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=not os.environ.get("AGENTSNAP_LONG"),
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.lists(ops, min_size=4, max_size=40))
     def one(schedule: list[tuple[Any, ...]]) -> None:

@@ -64,12 +64,14 @@ def _compress(raw: bytes | memoryview) -> bytes:
     return comp.compress(raw)
 
 
-def encode(kind: int, raw: bytes | memoryview, compress: bool = True) -> tuple[str, bytes]:
+def encode(kind: int, raw: bytes | memoryview, compress: bool = True, oid: str | None = None) -> tuple[str, bytes]:
     """Return ``(oid, stored bytes)`` for an object; ``compress=False``: uncompressed (codec 0), for an object
-    that goes into a pack's block, which is compressed as a whole."""
+    that goes into a pack's block, which is compressed as a whole. ``oid``: :func:`digest` of these very bytes,
+    when the caller has just computed it (not computed again)."""
     if len(raw) > MAX_OBJECT_BYTES:
         raise ValueError(f"object of {len(raw)} bytes is over the {MAX_OBJECT_BYTES} byte limit")
-    oid = digest(kind, raw)
+    if oid is None:
+        oid = digest(kind, raw)
     codec, payload = _payload(raw) if compress else (0, raw)
     return oid, HEADER.pack(MAGIC, OBJECT_FORMAT, kind, codec, len(raw)) + bytes(payload)
 

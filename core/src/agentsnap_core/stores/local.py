@@ -228,7 +228,7 @@ class LocalObjects:
             return oid
         # an object a batch will pack goes into a block compressed as a whole: compressing it alone first is waste
         blocked = self._batches > 0 and len(raw) + objects.HEADER.size < PACK_MAX_STORED
-        _, stored = objects.encode(kind, raw, compress=not blocked)
+        _, stored = objects.encode(kind, raw, compress=not blocked, oid=oid)  # (oid: hashed above, from raw)
         self._write(oid, path, stored)
         return oid
 
