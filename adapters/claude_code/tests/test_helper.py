@@ -268,6 +268,27 @@ def test_the_helper_keeps_the_store_open_and_sees_it_deleted_or_its_settings_cha
     assert not rec.get("include_git") and rec.get("git_not_captured") == [".git"], rec
 
 
+def test_a_snapshot_cut_short_inside_a_transaction_leaves_the_next_call_a_working_store(project: Path, transcript: Path, helper_run_dir: Path) -> None:
+    """A helper call whose snapshot fails half-way (here: its index transaction begun, then an error, as the time
+    limit's alarm can do) is asked about; the store the helper kept open is dropped, so the next call snapshots."""
+    _start_helper(
+        "from agentsnap_core.stores import local\nreal = local.SqliteRefs.commit_snapshots\ncalls = []\n"
+        "def flaky(self, *a, **k):\n    calls.append(1)\n    if len(calls) == 2:\n"
+        "        self._db().execute('BEGIN IMMEDIATE')  # left open, as a call cut short inside it\n"
+        "        raise TimeoutError('cut short')\n    return real(self, *a, **k)\n"
+        "local.SqliteRefs.commit_snapshots = flaky\n"
+    )
+    _wait_for_helper(helper_run_dir)
+    outs = []
+    for n in range(3):
+        (project / "src" / "app.py").write_text(f"print({n})\n")
+        _, out = run_plugin_hook(project, None, "PreToolUse", env=helper_env(), **_rm(400 + n))
+        outs.append(out)
+    assert "undo with" in outs[0]["systemMessage"], outs[0]
+    assert outs[1]["hookSpecificOutput"]["permissionDecision"] == "ask" and "cut short" in str(outs[1]), outs[1]
+    _holds_after_rm(project, _snap_id(outs[2]), "print(2)\n")
+
+
 def test_a_helper_killed_mid_snapshot_leaves_the_store_whole_and_the_call_protected(project: Path, transcript: Path, helper_run_dir: Path) -> None:
     killer = _start_helper(
         "import os, signal\nfrom agentsnap_core.layers import world\nput = world.put_tree\n"

@@ -28,7 +28,7 @@ from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
 from .gate import EDIT_TOOLS, is_agentsnap_snapshot, project_root_for
 from .matcher import Finding
 from .points import positions
-from .projectstore import bulky_ignored, leave_out, open_project_repo, store_dir_for
+from .projectstore import bulky_ignored, close_kept, leave_out, open_project_repo, store_dir_for
 from .safety import deletes_store, unrestorable
 from .transcript import Transcript, read_transcript
 
@@ -202,6 +202,17 @@ def take_snapshot(
             **({"transcript": transcript.summary()} if transcript else {}),
         }
     }
+    try:
+        return _take_snapshot(cwd, transcript, settings, message, meta, session, log)
+    except BaseException:  # (an error, or the time limit's alarm, mid-way: the next call opens the store afresh)
+        close_kept()
+        raise
+
+
+def _take_snapshot(
+    cwd: str, transcript: Transcript | None, settings: Settings, message: str, meta: dict[str, Any], session: str,
+    log: _Log | None
+) -> tuple[Snapshot, bool, dict[str, Any]]:
     with open_repo(cwd, settings) as repo:
         skipped = (bulky_ignored(repo.root, settings["bulky_files"], repo.wt_dir / "statcache.msgpack")
                    if settings["skip_bulky_ignored"] else [])

@@ -101,7 +101,7 @@ def open_project_repo(cwd: str | os.PathLike[str], settings: Settings, *, create
     kept = _OPEN.pop(key, None)
     signature = _signature(store)
     if kept is not None:
-        if signature is not None and kept.signature == (signature, _settings_of(kept)):
+        if signature is not None and not kept.in_transaction() and kept.signature == (signature, _settings_of(kept)):
             _OPEN[key] = kept
             return kept
         kept.close_now()
@@ -129,7 +129,15 @@ class _KeptRepo(Repo):
             super().close()
 
     def close_now(self) -> None:
-        super().close()
+        try:
+            super().close()
+        except Exception:  # noqa: BLE001 - (a store gone or broken under it: dropped all the same)
+            pass
+
+    def in_transaction(self) -> bool:
+        """Whether its index connection was left inside a transaction (a call cut short by its time limit)."""
+        db = getattr(self.refs, "_db", None)
+        return bool(db is not None and db().in_transaction)
 
 
 #: (project root, store) -> the repository kept open for it
@@ -156,7 +164,8 @@ def _settings_of(repo: Repo) -> tuple[str | None, ...]:
 
 
 def close_kept() -> None:
-    """Close every repository kept open (the helper, before it exits)."""
+    """Close every repository kept open (the helper, before it exits; and after a snapshot that failed or was cut
+    short, so that the next call opens the store afresh)."""
     while _OPEN:
         _OPEN.popitem()[1].close_now()
 
