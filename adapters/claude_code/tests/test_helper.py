@@ -268,6 +268,33 @@ def test_the_helper_keeps_the_store_open_and_sees_it_deleted_or_its_settings_cha
     assert not rec.get("include_git") and rec.get("git_not_captured") == [".git"], rec
 
 
+def test_a_kept_store_follows_its_encryption_key_file(project: Path, transcript: Path, helper_run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An encrypted store the helper keeps open is opened again when the key file it was opened with is written
+    anew: another key under the same name is refused as a fresh open refuses it (the call is asked about), never
+    used through the key read before."""
+    from agentsnap_claude_code.config import load_settings
+    from agentsnap_claude_code.projectstore import open_project_repo
+    from agentsnap_core.format import crypto
+
+    key_file = tmp_path / "store.key"
+    key_file.write_text(crypto.generate_key())
+    key_file.chmod(0o600)
+    monkeypatch.setenv("AGENTSNAP_ENCRYPTION_KEY_FILE", str(key_file))
+
+    def call(n: int) -> dict:
+        (project / "src" / "app.py").write_text(f"print({n})\n")
+        return run_plugin_hook(project, None, "PreToolUse", env=helper_env(), **_rm(500 + n))[1]
+
+    call(0)
+    with open_project_repo(project, load_settings(project), create=False) as repo:
+        crypto.enable_encryption(repo)
+    _wait_for_helper(helper_run_dir)
+    assert "undo with" in call(1)["systemMessage"] and "undo with" in call(2)["systemMessage"]
+    key_file.write_text(crypto.generate_key())
+    out = call(3)
+    assert out["hookSpecificOutput"]["permissionDecision"] == "ask" and "not this store's key" in str(out), out
+
+
 def test_a_snapshot_cut_short_inside_a_transaction_leaves_the_next_call_a_working_store(project: Path, transcript: Path, helper_run_dir: Path) -> None:
     """A helper call whose snapshot fails half-way (here: its index transaction begun, then an error, as the time
     limit's alarm can do) is asked about; the store the helper kept open is dropped, so the next call snapshots."""

@@ -146,7 +146,8 @@ _OPEN: dict[tuple[str, str], _KeptRepo] = {}
 
 def _signature(store: Path) -> tuple[object, ...] | None:
     """What a kept repository was opened with outside its store's settings: the very store files (a store deleted
-    and made again, or its format changed, is another one) and the environment ``Repo`` reads when it opens."""
+    and made again, or its format changed, is another one), the environment ``Repo`` reads when it opens, and the
+    encryption key file it names (None: the store cannot be kept, e.g. that file is missing)."""
     try:
         files = tuple((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
                       for st in (os.stat(store / "format.json"), os.stat(store / "index.sqlite")))
@@ -154,13 +155,19 @@ def _signature(store: Path) -> tuple[object, ...] | None:
         return None
     env = tuple(os.environ.get(k) for k in ("AGENTSNAP_ENCRYPTION_KEY", "AGENTSNAP_ENCRYPTION_KEY_FILE",
                                             "AGENTSNAP_LOCK_WAIT"))
-    return (files[0], files[1][:2], env)
+    key_file = os.environ.get("AGENTSNAP_ENCRYPTION_KEY_FILE")
+    try:  # (a key file written anew under the same name holds another key)
+        key = os.stat(key_file) if key_file else None
+    except OSError:
+        return None
+    return (files[0], files[1][:2], env, key and (key.st_ino, key.st_size, key.st_mtime_ns, key.st_ctime_ns))
 
 
 def _settings_of(repo: Repo) -> tuple[str | None, ...]:
-    """The store settings ``Repo`` reads when it opens (encryption, ``.git`` capture, a shared store's URL)."""
+    """The store settings ``Repo`` reads when it opens (encryption and its key's id, ``.git`` capture, a shared store's
+    URL)."""
     get = repo.refs.get_config
-    return (get("crypto.encrypt"), get("world.include_git"), get("store.url"))
+    return (get("crypto.encrypt"), get("crypto.key_id"), get("world.include_git"), get("store.url"))
 
 
 def close_kept() -> None:
