@@ -426,3 +426,42 @@ def test_interrupted_fanout_leaves_no_fork_running(tmp_path: Path) -> None:
     while any(alive(p) for p in running) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(p) for p in running)
+
+
+def test_a_stop_that_comes_while_a_fork_starts_its_command_still_stops_the_command(tmp_path: Path) -> None:
+    """Under load a fork's command can run (and the test above see its pid) before ``Popen`` has returned in the
+    fork: a stop (SIGTERM from the interrupted fan-out) handled at that moment found no command to kill, and the
+    command outlived the fork (seen once in CI). Here the stop is delivered exactly there: inside ``Popen``, after
+    the command has started. The fork still ends with 143, and the command with it."""
+    import time
+
+    pidfile = tmp_path / "pid"
+    script = (
+        "import os, signal, subprocess\n"
+        "from pathlib import Path\n"
+        "from agentsnap_core.operations import fanout\n"
+        "real = subprocess.Popen\n"
+        "class Popen(real):\n"
+        "    def __init__(self, *a, **k):\n"
+        "        super().__init__(*a, **k)\n"
+        f"        while not Path({str(pidfile)!r}).read_text() if Path({str(pidfile)!r}).exists() else True:\n"
+        "            pass\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)  # handled here: before _shell knows the command's group\n"
+        "subprocess.Popen = Popen\n"
+        "signal.signal(signal.SIGTERM, fanout._on_stop)\n"
+        f"fanout._shell('echo $$ > {pidfile}; exec sleep 60', Path('.'), dict(os.environ), None)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + 15, proc.stderr
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError(f"the fork's command {pid} outlived the stopped fork")

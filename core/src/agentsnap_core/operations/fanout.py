@@ -259,9 +259,16 @@ def _cleanup(job: ForkJob) -> None:
 
 def _shell(cmd: str, cwd: Path, env: dict[str, str], deadline: float | None) -> tuple[int | None, str, bool]:
     """Run ``cmd`` in its own session; on the deadline kill its whole process group."""
-    proc = subprocess.Popen(cmd, shell=True, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
-    _COMMANDS.add(proc.pid)
+    global _STARTING
+    _STARTING = True  # a stop asked for until the command's group is known waits for it (_on_stop)
+    try:
+        proc = subprocess.Popen(cmd, shell=True, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        _COMMANDS.add(proc.pid)
+    finally:
+        _STARTING = False
+        if _STOP_ASKED:
+            _stop_now()
     try:
         out, _ = proc.communicate(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
         return proc.returncode, out.decode(errors="replace"), False
@@ -343,17 +350,31 @@ def _rmtree(path: Path) -> None:
 # ====================================================================== backends
 #: process groups of the commands this process is running (a stopped fork stops them too)
 _COMMANDS: set[int] = set()
+#: a command is being started (its process group not yet in _COMMANDS): a stop waits until it is
+_STARTING = False
+_STOP_ASKED = False
+
+
+def _on_stop(_sig: int, _frame: Any) -> None:
+    """SIGTERM in a fork's process: kill its commands' process groups and end. Asked while a command is being
+    started (under load the command can run before ``Popen`` returns here), it is done as soon as that command's
+    group is known: else the command would outlive the fork."""
+    global _STOP_ASKED
+    if _STARTING:
+        _STOP_ASKED = True
+        return
+    _stop_now()
+
+
+def _stop_now() -> None:
+    for pid in list(_COMMANDS):
+        _killpg(pid)
+    os._exit(128 + signal.SIGTERM)
 
 
 def _child(job: ForkJob, conn: Any) -> None:
     os.setsid()  # its own process group, out of the terminal's: the parent decides when it stops
-
-    def stop(_sig: int, _frame: Any) -> None:
-        for pid in list(_COMMANDS):
-            _killpg(pid)
-        os._exit(128 + signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGTERM, _on_stop)
     try:
         conn.send(run_fork(job))
     finally:
