@@ -261,18 +261,18 @@ class Watch:
 
     def lost_since(self, token: object) -> set[str] | None:
         """The directories an entry left (deleted or moved out) after ``token``, or None when it cannot tell."""
-        if self.since(token) is None:
-            return None
-        after = token[1]  # type: ignore[index]
-        return {d for d, s in self.lost.items() if s > after}
+        return self._marked_since(self.lost, token)
 
     def relisted_since(self, token: object) -> set[str] | None:
         """The directories an entry was made in or left (created, deleted, moved in or out) after ``token``, or None
         when it cannot tell (a directory not in it has only had its entries written or their attributes changed)."""
+        return self._marked_since(self.relisted, token)
+
+    def _marked_since(self, marks: dict[str, int], token: object) -> set[str] | None:
         if self.since(token) is None:
             return None
         after = token[1]  # type: ignore[index]
-        return {d for d, s in self.relisted.items() if s > after}
+        return {d for d, s in marks.items() if s > after}
 
     def token(self) -> list[object] | None:
         return None if self.broken is not None else [self.id, self.seq]
