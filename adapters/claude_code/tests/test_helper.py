@@ -231,6 +231,20 @@ def test_the_helper_asks_git_what_it_ignores_again_exactly_when_that_can_have_ch
     assert _head(project)[1]["verify"]["ok"]
 
 
+def test_a_file_written_just_now_never_vouches_for_a_reused_answer(tmp_path: Path) -> None:
+    """The helper reuses the bulky-folder answer (and a kept store) only while the files they depend on keep their
+    identity. A file written within the same timestamp window as it is looked at could be written again unseen: its
+    identity must then differ from every other look at it, or a `.gitignore` (or key file) rewritten twice within
+    a few milliseconds would pass as unchanged."""
+    f = tmp_path / ".gitignore"
+    f.write_text("build/\n")
+    first, second = projectstore._identity(f), projectstore._identity(f)
+    assert first is not None and first != second
+    os.utime(f, ns=(0, 0))  # long ago: now it vouches, the same each time
+    time.sleep(2 * projectstore._RACY_NS / 1e9)  # (its change time is the utime's)
+    assert projectstore._identity(f) == projectstore._identity(f) is not None
+
+
 def test_the_helper_keeps_the_store_open_and_sees_it_deleted_or_its_settings_changed(project: Path, transcript: Path, helper_run_dir: Path) -> None:
     """The helper keeps a project's store open between calls. Deleted meanwhile (another process, `rm -rf` of the
     data folder), the next call snapshots into the store made anew, never into the deleted files; a setting another

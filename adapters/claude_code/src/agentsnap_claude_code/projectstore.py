@@ -11,6 +11,7 @@ core's linked-worktree marker, kept out of git through ``.git/info/exclude``) so
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import time
@@ -149,18 +150,16 @@ def _signature(store: Path) -> tuple[object, ...] | None:
     and made again, or its format changed, is another one), the environment ``Repo`` reads when it opens, and the
     encryption key file it names (None: the store cannot be kept, e.g. that file is missing)."""
     try:
-        files = tuple((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                      for st in (os.stat(store / "format.json"), os.stat(store / "index.sqlite")))
+        fmt, index = os.stat(store / "format.json"), os.stat(store / "index.sqlite")
     except OSError:
         return None
     env = tuple(os.environ.get(k) for k in ("AGENTSNAP_ENCRYPTION_KEY", "AGENTSNAP_ENCRYPTION_KEY_FILE",
                                             "AGENTSNAP_LOCK_WAIT"))
     key_file = os.environ.get("AGENTSNAP_ENCRYPTION_KEY_FILE")
-    try:  # (a key file written anew under the same name holds another key)
-        key = os.stat(key_file) if key_file else None
-    except OSError:
+    key = _identity(key_file) if key_file else None  # (a key file written anew under the same name: another key)
+    if key_file and key is None:
         return None
-    return (files[0], files[1][:2], env, key and (key.st_ino, key.st_size, key.st_mtime_ns, key.st_ctime_ns))
+    return (fmt.st_dev, fmt.st_ino, fmt.st_size, fmt.st_mtime_ns), (index.st_dev, index.st_ino), env, key
 
 
 def _settings_of(repo: Repo) -> tuple[str | None, ...]:
@@ -200,7 +199,7 @@ def bulky_ignored(root: Path, limit: int, cache_path: Path | None = None) -> lis
         _BULKY[key] = known
         return list(known.folders)
     # what the answer depends on, taken before git runs (a change while it runs shows at the next call)
-    before = _git_fingerprint(root) if token is not None else None
+    before = _git_fingerprint(root) if token is not None and _fingerprint_tells(root) else None
     ignores = _ignore_files(root, cache_path) if before is not None and cache_path is not None else {}
     import subprocess
 
@@ -218,7 +217,7 @@ def bulky_ignored(root: Path, limit: int, cache_path: Path | None = None) -> lis
         if rel.endswith("/") and rel != f"{STORE_DIR}/" and _more_files_than(root / rel, limit):
             out.append(rel)
     if before is not None:
-        _BULKY[key] = _Bulky(token, before, ignores, out, _folder_stats(root, out))
+        _BULKY[key] = _Bulky(token, before, ignores, out, [_identity(root / rel) for rel in out])
     return out
 
 
@@ -226,12 +225,12 @@ class _Bulky:
     """One answer of :func:`bulky_ignored`, with what it depended on."""
 
     def __init__(self, token: object, fingerprint: tuple[object, ...], ignores: dict[str, tuple[int, ...]],
-                 folders: list[str], stats: list[tuple[int, int] | None]) -> None:
+                 folders: list[str], stats: list[tuple[int, ...] | None]) -> None:
         self.token = token  # the change journal's token when it was last known true
         self.fingerprint = fingerprint
         self.ignores = ignores  # directory -> its .gitignore's identity, size and times
         self.folders = folders
-        self.stats = stats
+        self.stats = stats  # each folder's own directory: its identity (its top-level entries unchanged)
 
 
 #: (project root, limit) -> the last answer of bulky_ignored (in the helper; one process, one call at a time)
@@ -244,6 +243,7 @@ _GIT_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_D
 
 #: a file written this close to when it is looked at may be written again within the same timestamp: not vouched for
 _RACY_NS = 50_000_000
+_RACY_LOOKS = itertools.count()
 
 
 def _identity(path: Path | str) -> tuple[int, ...] | None:
@@ -253,32 +253,43 @@ def _identity(path: Path | str) -> tuple[int, ...] | None:
     except OSError:
         return None
     if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
-        return (-1,)  # (never equal to itself taken later: the next call asks git)
+        return (-1, next(_RACY_LOOKS))  # (equal to no other look: what depends on it is asked again)
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _git_fingerprint(root: Path) -> tuple[object, ...] | None:
-    """What git's ignore answer for ``root`` depends on outside the work tree's own directories: the environment,
-    the repository's index, exclude file and config, the user's and the system's config and ignore files (their
-    identity, size and times). None when it cannot be told from these alone: ``.git`` is a link to a git directory
-    elsewhere, or a config names an excludes file or includes another config (then git is asked every time)."""
+def _git_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """``(config files, other files)`` git reads for what it ignores in ``root``, outside the work tree's directories."""
     git = root / ".git"
-    if not git.is_dir() or any(os.environ.get(k) for k in _GIT_ENV if k.startswith("GIT_CONFIG_")):
-        return None
     home = Path(os.environ.get("HOME") or "~").expanduser()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    configs = [git / "config", home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig")]
-    for path in configs:
+    return ([git / "config", home / ".gitconfig", xdg / "git" / "config", Path("/etc/gitconfig")],
+            [git / "info" / "exclude", git / "index", xdg / "git" / "ignore"])
+
+
+def _git_fingerprint(root: Path) -> tuple[object, ...]:
+    """What git's ignore answer for ``root`` depends on outside the work tree's own directories: the git-related
+    environment and the identity of the repository's index, exclude file and config, the user's and the system's
+    config and ignore files."""
+    configs, others = _git_files(root)
+    return (tuple((k, os.environ.get(k)) for k in _GIT_ENV), *(_identity(p) for p in (*configs, *others)))
+
+
+def _fingerprint_tells(root: Path) -> bool:
+    """Whether :func:`_git_fingerprint` is all git's answer depends on. Not when ``.git`` is a link to a git directory
+    elsewhere, ``GIT_CONFIG_*`` is set, or a config names an excludes file or includes another config: then git is
+    asked every time. (Checked when git answers; the answer is reused only while the configs' identities stay.)"""
+    if not (root / ".git").is_dir() or any(os.environ.get(k) for k in _GIT_ENV if k.startswith("GIT_CONFIG_")):
+        return False
+    for path in _git_files(root)[0]:
         try:
             text = path.read_bytes().lower()
         except FileNotFoundError:
             continue
         except OSError:
-            return None
+            return False
         if b"excludesfile" in text or b"include" in text:
-            return None
-    return (tuple((k, os.environ.get(k)) for k in _GIT_ENV),
-            *(_identity(p) for p in (*configs, git / "info" / "exclude", git / "index", xdg / "git" / "ignore")))
+            return False
+    return True
 
 
 def _ignore_files(root: Path, cache_path: Path) -> dict[str, tuple[int, ...]]:
@@ -291,17 +302,6 @@ def _ignore_files(root: Path, cache_path: Path) -> dict[str, tuple[int, ...]]:
         ident = _identity(os.path.join(root, d, ".gitignore"))
         if ident is not None:
             out[d] = ident
-    return out
-
-
-def _folder_stats(root: Path, folders: list[str]) -> list[tuple[int, int] | None]:
-    out: list[tuple[int, int] | None] = []
-    for rel in folders:
-        try:
-            st = os.lstat(root / rel)
-            out.append((st.st_ino, st.st_mtime_ns))
-        except OSError:
-            out.append(None)
     return out
 
 
@@ -326,7 +326,7 @@ def _still_true(root: Path, known: _Bulky, watch: object, cache_path: Path) -> b
         ident = _identity(os.path.join(root, d, ".gitignore"))
         if ident is not None and known.ignores.get(d) != ident:
             return False
-    return _git_fingerprint(root) == known.fingerprint and _folder_stats(root, known.folders) == known.stats
+    return _git_fingerprint(root) == known.fingerprint and [_identity(root / rel) for rel in known.folders] == known.stats
 
 
 def _more_files_than(folder: Path, limit: int) -> bool:
