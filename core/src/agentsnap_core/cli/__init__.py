@@ -20,7 +20,17 @@ _FAST_VERBS = frozenset({"status", "snapshot", "restore", "fork"})
 
 def run(argv: list[str] | None = None, *, resident: bool = True) -> None:
     """The console script ``agentsnap`` (``resident=False``: never hand the command to the resident process)."""
-    args = sys.argv[1:] if argv is None else argv
+    try:
+        _run(sys.argv[1:] if argv is None else argv, resident)
+    except BrokenPipeError as exc:
+        from agentsnap_core.cli.common import end_quietly_on_closed_output, output_closed
+
+        if not output_closed(exc):
+            raise
+        raise SystemExit(end_quietly_on_closed_output()) from None  # `agentsnap status | head`: not an error
+
+
+def _run(args: list[str], resident: bool) -> None:
     if args == ["--version"]:  # the same line click's version option prints, without loading click
         sys.stdout.write(f"agentsnap, version {__version__}\n")
         return

@@ -20,10 +20,12 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     CLI_LOCK_WAIT,
     JSON_VERSION,
     _is_remote,
+    end_quietly_on_closed_output,
     environment_error_line,
     fork_lines,
     json_line,
     left_out_line,
+    output_closed,
     progress,
     restore_lines,
     short,
@@ -72,6 +74,8 @@ class _Group(click.Group):
             click.echo("agentsnap: interrupted; the store is unchanged past the last completed step", err=True)
             ctx.exit(130)
         except (OSError, sqlite3.Error, MemoryError) as exc:  # the world said no: one line, never a traceback
+            if output_closed(exc):  # `agentsnap log | head`: the reader left; not an error (as git)
+                ctx.exit(end_quietly_on_closed_output())
             click.echo(f"agentsnap: error: {environment_error_line(exc)}", err=True)
             ctx.exit(2)
         except Exception as exc:

@@ -62,6 +62,41 @@ def environment_error_line(exc: BaseException) -> str:
     )
 
 
+#: the exit status of a command whose reader went away (``agentsnap log | head``): 128 + SIGPIPE, what a shell shows
+#: for git there
+OUTPUT_CLOSED = 141
+
+
+def output_closed(exc: BaseException) -> bool:
+    """True when ``exc`` is this process's standard output closed by its reader, not a lost connection to a store.
+
+    A BrokenPipeError is a ConnectionError, which :func:`environment_error_line` would take for a remote store that
+    went away; the output's own state (poll says POLLERR on a pipe or socket with no reader) tells them apart.
+    """
+    if not isinstance(exc, BrokenPipeError):
+        return False
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(1, select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # (no poll on this platform: say it as before)
+        return False
+
+
+def end_quietly_on_closed_output() -> int:
+    """The reader went away: nothing more can be said to it, so say nothing (what is still buffered for the closed
+    pipe goes to /dev/null, so the interpreter's exit prints no "Exception ignored"); the status to exit with."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+    return OUTPUT_CLOSED
+
+
 def _is_remote(exc: BaseException) -> bool:
     return type(exc).__module__.partition(".")[0] in _REMOTE_CLIENT_MODULES or isinstance(exc, ConnectionError)
 
