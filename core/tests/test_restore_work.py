@@ -127,3 +127,36 @@ def test_a_hostile_tree_is_refused_every_time_it_is_read(tmp_path: Path) -> None
     repo.close()
     with Repo.open(root) as again, pytest.raises(UnsafeSnapshot):
         again.load_tree(bad)
+
+
+def test_restore_reads_each_file_content_it_writes_once(
+    two_snapshots: tuple[Repo, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The content a restore checks before touching anything is the content it writes: read (and decompressed and
+    verified) once, not a second time when the file is written (a small file's block was decompressed twice)."""
+    from agentsnap_core.format import content
+
+    repo, first, _second = two_snapshots
+    reads: list[str] = []
+    real = content.iter_chunks
+    monkeypatch.setattr(content, "iter_chunks", lambda store, ref: reads.append(ref) or real(store, ref))
+    before = tree_fingerprint(repo.root)
+    repo.restore(first)
+    files = {e[4] for e in repo.world_entries(repo.get(first)) if e[1] == "f"}
+    assert tree_fingerprint(repo.root) != before
+    of_files = [ref for ref in reads if ref in files]
+    assert of_files, "no file content was read"
+    assert len(of_files) == len(set(of_files)), f"{len(of_files) - len(set(of_files))} file content(s) read twice"
+
+
+def test_restore_beyond_the_keep_budget_reads_again_and_writes_the_same_files(
+    two_snapshots: tuple[Repo, str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past RESTORE_KEEP_BYTES the content is read again when written: the tree is the same either way."""
+    repo, first, second = two_snapshots
+    repo.restore(first)
+    expected = tree_fingerprint(repo.root)
+    repo.restore(second)
+    monkeypatch.setattr(world, "RESTORE_KEEP_BYTES", 0)
+    repo.restore(first)
+    assert tree_fingerprint(repo.root) == expected
