@@ -369,15 +369,17 @@ def fork(ctx: click.Context, spec: str | None, count: int, prefix: str, worktree
 @click.pass_context
 def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, force: bool, as_json: bool) -> None:
     """List branches, create NAME at AT, or delete NAME."""
+    if delete and not name:
+        raise InvalidInput("name the branch to delete (agentsnap branch -d NAME)")
     repo = open_repo(ctx)
-    if name and delete:
+    if name is not None and delete:
         repo.delete_branch(name)
         if as_json:
             emit({"v": JSON_VERSION, "deleted": name})
         else:
             click.echo(f"deleted branch {name}")
         return
-    if name:
+    if name is not None:  # (an empty name is refused by its check, not taken for "list")
         oid = repo.create_branch(name, at, force=force)
         if as_json:
             emit({"v": JSON_VERSION, "branch": name, "id": oid})
@@ -420,7 +422,7 @@ def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
 def tag(ctx: click.Context, name: str | None, at: str | None, as_json: bool) -> None:
     """List tags, or tag AT (default HEAD) as NAME."""
     repo = open_repo(ctx)
-    if name:
+    if name is not None:  # (an empty name is refused by its check, not taken for "list")
         oid = repo.tag(name, at)
         if as_json:
             emit({"v": JSON_VERSION, "tag": name, "id": oid})

@@ -136,6 +136,8 @@ def _check_url_syntax(url: str) -> None:
 
 def resolve_remote(repo: Repo, remote: str | None) -> tuple[str | None, str]:
     """``(name or None, url)`` for a remote name or URL (default: ``origin``)."""
+    if remote is not None and not remote.strip():  # (a script's unset variable: not silently origin)
+        raise InvalidInput("an empty remote name: name a remote or give a URL (default: origin, when none is given)")
     remote = remote or DEFAULT_REMOTE
     named = remotes(repo)
     if remote in named:

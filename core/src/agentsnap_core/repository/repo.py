@@ -285,9 +285,14 @@ class Repo:
         return symref[len("refs/heads/") :] if symref and symref.startswith("refs/heads/") else None
 
     def resolve(self, spec: str | None) -> str:
-        """Resolve HEAD, HEAD~N, a branch, tag, ref or (short) id to a snapshot id."""
-        if spec is None or spec == "":
+        """Resolve HEAD, HEAD~N, a branch, tag, ref or (short) id to a snapshot id (None: HEAD).
+
+        An empty name is refused, never taken for HEAD: it is a script's unset variable (``restore "$SNAP"``), and
+        as HEAD it reset the working tree to the last snapshot."""
+        if spec is None:
             spec = "HEAD"
+        elif spec == "":
+            raise InvalidInput("an empty snapshot name: name a snapshot, branch or tag (HEAD for the current one)")
         base, _, back = spec.partition("~")
         steps = 0
         if _:
@@ -786,6 +791,8 @@ class Repo:
         target_entries = self.load_tree(rec["tree"])  # validates before any write (once: the hook reuses it)
         allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
         norm_paths = [self._norm_path(p) for p in paths] if paths else None
+        if norm_paths:  # a path that names nothing is a typo, never a restore that did nothing and said "restored"
+            _check_paths_match(norm_paths, target_entries, snap.id, self.root if to is None else None)
         context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
         if to is not None:
             dest = Path(to).resolve()
@@ -1194,6 +1201,20 @@ def _empty_dir(p: Path, remove: bool) -> None:
 
 def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r + "/") for r in roots)
+
+
+def _check_paths_match(paths: list[str], target: list[world.Entry], snap_id: str, root: Path | None) -> None:
+    """Refuse, before anything is touched, a restore path that is neither in the snapshot (at or above an entry)
+    nor, for a restore in place (``root``), in the working tree (where restoring it means removing it)."""
+    names = {e[0] for e in target}
+    for p in paths:
+        if p in names or any(n.startswith(p + "/") for n in names):
+            continue
+        if root is not None and os.path.lexists(root / p):
+            continue
+        where = " or in the working tree" if root is not None else ""
+        raise InvalidInput(f"path {p!r} matches nothing in snapshot {snap_id[:12]}{where}; nothing was restored "
+                           f"(see 'agentsnap show {snap_id[:12]}' for what it holds)")
 
 
 _FICLONE = 0x40049409

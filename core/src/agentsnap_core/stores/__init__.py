@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.format import objects as objmod
 from agentsnap_core.stores.local import LocalStore
 
@@ -138,6 +138,8 @@ def _file_path(url: str) -> str:
 def store_url_of(path: str | os.PathLike[str]) -> str:
     """Normalise a path or URL given by a user into a URL (paths become ``file://``)."""
     text = os.fspath(path)
+    if not text.strip():  # (a script's unset variable: not this directory's store, silently)
+        raise InvalidInput("an empty store path or URL: give the path or URL of the store")
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
         return text
     return Path(text).resolve().as_uri()
