@@ -161,6 +161,30 @@ def _writing(method: F) -> F:
     return run  # type: ignore[return-value]
 
 
+#: what a world record says about how it was taken, not about the state a restore gives back: which process took it,
+#: how many files it hashed, and that process's environment (shown by diff, never restored: two commands from two
+#: shells differ there, PWD, OLDPWD, _ ...)
+_HOW_TAKEN = frozenset({"hashed", "process", "env"})
+
+
+def _same_state(layers: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether the manifest layers ``layers`` hold exactly the state ``other`` holds: every layer record equal, the
+    world's apart from :data:`_HOW_TAKEN`. A world that left secret files out never is: the vault keeps their
+    content per snapshot, and the older snapshot's copy may be of other content."""
+    if layers.keys() != other.keys():
+        return False
+    for name, rec in layers.items():
+        old = other[name]
+        if name == "world" and isinstance(rec, dict) and isinstance(old, dict):
+            if rec.get("left_out") or old.get("left_out"):
+                return False
+            rec = {k: v for k, v in rec.items() if k not in _HOW_TAKEN}
+            old = {k: v for k, v in old.items() if k not in _HOW_TAKEN}
+        if rec != old:
+            return False
+    return True
+
+
 class Repo:
     """A working tree plus its store. ``Repo.init(path)`` creates one, ``Repo.open()`` finds one."""
 
@@ -696,12 +720,15 @@ class Repo:
         meta: dict[str, Any] | None = None,
         redact_env: bool = True,
         include_secrets: bool | None = None,
+        same_as: Snapshot | None = None,
     ) -> Snapshot:
         """Capture the working directory, the trace and any extra layers; return the snapshot.
 
         ``layers`` maps a layer name (state, effects, cache, model, ...) to plain data.
         The branch HEAD points at moves by compare-and-swap: a concurrent writer that moved it
         first makes this call raise :class:`RefConflict` (the snapshot itself is kept).
+        ``same_as`` (restore's undo snapshot): when what was captured is exactly that snapshot's state
+        (:func:`_same_state`), no snapshot is made: the ref moves to it and it is returned.
         """
         with self.tree_lock("snapshot") if capture_world else nullcontext(), self.batch():  # one tree writer
             b: _Batch = self._batch_tl.batch
@@ -735,6 +762,14 @@ class Repo:
             from agentsnap_core.layers.effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
 
             bind_snapshot(self, manifest_layers, target_ref, parents, meta)
+            if same_as is not None and _same_state(manifest_layers, same_as.layers):
+                if target_ref and (move_head or ref):
+                    b.updates.append((RefUpdate(target_ref, same_as.id, expected), f"snapshot: {message}"[:200]))
+                    b.refs[target_ref] = same_as.id
+                sc = context.get("statcache")
+                if sc:
+                    b.after.append(functools.partial(sc[1].save, sc[0]))
+                return same_as
             manifest: dict[str, Any] = {
                 "format": "agentsnap-manifest",
                 "v": MANIFEST_FORMAT,
@@ -780,7 +815,8 @@ class Repo:
         """Make the working tree (or ``to``) equal snapshot ``spec``.
 
         In place, the pre-restore state is snapshotted first (``refs/undo/restore``) so the
-        restore can be undone, files created after the snapshot are removed, the trace is
+        restore can be undone (when that state is exactly the last snapshot's, ``refs/undo/restore`` names the
+        last snapshot instead of a copy of it), files created after the snapshot are removed, the trace is
         reset, and the current branch moves to ``spec`` (like ``git reset --hard``).
         """
         snap = self.get(spec)
@@ -827,12 +863,14 @@ class Repo:
             secrets, note = vault.open_for_restore(self, snap.id, rec, self.root, norm_paths, in_place=True)
             sink: list[list[world.Entry]] = []
             self._capture_sink = sink
-            try:
+            head = self.head()[1]
+            try:  # (a tree, trace and every other layer exactly as the last snapshot has them: that one is the undo)
                 undo = self.snapshot(
                     f"pre-restore: state before restoring {snap.id[:12]}",
                     ref="refs/undo/restore",
-                    parents=[p for p in [self.head()[1]] if p],
+                    parents=[head] if head else [],
                     meta={"undo_of": snap.id},
+                    same_as=self.get(head) if head else None,
                 )
             finally:
                 self._capture_sink = None
@@ -958,13 +996,15 @@ class Repo:
         oid = self.refs.get_ref(ref)
         if oid is None:
             raise UnknownSnapshot(branch)
-        result = self.restore(oid) if oid != self.head()[1] or not self.status()["clean"] else {"id": oid}
+        before = self.head()[1]
+        result = self.restore(oid) if oid != before or not self.status()["clean"] else {"id": oid}
         # restore moved the old branch; put it back and point HEAD at the new one
         symref, _ = self.refs.get_head(self.worktree)
         if symref and symref != ref and self.refs.get_ref(symref) == oid and result.get("undo"):
-            undo_parent = self.manifest(result["undo"])["parents"]
-            if undo_parent:
-                self.refs.update_refs([RefUpdate(symref, undo_parent[0], oid)], f"switch: back to {symref}")
+            # (the undo snapshot's parent: where the branch was; an undo that is that very snapshot, unchanged)
+            back = [before] if result["undo"] == before else self.manifest(result["undo"])["parents"]
+            if back:
+                self.refs.update_refs([RefUpdate(symref, back[0], oid)], f"switch: back to {symref}")
         self.refs.set_head(self.worktree, ref, None)
         said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored") if k in result}
         return {"branch": branch, "id": oid, "undo": result.get("undo"), **said}  # (what the restore said, never dropped)
