@@ -209,16 +209,25 @@ def tree_snapshots(src: Path, work: Path, repeat: int, restic: str | None) -> di
     if NATIVE:
         res["native"]["status"] = median([*NATIVE, "status"], a, repeat, resident=True)
     res["git"]["status"] = median(["git", "status", "--porcelain"], g, repeat)
-    # restore of a snapshot 10 files away, back and forth
+    # restore of a snapshot 10 files away, back and forth between the same two snapshots, as git checks out
+    # HEAD~1 and master in turn. (Not `restore HEAD~1` then `restore main`: a restore moves the branch, as `git reset
+    # --hard` does, so `main` then named the snapshot just restored and every other restore changed nothing.)
+    sh([*AGENTSNAP, "tag", "bench-older", "HEAD~1"], a)
+    sh([*AGENTSNAP, "tag", "bench-newer", "HEAD"], a)
+    _CPU.clear()
     res["agentsnap"]["restore 10"] = statistics.median(
-        sh([*AGENTSNAP, "restore", "HEAD~1" if i % 2 == 0 else "main"], a) for i in range(repeat))
-    sh([*AGENTSNAP, "restore", "main"], a, True)  # (untimed: its undo snapshot takes the journal's listing, as above)
+        sh([*AGENTSNAP, "restore", "bench-older" if i % 2 == 0 else "bench-newer"], a) for i in range(repeat))
+    sh([*AGENTSNAP, "restore", "bench-newer"], a, True)  # (untimed: its undo snapshot takes the journal's listing)
     _CPU.clear()
     res["resident"]["restore 10"] = statistics.median(
-        sh([*AGENTSNAP, "restore", "HEAD~1" if i % 2 == 0 else "main"], a, True) for i in range(repeat))
+        sh([*AGENTSNAP, "restore", "bench-older" if i % 2 == 0 else "bench-newer"], a, True) for i in range(repeat))
     if NATIVE:
+        sh([*NATIVE, "restore", "bench-newer"], a, True)
+        _CPU.clear()
         res["native"]["restore 10"] = statistics.median(
-            sh([*NATIVE, "restore", "HEAD~1" if i % 2 == 0 else "main"], a, True) for i in range(repeat))
+            sh([*NATIVE, "restore", "bench-older" if i % 2 == 0 else "bench-newer"], a, True) for i in range(repeat))
+    sh([*AGENTSNAP, "restore", "bench-newer"], a, True)
+    _CPU.clear()
     res["git"]["restore 10"] = statistics.median(
         sh(["git", "checkout", "-q", "-f", "HEAD~1" if i % 2 == 0 else "master"], g) for i in range(repeat))
     sh(["git", "checkout", "-q", "-f", "master"], g)
