@@ -364,3 +364,62 @@ def test_unrelated_histories_merge_from_an_empty_base(tmp_path: Path) -> None:
     assert res.status == "merged" and res.base is None
     assert any("no common ancestor" in n for n in res.notes)
     assert {p.name for p in root.iterdir() if p.name != ".agentsnap"} == {"mine.txt", "theirs.txt", "both.txt"}
+
+
+def test_abort_keeps_the_work_done_while_resolving_in_an_undo_snapshot(tmp_path: Path) -> None:
+    """``merge --abort`` put the tree back and threw away what was done meanwhile (a conflict resolved by hand, a
+    file written): now that state is snapshotted first, as restore does, and the abort names it."""
+    root = tmp_path / "w"
+    two_forks(root, {"f.txt": with_line(5, "ours five")}, {"f.txt": with_line(5, "theirs five")})
+    assert run(root, "merge", "b-1")[0] == 1
+    (root / "f.txt").write_bytes(with_line(5, "resolved by hand"))
+    (root / "notes.txt").write_text("written while resolving\n")
+    resolving = tree_fingerprint(root)
+    code, out, err = run(root, "merge", "--abort", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert (root / "f.txt").read_bytes() == with_line(5, "ours five") and not (root / "notes.txt").exists()
+    with Repo.open(root) as repo:
+        assert repo.refs.get_ref("refs/undo/restore") == res["undo"]
+    code, out, err = run(root, "merge", "--abort")
+    assert code == 2  # (nothing left to abort)
+    code, _, err = run(root, "restore", res["undo"])
+    assert code == 0, err
+    assert tree_fingerprint(root) == resolving
+
+
+def test_abort_right_after_the_conflict_names_an_undo_too(tmp_path: Path) -> None:
+    root = tmp_path / "w"
+    two_forks(root, {"f.txt": with_line(5, "ours five")}, {"f.txt": with_line(5, "theirs five")})
+    assert run(root, "merge", "b-1")[0] == 1
+    code, out, err = run(root, "merge", "--abort")
+    assert code == 0, err
+    assert "agentsnap restore" in out, out
+
+
+def test_status_says_a_merge_is_in_progress_and_a_snapshot_is_refused_until_it_ends(tmp_path: Path) -> None:
+    """While a merge waits on conflicts, `status` said only "M f.txt", and `snapshot` stored the conflict markers as
+    an ordinary snapshot and moved HEAD, after which `merge --continue` refused ("HEAD moved") and only an abort
+    was left. Now status names the merge and its conflicts, and snapshot refuses (as git refuses to commit over
+    unmerged paths) until --continue or --abort; the merge then finishes as usual."""
+    root = tmp_path / "w"
+    two_forks(root, {"f.txt": with_line(5, "ours five")}, {"f.txt": with_line(5, "theirs five")})
+    with Repo.open(root) as repo:
+        theirs = repo.resolve("b-1")
+    assert run(root, "merge", "b-1")[0] == 1
+    code, out, _ = run(root, "status")
+    assert f"merge of {theirs[:12]} in progress" in out and "f.txt" in out and "merge --continue" in out, out
+    code, out, _ = run(root, "status", "--json")
+    st = json.loads(out)
+    assert st["merge"]["theirs"] == theirs and st["merge"]["conflicts"] == ["f.txt"]
+    for args in (["snapshot", "-m", "oops"], ["snapshot", "-m", "oops", "--agent", "x"]):  # fast path and click's
+        code, out, err = run(root, *args)
+        assert code == 2 and "merge" in err and "--continue" in err and "Traceback" not in err, err
+    with Repo.open(root) as repo:
+        assert len(repo.log("main")) == 2  # base, edit on main: nothing stored
+    (root / "f.txt").write_bytes(with_line(5, "resolved"))
+    code, out, err = run(root, "merge", "--continue")
+    assert code == 0, err
+    code, out, _ = run(root, "status", "--json")
+    assert "merge" not in json.loads(out)
+    assert run(root, "snapshot", "-m", "after")[0] == 0

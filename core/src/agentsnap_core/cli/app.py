@@ -27,10 +27,12 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     left_out_line,
     output_closed,
     progress,
+    refuse_snapshot_during_merge,
     restore_lines,
     short,
     snapshot_lines,
     status_lines,
+    status_of,
 )
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.repository import journals
@@ -150,7 +152,7 @@ def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None
 def status(ctx: click.Context, as_json: bool) -> None:
     """Show what changed in the working tree since the current snapshot."""
     repo = open_repo(ctx)
-    for line, err in status_lines(repo.status(), as_json):  # the fast path (cli/fast.py) prints the same lines
+    for line, err in status_lines(status_of(repo), as_json):  # the fast path (cli/fast.py) prints the same lines
         click.echo(line, err=err)
 
 
@@ -166,6 +168,7 @@ def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, incl
              as_json: bool) -> None:
     """Snapshot the working tree and trace; print the new id."""
     repo = open_repo(ctx)
+    refuse_snapshot_during_merge(repo)
     with progress(repo, "snapshot", not as_json):
         snap = repo.snapshot(message, agent=agent, redact_env=not no_redact, include_secrets=include_secrets)
     for line, err in snapshot_lines(snap, as_json, repo):  # as the fast path (cli/fast.py) prints them

@@ -166,11 +166,54 @@ def _first(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
 
 
+def merge_in_progress(repo: Repo) -> dict[str, Any] | None:
+    """The merge of this working tree stopped on conflicts (``agentsnap merge``), or None: ``{"ours", "theirs",
+    "conflicts": [paths]}``. The merge module loads only when there is one (status stays quick)."""
+    if not repo.merge_state_path.exists():
+        return None
+    from agentsnap_core.operations.merge import merge_state
+
+    state = merge_state(repo)
+    if state is None:
+        return None
+    paths: list[str] = []
+    for c in state.get("conflicts") or []:
+        if isinstance(c, dict):
+            paths += [c["path"]] if isinstance(c.get("path"), str) else [f for f in c.get("files") or [] if isinstance(f, str)]
+    return {"ours": state["ours"], "theirs": state["theirs"], "conflicts": sorted(set(paths))}
+
+
+def status_of(repo: Repo) -> dict[str, Any]:
+    """:meth:`Repo.status`, plus ``merge`` while a merge waits for ``--continue`` or ``--abort``."""
+    st = repo.status()
+    merging = merge_in_progress(repo)
+    if merging is not None:
+        st["merge"] = merging
+    return st
+
+
+def refuse_snapshot_during_merge(repo: Repo) -> None:
+    """A snapshot moves HEAD: taken while a merge waits, ``merge --continue`` could no longer finish it (as git
+    refuses to commit over unmerged paths)."""
+    merging = merge_in_progress(repo)
+    if merging is not None:
+        from agentsnap_core.errors import InvalidInput
+
+        raise InvalidInput(f"a merge of {short(merging['theirs'])} is in progress: finish it with 'agentsnap merge "
+                           "--continue' (or 'agentsnap merge --abort'); a snapshot now would move HEAD and the merge "
+                           "could not be finished")
+
+
 def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     """``agentsnap status``'s output for :meth:`Repo.status`'s answer: ``(line, to stderr)`` in order."""
     if as_json:
         return [(json_line({"v": JSON_VERSION, **st}), False)]
     out = [(f"On branch {st['branch'] or '(detached)'} at {short(st['head'])}", False)]
+    merging = st.get("merge")
+    if merging:
+        listed = f" in {len(merging['conflicts'])} file(s): {_first(merging['conflicts'])}" if merging["conflicts"] else ""
+        out.append((f"merge of {short(merging['theirs'])} in progress, stopped on conflicts{listed}; fix them, then "
+                    "'agentsnap merge --continue' (or 'agentsnap merge --abort')", False))
     w = st["world"]
     for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
         out += [(f"  {mark} {p}", False) for p in w[key]]

@@ -44,10 +44,18 @@ def answer(args: list[str]) -> int | None:
 
 
 def _parse(verb: str, rest: list[str], as_json: bool) -> Callable[[Repo], Lines] | None:
-    from agentsnap_core.cli.common import fork_lines, progress, restore_lines, snapshot_lines, status_lines
+    from agentsnap_core.cli.common import (
+        fork_lines,
+        progress,
+        refuse_snapshot_during_merge,
+        restore_lines,
+        snapshot_lines,
+        status_lines,
+        status_of,
+    )
 
     if verb == "status" and not rest:
-        return lambda repo: status_lines(repo.status(), as_json)
+        return lambda repo: status_lines(status_of(repo), as_json)
     opts = _options(rest)
     if opts is None:
         return None
@@ -56,6 +64,7 @@ def _parse(verb: str, rest: list[str], as_json: bool) -> Callable[[Repo], Lines]
         message = next(iter(named.values()), "")
 
         def snapshot(repo: Repo) -> Lines:
+            refuse_snapshot_during_merge(repo)
             with progress(repo, "snapshot", not as_json):
                 snap = repo.snapshot(message)
             return snapshot_lines(snap, as_json, repo)

@@ -58,7 +58,8 @@ def merge(ctx: click.Context, spec: str | None, strategy: str, message: str | No
         if as_json:
             emit({"v": JSON_VERSION, **res})
         else:
-            click.echo(f"merge aborted; the working tree is back at {short(res['head'])}")
+            click.echo(f"merge aborted; the working tree is back at {short(res['head'])}"
+                       + (f"; what it held is kept: agentsnap restore {short(res['undo'])}" if res.get("undo") else ""))
         return
     if show_status:
         state = merge_mod.merge_state(repo)

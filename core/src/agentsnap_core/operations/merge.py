@@ -92,7 +92,6 @@ def layer_merger(layer: str) -> LayerMerger | None:
 
 # ====================================================================== the merge engine
 STRATEGIES = ("auto", "ours", "theirs")
-STATE_FILE = "merge.msgpack"
 STATE_FORMAT = 1
 _BUILTIN: dict[str, LayerMerger] = {
     "effects": merge_layers.merge_effects,
@@ -290,7 +289,7 @@ def _merger(layer: str) -> LayerMerger:
 
 # ---------------------------------------------------------------------- merge / continue / abort
 def _state_path(repo: Repo) -> Path:
-    return repo.wt_dir / STATE_FILE
+    return repo.merge_state_path
 
 
 def _pending_ref(repo: Repo) -> str:
@@ -470,16 +469,26 @@ def merge_continue(repo: Repo, *, message: str | None = None, layers: dict[str, 
 
 
 def merge_abort(repo: Repo) -> dict[str, Any]:
-    """Undo a conflicted merge: the working tree and trace become exactly what they were before."""
+    """Undo a conflicted merge: the working tree and trace become exactly what they were before.
+
+    What the tree held when the merge was aborted (conflicts resolved by hand, edits made meanwhile) is snapshotted
+    first (``refs/undo/restore``, as restore does; ``undo`` in the result): an abort never loses work."""
     state = merge_state(repo)
     if state is None:
         raise NoMergeInProgress()
     ours = state["ours"]
+    out: dict[str, Any] = {"aborted": True, "head": ours}
     if state["world"]:
-        _apply_world(repo, repo.world_entries(ours))
-        repo.set_messages(repo.read_layer(ours, "trace") or [])
+        with repo.tree_lock("merge --abort"):
+            head = repo.head()[1]
+            undo = repo.snapshot(f"pre-abort: the merge of {state['theirs'][:12]} as it stood", ref="refs/undo/restore",
+                                 parents=[head] if head else [], meta={"undo_of": ours},
+                                 same_as=repo.get(head) if head else None)
+            _apply_world(repo, repo.world_entries(ours))
+            repo.set_messages(repo.read_layer(ours, "trace") or [])
+        out["undo"] = undo.id
     _clear_state(repo, state.get("pending"))
-    return {"aborted": True, "head": ours}
+    return out
 
 
 def conflict_view(repo: Repo, path: str) -> dict[str, Any]:

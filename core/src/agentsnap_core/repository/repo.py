@@ -626,6 +626,11 @@ class Repo:
         if self.progress:
             self.progress("bytes", n, 0)
 
+    @property
+    def merge_state_path(self) -> Path:
+        """Where a merge stopped on conflicts keeps its state (operations/merge.py) until --continue or --abort."""
+        return self.wt_dir / "merge.msgpack"
+
     def working_entries(self) -> list[world.Entry]:
         return self._working()[0]
 
