@@ -292,3 +292,29 @@ def test_gc_on_a_checkout_bound_to_postgres_s3_keeps_what_is_reachable(tmp_path:
     assert repo.verify()["ok"]
     assert repo.restore(kept.id, to=tmp_path / "out")["files"] == 1
     repo.close()
+
+
+def test_pull_over_unsnapshotted_changes_refuses_and_keeps_them(tmp_path: Path) -> None:
+    """A pull that fast-forwards replaced the working tree's unsnapshotted edits without a word (they survived only
+    in an undo snapshot the output never named). It now refuses, as merge does and as git does ("your local changes
+    would be overwritten"), after fetching; once the edits are snapshotted the pull merges them."""
+    url = (tmp_path / "remote").as_uri()
+    src = make_agent(tmp_path / "a")
+    push(src, url)
+    mine, _ = clone(url, tmp_path / "mine")
+    (tmp_path / "a" / "upstream.txt").write_text("pushed later\n")
+    src.snapshot("upstream")
+    push(src, url)
+    (tmp_path / "mine" / "precious.txt").write_text("not snapshotted yet\n")
+    head = mine.head()[1]
+    with pytest.raises(Exception, match="changes since the last snapshot.*before pulling"):
+        pull(mine)
+    assert (tmp_path / "mine" / "precious.txt").read_text() == "not snapshotted yet\n"
+    assert not (tmp_path / "mine" / "upstream.txt").exists()
+    assert mine.head()[1] == head
+    assert mine.refs.get_ref("refs/remotes/origin/main") == src.head()[1]  # (the fetch happened)
+    mine.snapshot("mine")
+    pull(mine)
+    assert (tmp_path / "mine" / "precious.txt").exists() and (tmp_path / "mine" / "upstream.txt").exists()
+    src.close()
+    mine.close()

@@ -325,13 +325,13 @@ def _clear_state(repo: Repo, pending: str | None) -> None:
         pass
 
 
-def _require_clean(repo: Repo) -> None:
+def _require_clean(repo: Repo, doing: str = "merging") -> None:
     st = repo.status()
     if not st["clean"]:
         changed = [p for key in ("added", "modified", "deleted", "mode") for p in st["world"][key]]
         what = ", ".join(changed[:5]) or f"{st['trace']['pending']} trace message(s)"
         raise AgentSnapError(f"the working tree has changes since the last snapshot ({what}); run "
-                             "'agentsnap snapshot' (or restore) before merging")
+                             f"'agentsnap snapshot' (or restore) before {doing}")
 
 
 def merge(

@@ -515,6 +515,10 @@ def pull(
             "snapshot them first (then pull merges), or clone into an empty directory"
         )
     if ours is None or is_ancestor(repo.objects, ours, theirs):
+        if ours is not None and "world" in repo.get(theirs).layers:  # as merge does: never over unsaved work (the
+            from agentsnap_core.operations.merge import _require_clean  # fast-forward replaced it in silence)
+
+            _require_clean(repo, f"pulling (fetched: {remote_ref} is at {theirs[:12]})")
         _fast_forward(repo, f"refs/heads/{branch}", ours, theirs)
         result.merge = {"status": "fast-forward", "snapshot": theirs}
         return result
