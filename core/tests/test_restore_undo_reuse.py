@@ -123,3 +123,18 @@ def test_a_restore_run_from_another_environment_still_names_the_unchanged_last_s
     code, out, err = _cli_env(root, dict(os.environ, SOME_SHELL_VARIABLE="another shell"), "restore", first, "--json")
     assert code == 0, err
     assert json.loads(out)["undo"] == second
+
+
+def test_switch_over_changes_not_snapshotted_names_the_undo_that_keeps_them(tmp_path: Path) -> None:
+    """`switch` replaced the tree's unsnapshotted edits and said only "switched to other": the undo snapshot that
+    keeps them was never named. It is now, as restore names it."""
+    root, first, _second = _make(tmp_path / "work")
+    assert cli(root, "branch", "other", first)[0] == 0
+    (root / "f5.txt").write_text("edited, never snapshotted\n")
+    edited = tree_fingerprint(root)
+    code, out, err = cli(root, "switch", "other")
+    assert code == 0, err
+    assert "undo with: agentsnap restore " in out, out
+    undo = out.rsplit("agentsnap restore ", 1)[1].strip()
+    assert cli(root, "restore", undo)[0] == 0
+    assert tree_fingerprint(root) == edited

@@ -414,7 +414,8 @@ def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
     if as_json:
         emit({"v": JSON_VERSION, **res})
     else:
-        click.echo(f"switched to {name} at {short(res['id'])}")
+        undo = f"; undo with: agentsnap restore {short(res['undo'])}" if res.get("undo") else ""  # (as restore says
+        click.echo(f"switched to {name} at {short(res['id'])}{undo}")  # it: the changes it replaced are there)
 
 
 @main.command()
