@@ -833,7 +833,8 @@ class Repo:
         allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
         norm_paths = [self._norm_path(p) for p in paths] if paths else None
         if norm_paths:  # a path that names nothing is a typo, never a restore that did nothing and said "restored"
-            _check_paths_match(norm_paths, target_entries, snap.id, self.root if to is None else None)
+            kept = [world.name_in(n) for n in rec.get("left_out") or []]  # (secret files the vault may bring back)
+            _check_paths_match(norm_paths, target_entries, snap.id, self.root if to is None else None, kept)
         context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
         if to is not None:
             dest = Path(to).resolve()
@@ -1248,10 +1249,12 @@ def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r + "/") for r in roots)
 
 
-def _check_paths_match(paths: list[str], target: list[world.Entry], snap_id: str, root: Path | None) -> None:
-    """Refuse, before anything is touched, a restore path that is neither in the snapshot (at or above an entry)
-    nor, for a restore in place (``root``), in the working tree (where restoring it means removing it)."""
-    names = {e[0] for e in target}
+def _check_paths_match(paths: list[str], target: list[world.Entry], snap_id: str, root: Path | None,
+                       left_out: list[str]) -> None:
+    """Refuse, before anything is touched, a restore path that is neither in the snapshot (at or above an entry or
+    a secret file it left out, which the vault may keep) nor, for a restore in place (``root``), in the working tree
+    (where restoring it means removing it)."""
+    names = {e[0] for e in target}.union(left_out)
     for p in paths:
         if p in names or any(n.startswith(p + "/") for n in names):
             continue
