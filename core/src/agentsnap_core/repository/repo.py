@@ -169,15 +169,13 @@ _HOW_TAKEN = frozenset({"hashed", "process", "env"})
 
 def _same_state(layers: dict[str, Any], other: dict[str, Any]) -> bool:
     """Whether the manifest layers ``layers`` hold exactly the state ``other`` holds: every layer record equal, the
-    world's apart from :data:`_HOW_TAKEN`. A world that left secret files out never is: the vault keeps their
-    content per snapshot, and the older snapshot's copy may be of other content."""
+    world's apart from :data:`_HOW_TAKEN`. (The secret files a world left out are compared by name here; their
+    content, which the vault keeps per snapshot, by :func:`vault.holds_as_they_are`.)"""
     if layers.keys() != other.keys():
         return False
     for name, rec in layers.items():
         old = other[name]
         if name == "world" and isinstance(rec, dict) and isinstance(old, dict):
-            if rec.get("left_out") or old.get("left_out"):
-                return False
             rec = {k: v for k, v in rec.items() if k not in _HOW_TAKEN}
             old = {k: v for k, v in old.items() if k not in _HOW_TAKEN}
         if rec != old:
@@ -767,7 +765,8 @@ class Repo:
             from agentsnap_core.layers.effects_ledger import bind_snapshot  # the ledger count + head this snapshot saw
 
             bind_snapshot(self, manifest_layers, target_ref, parents, meta)
-            if same_as is not None and _same_state(manifest_layers, same_as.layers):
+            if same_as is not None and _same_state(manifest_layers, same_as.layers) and vault.holds_as_they_are(
+                    self, same_as.id, manifest_layers.get("world"), self.root):
                 if target_ref and (move_head or ref):
                     b.updates.append((RefUpdate(target_ref, same_as.id, expected), f"snapshot: {message}"[:200]))
                     b.refs[target_ref] = same_as.id

@@ -168,6 +168,29 @@ def _reuse(repo: Repo, snap_id: str, parent: str, names: list[str], root: Path) 
     """Give ``snap_id`` the vault entry of ``parent`` when it holds exactly these files, unchanged since it was
     sealed (:func:`_signature`, by ``lstat``: nothing is read or decrypted) and this store's key is there: the
     entry is linked, not written again. The names kept, or None when it cannot be reused (then it is sealed)."""
+    kept = _unchanged(repo, parent, names, root)
+    if kept is None:
+        return None
+    try:
+        os.link(_dir(repo) / parent, _dir(repo) / snap_id)
+    except OSError:
+        return None
+    return kept
+
+
+def holds_as_they_are(repo: Repo, snap_id: str, rec: dict[str, Any] | None, root: Path) -> bool:
+    """Whether the vault entry of snapshot ``snap_id`` holds the secret files the world record ``rec`` left out,
+    exactly as they are in ``root`` now (or none are kept: the vault is off, or nothing was left out): a restore of
+    ``snap_id`` then brings back these very files (restore's undo may be ``snap_id`` itself)."""
+    names = left_out(rec)
+    if not names or not enabled(repo):
+        return True
+    return _unchanged(repo, snap_id, names, root) is not None
+
+
+def _unchanged(repo: Repo, parent: str, names: list[str], root: Path) -> list[str] | None:
+    """The names of ``names`` kept, when the vault entry of ``parent`` holds exactly these files, unchanged since it
+    was sealed, under this store's key; else None."""
     try:
         doc = _entry(repo, parent)
     except VaultError:
@@ -191,7 +214,6 @@ def _reuse(repo: Repo, snap_id: str, parent: str, names: list[str], root: Path) 
 
         if doc.get("key_id") != crypto.key_id(_key(repo, create=False)):
             return None
-        os.link(_dir(repo) / parent, _dir(repo) / snap_id)
     except (OSError, AgentSnapError):
         return None
     return kept
