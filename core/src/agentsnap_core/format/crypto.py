@@ -204,6 +204,25 @@ def _ed25519() -> Any:
     return ed25519
 
 
+def write_key_file(path: Path, text: str, mode: int) -> None:
+    """Create the key file ``path`` holding ``text``, whole or not at all: written and flushed beside it, then linked
+    into place. A concurrent creator wins and its content stays; a reader never finds the file half-written (one
+    made empty by O_EXCL and written after was read as "" by a second process: test_effects_key_race.py)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def generate_signing_key(path: str | os.PathLike[str]) -> str:
     """Write a new Ed25519 private key (PEM, mode 0600) to ``path``; return its public key (hex)."""
     from cryptography.hazmat.primitives import serialization

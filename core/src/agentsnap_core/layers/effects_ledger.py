@@ -90,15 +90,10 @@ def load_key(create: bool = False) -> bytes | None:
     except FileNotFoundError:
         if not create:
             return None
+        from agentsnap_core.format.crypto import write_key_file
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return load_key(False)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        write_key_file(path, secrets.token_hex(32) + "\n", 0o600)  # (whole, or a concurrent creator's: never half)
         return load_key(False)
     if st.st_mode & 0o077:
         raise AgentSnapError(f"effects key file {path} is readable by others; run: chmod 600 {path}")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.format.crypto import write_key_file
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.objects import Kind
 from agentsnap_core.layers import world
@@ -71,7 +72,7 @@ def _store_id(repo: Repo) -> str:
     except FileNotFoundError:
         pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_once(path, os.urandom(16).hex() + "\n", 0o644)
+    write_key_file(path, os.urandom(16).hex() + "\n", 0o644)
     return path.read_text().strip()
 
 
@@ -81,23 +82,6 @@ def key_path(repo: Repo) -> Path:
         return Path(os.environ[KEY_FILE_ENV]).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "agentsnap" / "keys" / _store_id(repo)
-
-
-def _write_once(path: Path, text: str, mode: int) -> None:
-    """Create ``path`` with ``text`` atomically; a concurrent creator wins and its content stays."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def _key(repo: Repo, create: bool) -> bytes:
@@ -118,13 +102,13 @@ def _key(repo: Repo, create: bool) -> bytes:
         if not create or want is not None:
             raise VaultError(f"the vault key {path} is missing (set {KEY_FILE_ENV} to the key file)") from None
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _write_once(path, crypto.generate_key() + "\n", 0o600)
+        write_key_file(path, crypto.generate_key() + "\n", 0o600)
         key = crypto._parse(path.read_text(), str(path))
     except (OSError, AgentSnapError) as exc:
         raise VaultError(f"the vault key {path} cannot be read ({exc})") from None
     if want is None and create:
         id_path.parent.mkdir(parents=True, exist_ok=True)
-        _write_once(id_path, crypto.key_id(key) + "\n", 0o644)
+        write_key_file(id_path, crypto.key_id(key) + "\n", 0o644)
         want = id_path.read_text().strip()
     if want is not None and want != crypto.key_id(key):
         raise VaultError(f"the vault key {path} is not this store's vault key")
