@@ -400,8 +400,9 @@ def test_abort_right_after_the_conflict_names_an_undo_too(tmp_path: Path) -> Non
 def test_status_says_a_merge_is_in_progress_and_a_snapshot_is_refused_until_it_ends(tmp_path: Path) -> None:
     """While a merge waits on conflicts, `status` said only "M f.txt", and `snapshot` stored the conflict markers as
     an ordinary snapshot and moved HEAD, after which `merge --continue` refused ("HEAD moved") and only an abort
-    was left. Now status names the merge and its conflicts, and snapshot refuses (as git refuses to commit over
-    unmerged paths) until --continue or --abort; the merge then finishes as usual."""
+    was left. Now status names the merge and its conflicts, and snapshot, a whole-tree restore and switch refuse
+    (as git refuses to commit or check out over unmerged paths) until --continue or --abort (a path restore, taking
+    one side of a file, is allowed); the merge then finishes as usual."""
     root = tmp_path / "w"
     two_forks(root, {"f.txt": with_line(5, "ours five")}, {"f.txt": with_line(5, "theirs five")})
     with Repo.open(root) as repo:
@@ -417,6 +418,13 @@ def test_status_says_a_merge_is_in_progress_and_a_snapshot_is_refused_until_it_e
         assert code == 2 and "merge" in err and "--continue" in err and "Traceback" not in err, err
     with Repo.open(root) as repo:
         assert len(repo.log("main")) == 2  # base, edit on main: nothing stored
+    for args in (["restore", "main"], ["restore", "--json", "main"], ["switch", "b-1"]):  # would move HEAD too
+        code, out, err = run(root, *args)
+        assert code == 2 and "merge" in err and "--continue" in err and "Traceback" not in err, (args, err)
+    assert has_markers((root / "f.txt").read_bytes())  # (nothing was touched)
+    code, _, err = run(root, "restore", "main", "--", "f.txt")  # one side of a conflicted file: allowed, as git
+    assert code == 0, err
+    assert (root / "f.txt").read_bytes() == with_line(5, "ours five")
     (root / "f.txt").write_bytes(with_line(5, "resolved"))
     code, out, err = run(root, "merge", "--continue")
     assert code == 0, err

@@ -339,6 +339,8 @@ def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, st
 def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | None, dry_run: bool, allow_external_symlinks: bool, as_json: bool) -> None:
     """Make the working tree equal snapshot SPEC (undoable); `-- PATH...` restores only those paths."""
     repo = open_repo(ctx)
+    if not paths and not to and not dry_run:
+        refuse_snapshot_during_merge(repo, "restore")
     paths = tuple(in_dir(ctx, p) for p in paths)
     to = in_dir(ctx, to) if to else to
     with progress(repo, "restore", not as_json):
@@ -406,6 +408,7 @@ def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, f
 def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
     """Switch the working tree to branch NAME (uncommitted work is kept in an undo snapshot)."""
     repo = open_repo(ctx)
+    refuse_snapshot_during_merge(repo, "switch")
     res = repo.switch(name, create=create)
     from agentsnap_core.cli.common import restore_notes
 

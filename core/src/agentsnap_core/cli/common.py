@@ -192,15 +192,16 @@ def status_of(repo: Repo) -> dict[str, Any]:
     return st
 
 
-def refuse_snapshot_during_merge(repo: Repo) -> None:
-    """A snapshot moves HEAD: taken while a merge waits, ``merge --continue`` could no longer finish it (as git
-    refuses to commit over unmerged paths)."""
+def refuse_snapshot_during_merge(repo: Repo, verb: str = "snapshot") -> None:
+    """A snapshot, a whole-tree restore or a switch moves HEAD: done while a merge waits, ``merge --continue`` could
+    no longer finish it (git refuses to commit or check out over unmerged paths). ``restore SNAP -- PATH`` (taking
+    one side of a conflicted file) moves nothing and is not refused."""
     merging = merge_in_progress(repo)
     if merging is not None:
         from agentsnap_core.errors import InvalidInput
 
         raise InvalidInput(f"a merge of {short(merging['theirs'])} is in progress: finish it with 'agentsnap merge "
-                           "--continue' (or 'agentsnap merge --abort'); a snapshot now would move HEAD and the merge "
+                           f"--continue' (or 'agentsnap merge --abort'); a {verb} now would move HEAD and the merge "
                            "could not be finished")
 
 

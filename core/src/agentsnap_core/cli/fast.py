@@ -74,6 +74,7 @@ def _parse(verb: str, rest: list[str], as_json: bool) -> Callable[[Repo], Lines]
         spec = positional[0]
 
         def restore(repo: Repo) -> Lines:
+            refuse_snapshot_during_merge(repo, "restore")
             with progress(repo, "restore", not as_json):
                 res = repo.restore(spec)
             return restore_lines(res, as_json)
