@@ -35,6 +35,7 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     status_of,
 )
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.layers.world import shown_path
 from agentsnap_core.repository import journals
 from agentsnap_core.repository.repo import Repo, Snapshot
 
@@ -307,12 +308,16 @@ def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, st
         if stat:
             for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
                 for p in w[key]:
-                    click.echo(f"{mark} {p}")
+                    click.echo(f"{mark} {shown_path(p)}")
         else:
             for p in sorted(w.get("patches", {})):
                 click.echo(w["patches"][p], nl=False)
+            for key, what in (("added", "new directory"), ("deleted", "deleted directory")):
+                for p in w[key]:
+                    if p.endswith("/"):  # (no patch: world.compare lists a directory only where nothing else does)
+                        click.echo(f"{what}: {shown_path(p)}")
             for p in w["mode"]:
-                click.echo(f"mode changed: {p}")
+                click.echo(f"mode changed: {shown_path(p)}")
     if "trace" in layers:
         t = layers["trace"]
         if t["only_a"] or t["only_b"]:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from agentsnap_core.layers.world import shown_path
+
 if TYPE_CHECKING:
     from agentsnap_core.repository.repo import Repo, Snapshot
 
@@ -163,7 +165,7 @@ def git_not_restored_line(names: list[str], snap: str) -> str | None:
 
 
 def _first(names: list[str]) -> str:
-    return ", ".join(names[:5]) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
+    return ", ".join(map(shown_path, names[:5])) + (f", ... ({len(names) - 5} more; --json lists all)" if len(names) > 5 else "")
 
 
 def merge_in_progress(repo: Repo) -> dict[str, Any] | None:
@@ -217,7 +219,7 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
                     "'agentsnap merge --continue' (or 'agentsnap merge --abort')", False))
     w = st["world"]
     for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
-        out += [(f"  {mark} {p}", False) for p in w[key]]
+        out += [(f"  {mark} {shown_path(p)}", False) for p in w[key]]
     if st["trace"]["pending"]:
         out.append((f"  {st['trace']['pending']} new trace message(s)", False))
     if st["clean"]:
@@ -294,7 +296,7 @@ def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to:
         return note + [(json_line({"v": JSON_VERSION, **res}), False)]
     if dry_run:
         ch = res["changes"]
-        return [(f"would restore ({key}): {p}", False) for key in ("added", "modified", "deleted", "mode")
+        return [(f"would restore ({key}): {shown_path(p)}", False) for key in ("added", "modified", "deleted", "mode")
                 for p in ch.get(key, [])]
     if to:
         return note + [(f"restored {short(res['id'])} into {res['to']} ({res['files']} files)", False)]

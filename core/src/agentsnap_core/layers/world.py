@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
@@ -1094,12 +1094,61 @@ def differing(old: Iterable[Entry], new: Iterable[Entry]) -> tuple[dict[str, Ent
 
 
 def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
-    """What changed from ``old`` to ``new`` (directories only when ``dirs``)."""
+    """What changed from ``old`` to ``new``. With ``dirs``, every directory entry that differs, by its path. Without
+    (what ``status`` and ``diff`` show), a directory only where nothing else says it changed, as ``path/``: one
+    added or deleted with no added or deleted path below it (an empty directory: a snapshot records it and a restore
+    creates or removes it), or one whose mode changed; a directory that became a file or a link (or the reverse)
+    is said by the entries on either side of it."""
     a, b = differing(old, new)
-    if not dirs:
-        a = {p: e for p, e in a.items() if e[1] != "d"}
-        b = {p: e for p, e in b.items() if e[1] != "d"}
-    return _changes(a, b)
+    if dirs:
+        return _changes(a, b)
+    a_dirs = {p for p, e in a.items() if e[1] == "d"}
+    b_dirs = {p for p, e in b.items() if e[1] == "d"}
+    a = {p: e for p, e in a.items() if p not in a_dirs}
+    b = {p: e for p, e in b.items() if p not in b_dirs}
+    ch = _changes(a, b)
+    alone = a_dirs ^ b_dirs
+    if alone:  # added or deleted directories: listed only when no added or deleted path lies below them
+        below = {q for p in ch.added + ch.deleted + sorted(alone) for q in _parents(p)}
+        for p in sorted(alone - below):
+            if p in b_dirs and p not in a:
+                ch.added.append(p + "/")
+            elif p in a_dirs and p not in b:
+                ch.deleted.append(p + "/")
+        ch.added.sort(), ch.deleted.sort()
+    ch.mode_changed += [p + "/" for p in sorted(a_dirs & b_dirs)]  # both directories and differing: their mode
+    ch.mode_changed.sort()
+    return ch
+
+
+_QUOTED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+def shown_path(path: str) -> str:
+    """``path`` as a line of output shows it: as it is, or, when it holds a control character (a newline would read
+    as two paths), a quote or a backslash, or bytes that are not UTF-8 (kept as surrogates), in double quotes with
+    C escapes (``"new\\nline"``, ``"lat\\351"``), as git quotes such names."""
+    if path.isprintable() and '"' not in path and "\\" not in path:
+        return path
+    out = []
+    for ch in path:
+        code = ord(ch)
+        if ch in _QUOTED:
+            out.append(_QUOTED[ch])
+        elif 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (os.fsdecode's surrogateescape)
+            out.append(f"\\{code - 0xDC00:03o}")
+        elif code < 0x20 or code == 0x7F or not ch.isprintable():
+            out.append("".join(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogatepass")))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _parents(path: str) -> Iterator[str]:
+    """``a/b/c`` -> ``a/b``, ``a``."""
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        yield path
 
 
 def _changes(a: dict[str, Entry], b: dict[str, Entry]) -> Changes:

@@ -37,11 +37,12 @@ def is_binary(data: bytes) -> bool:
 
 def unified(path: str, a: bytes | None, b: bytes | None) -> str:
     if (a is not None and is_binary(a)) or (b is not None and is_binary(b)):
-        return f"Binary files a/{path} and b/{path} differ\n"
+        return f"Binary files {world.shown_path('a/' + path)} and {world.shown_path('b/' + path)} differ\n"
     at = (a or b"").decode("utf-8", "replace").splitlines(keepends=True)
     bt = (b or b"").decode("utf-8", "replace").splitlines(keepends=True)
     lines = difflib.unified_diff(
-        at, bt, fromfile="/dev/null" if a is None else f"a/{path}", tofile="/dev/null" if b is None else f"b/{path}"
+        at, bt, fromfile="/dev/null" if a is None else world.shown_path(f"a/{path}"),
+        tofile="/dev/null" if b is None else world.shown_path(f"b/{path}"),
     )
     return "".join(x if x.endswith("\n") else x + "\n\\ No newline at end of file\n" for x in lines)
 
@@ -55,6 +56,7 @@ def diff_worlds(repo: Repo, a_side: str, a: list[world.Entry], b_side: str, b: l
         out["patches"] = {
             p: unified(p, _file_bytes(repo, a_side, ai.get(p)), _file_bytes(repo, b_side, bi.get(p)))
             for p in ch.added + ch.modified + ch.deleted
+            if not p.endswith("/")  # a directory (world.compare): no content
         }
     return out
 

@@ -333,6 +333,8 @@ def _world_diff(repo: Repo, a: Snapshot, b: Snapshot) -> dict[str, Any]:
     patches: dict[str, str] = {}
     total = 0
     for path in changed[:MAX_PATCHES]:
+        if path.endswith("/"):  # a directory (world.compare): no content to show
+            continue
         if total >= MAX_PATCH_CHARS:
             patches[path] = "(not shown: the diff is too large for one page)\n"
             continue

@@ -1,0 +1,102 @@
+"""A change a snapshot records and a restore undoes is a change ``status`` and ``diff`` show.
+
+Reported: a snapshot's tree holds directories (an empty one, and each directory's mode), and ``restore`` creates,
+removes and chmods them; but ``status`` and ``diff`` dropped every directory entry. So ``mkdir out`` then ``status``
+said "nothing changed", and ``restore HEAD`` then deleted ``out`` (taking an undo snapshot, so something had changed);
+``rmdir`` of an empty directory, or ``chmod 700`` of one, likewise showed nothing, and ``snapshot`` recorded it.
+Now such a directory is listed with a trailing ``/`` (``A out/``, ``D empty/``, ``m private/``). A directory that
+only holds added or deleted files is not listed again: its files say it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from trust_kit import cli, new_work
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    root = new_work(tmp_path, {"a.txt": "one\n", "d/x.txt": "x\n"})
+    (root / "empty").mkdir()
+    code, _, err = cli(root, "snapshot", "-m", "one")
+    assert code == 0, err
+    return root
+
+
+def _status(root: Path) -> dict:
+    code, out, err = cli(root, "status", "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_a_new_empty_directory_is_a_change_status_shows(work: Path) -> None:
+    (work / "out").mkdir()
+    code, out, err = cli(work, "status")
+    assert code == 0, err
+    assert "  A out/" in out.splitlines() and "nothing changed" not in out, out
+    st = _status(work)
+    assert st["world"]["added"] == ["out/"] and not st["clean"]
+    code, out, _ = cli(work, "diff")
+    assert "out/" in out, out
+
+
+def test_a_removed_empty_directory_is_a_change_status_shows(work: Path) -> None:
+    (work / "empty").rmdir()
+    code, out, err = cli(work, "status")
+    assert "  D empty/" in out.splitlines() and "nothing changed" not in out, out
+    code, out, err = cli(work, "snapshot", "-m", "two")
+    assert code == 0, err
+    code, out, err = cli(work, "diff", "HEAD~1", "HEAD")
+    assert code == 0 and "empty/" in out, out
+
+
+def test_a_directory_mode_change_is_a_change_status_shows(work: Path) -> None:
+    os.chmod(work / "d", 0o700)
+    st = _status(work)
+    assert st["world"]["mode"] == ["d/"] and not st["clean"], st
+    code, out, _ = cli(work, "restore", "HEAD")
+    assert code == 0
+    assert _status(work)["clean"]
+
+
+def test_a_directory_of_added_or_deleted_files_is_listed_by_its_files_only(work: Path) -> None:
+    (work / "new" / "deep").mkdir(parents=True)
+    (work / "new" / "deep" / "f.txt").write_text("f\n")
+    (work / "d" / "x.txt").unlink()
+    (work / "d").rmdir()
+    st = _status(work)
+    assert st["world"]["added"] == ["new/deep/f.txt"], st
+    assert st["world"]["deleted"] == ["d/x.txt"], st
+
+
+def test_status_is_clean_exactly_when_restore_of_head_would_change_nothing(work: Path) -> None:
+    (work / "out").mkdir()
+    code, out, _ = cli(work, "restore", "--dry-run", "HEAD")
+    assert code == 0 and "out/" in out, out
+    cli(work, "restore", "HEAD")
+    assert not (work / "out").exists()
+    assert _status(work)["clean"]
+
+
+def test_a_name_with_a_newline_or_bytes_not_utf8_is_one_quoted_line_of_status_and_diff(tmp_path: Path) -> None:
+    """Reported with the above: ``status`` printed a file named ``new<newline>line`` as two lines (``  M new`` and
+    ``line``), which a script reading one path per line takes for two files. Such names are now shown quoted with
+    C escapes, as git does; ``--json`` keeps the name as it is."""
+    newline = "new\nline"
+    root = new_work(tmp_path, {newline: "one\n", "plain name.txt": "p\n"})
+    with open(os.path.join(os.fsencode(root), b"lat\xe9"), "wb") as fh:
+        fh.write(b"x\n")
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    (root / newline).write_text("two\n")
+    os.unlink(os.path.join(os.fsencode(root), b"lat\xe9"))
+    (root / "plain name.txt").write_text("q\n")
+    code, out, err = cli(root, "status")
+    assert code == 0, err
+    assert out.splitlines()[1:] == ['  M "new\\nline"', "  M plain name.txt", '  D "lat\\351"'], out
+    code, out, _ = cli(root, "diff")
+    assert '--- "a/new\\nline"' in out.splitlines() and '+++ "b/new\\nline"' in out.splitlines(), out
+    assert _status(root)["world"]["modified"] == [newline, "plain name.txt"]
