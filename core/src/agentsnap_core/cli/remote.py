@@ -53,6 +53,8 @@ def _report(verb: str, result: remote_mod.TransferResult, as_json: bool, extra: 
         click.echo(f"  {ref}: rejected - {why}", err=True)
     if result.merge:
         click.echo(f"  merge: {result.merge.get('status')} {short(result.merge.get('snapshot'))}")
+    for note in result.notes:  # never only in --json
+        click.echo(f"warning: {note}", err=True)
 
 
 @click.command("push")
@@ -77,6 +79,9 @@ def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], forc
         partial = getattr(exc, "result", None)
         if partial is not None and as_json:
             emit({"v": JSON_VERSION, "verb": "push", "error": str(exc), **partial.as_dict()})
+        elif partial is not None:
+            for note in partial.notes:  # (the rejection is the error line; a note of the transfer is said too)
+                click.echo(f"warning: {note}", err=True)
         raise
     _report("push", result, as_json)
 

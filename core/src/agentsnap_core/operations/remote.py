@@ -29,7 +29,15 @@ from agentsnap_core.format import crypto, objects
 from agentsnap_core.format.encoding import unpack
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import world
-from agentsnap_core.stores import InvalidStoreURL, Store, ledger_of, mask_url, open_store, store_url_of
+from agentsnap_core.stores import (
+    InvalidStoreURL,
+    Store,
+    StoreUnavailable,
+    ledger_of,
+    mask_url,
+    open_store,
+    store_url_of,
+)
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 
 if TYPE_CHECKING:
@@ -295,6 +303,12 @@ def transfer(
     return result
 
 
+#: the note of a transfer between two ledgers that each recorded tool calls the other lacks
+LEDGERS_DIVERGED = ("effects ledgers have diverged (each side recorded tool calls the other lacks); ledger entries "
+                    "were not copied: snapshots that name the missing ones fail 'agentsnap verify' and cannot replay "
+                    "those calls there")
+
+
 def sync_ledger(src: Any, dst: Any, result: TransferResult) -> None:
     """Copy the effects-ledger entries ``dst`` lacks when its ledger is a prefix of ``src``'s.
 
@@ -305,11 +319,13 @@ def sync_ledger(src: Any, dst: Any, result: TransferResult) -> None:
     if n_src == 0:
         return
     n_dst = dst.count()
-    if n_dst >= n_src:
-        return
     rows = src.read(0)
-    if n_dst and dst.read(0) != rows[:n_dst]:
-        result.notes.append("effects ledgers have diverged; ledger entries were not copied")
+    if n_dst:
+        there = dst.read(0)
+        if there[:n_src] != rows[:n_dst]:  # neither is a prefix of the other (a longer one is compared too)
+            result.notes.append(LEDGERS_DIVERGED)
+            return
+    if n_dst >= n_src:
         return
     seal = src.seal()
     for i in range(n_dst, len(rows)):
@@ -387,13 +403,17 @@ def push(
 
     name, url = resolve_remote(repo, remote)
     names = _push_refs(repo, refs)
-    dst = open_store(url, create=True)
+    tips = {n: repo.refs.get_ref(n) for n in names}
+    empty = [n for n, t in tips.items() if t is None]
+    if empty:  # (before the remote is opened: a push that sends nothing creates no store there)
+        raise InvalidInput(f"nothing to push: {', '.join(empty)} has no snapshot yet")
     result = TransferResult(url=mask_url(url))
     try:
-        tips = {n: repo.refs.get_ref(n) for n in names}
-        empty = [n for n, t in tips.items() if t is None]
-        if empty:
-            raise InvalidInput(f"nothing to push: {', '.join(empty)} has no snapshot yet")
+        dst = open_store(url)
+    except StoreUnavailable:  # nothing there yet (or unreachable: then creating fails the same way)
+        dst = open_store(url, create=True)
+        result.notes.append(f"{mask_url(url)} held no store: this push created a new store there (check the URL if you meant an existing one)")
+    try:
         transfer(repo.store, dst, [t for t in tips.values() if t], jobs=jobs, progress=progress, result=result)
         sync_ledger(_repo_ledger(repo), ledger_of(dst), result)  # before refs: snapshots name ledger positions
         updates: list[RefUpdate] = []
