@@ -30,3 +30,30 @@ def test_a_push_with_nothing_to_send_creates_no_store(tmp_path: Path) -> None:
     code, out, err = cli(root, "push", str(target))
     assert code == 2 and "nothing to push" in err, err
     assert not target.exists()
+
+
+def test_cloning_a_project_directory_names_the_store_inside_it(tmp_path: Path) -> None:
+    """Reported with the above: ``agentsnap clone /path/to/project copy`` said "no agentsnap store found at or above
+    '/path/to/project'; run 'agentsnap init' first" of a project that has one (in ``.agentsnap``), and only the
+    exact path is ever looked at. Now the error names the store to use; a path with nothing says just that."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    code, out, err = cli(tmp_path, "clone", str(root), str(tmp_path / "copy"))
+    assert code == 2 and f"its store is {root / '.agentsnap'}" in err and "at or above" not in err, err
+    assert not (tmp_path / "copy").exists()
+    code, out, err = cli(tmp_path, "clone", str(root / ".agentsnap"), str(tmp_path / "copy"))
+    assert code == 0 and (tmp_path / "copy" / "a.txt").read_text() == "one\n", err
+    code, out, err = cli(tmp_path, "clone", str(tmp_path / "nothing"), str(tmp_path / "copy2"))
+    assert code == 2 and "no agentsnap store there" in err and "agentsnap init" not in err, err
+
+
+def test_restore_to_or_worktrees_inside_the_store_are_refused(tmp_path: Path) -> None:
+    """Reported with the above: ``agentsnap restore HEAD --to .agentsnap/x`` wrote the snapshot's files into the store
+    directory, among its objects and worktree state."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    for args in (["restore", "HEAD", "--to", ".agentsnap/x"], ["fork", "-n", "1", "--worktrees", ".agentsnap/wt2"]):
+        code, out, err = cli(root, *args)
+        assert code == 2 and "inside the store" in err and "Traceback" not in err, (args, err)
+    assert not (root / ".agentsnap" / "x").exists() and not (root / ".agentsnap" / "wt2").exists()
+    assert cli(root, "branch")[1].split() == ["*", "main", cli(root, "log")[1].split()[0]]

@@ -374,7 +374,8 @@ def fork(ctx: click.Context, spec: str | None, count: int, prefix: str, worktree
 @click.argument("name", required=False)
 @click.argument("at", required=False)
 @click.option("-d", "--delete", is_flag=True, help="Delete branch NAME.")
-@click.option("-f", "--force", is_flag=True, help="Move an existing branch.")
+@click.option("-f", "--force", is_flag=True, help="Move an existing branch; with -d, delete one a worktree whose "
+              "directory is gone still has checked out.")
 @json_opt
 @click.pass_context
 def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, force: bool, as_json: bool) -> None:
@@ -383,9 +384,11 @@ def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, f
         raise InvalidInput("name the branch to delete (agentsnap branch -d NAME)")
     repo = open_repo(ctx)
     if name is not None and delete:
-        repo.delete_branch(name)
+        notes = repo.delete_branch(name, force=force)
+        for note in notes:
+            click.echo(note, err=True)
         if as_json:
-            emit({"v": JSON_VERSION, "deleted": name})
+            emit({"v": JSON_VERSION, "deleted": name, "notes": notes})
         else:
             click.echo(f"deleted branch {name}")
         return

@@ -50,6 +50,8 @@ MANIFEST_FORMAT = 1
 #: a manifest only names layers; anything bigger is refused before it is decoded
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 PRIMARY = "_"
+#: ``wt/<id>/path`` in the store: the directory a linked worktree was made in (``fork --worktrees``)
+WORKTREE_PATH = "path"
 DEFAULT_BRANCH = "main"
 _REF_NAME = re.compile(r"^(?!.*\.\.)(?!.*//)(?!/)(?!.*/$)(?!.*\.lock$)[A-Za-z0-9._/\-+@]+$")
 Progress = Callable[[str, int, int], None]  # (label, advance, total)
@@ -365,22 +367,74 @@ class Repo:
         return {k[len("refs/tags/") :]: v for k, v in self.refs.list_refs("refs/tags/").items()}
 
     def create_branch(self, name: str, at: str | None = None, force: bool = False) -> str:
+        """Branch ``name`` at ``at``; ``force`` moves an existing one - never one a worktree has checked out (its
+        tree would no longer be its branch's: git refuses it too)."""
         oid = self.resolve(at)
         ref = f"refs/heads/{check_ref_name(name)}"
+        if force and self.refs.get_ref(ref) not in (None, oid):
+            where = self.checked_out_at(ref)
+            if where:
+                raise InvalidInput(f"cannot move branch {name!r}: it is checked out {where[0]} ('agentsnap restore' "
+                                   "there moves it with its tree)")
         try:
             self.update_refs([RefUpdate(ref, oid, ANY if force else None)], f"branch: create {name}")
         except RefConflict:
             raise RefExists(ref) from None
         return oid
 
-    def delete_branch(self, name: str) -> None:
+    def delete_branch(self, name: str, force: bool = False) -> list[str]:
+        """Delete branch ``name``; refused while a worktree has it checked out (that worktree's next snapshot would
+        start a new history with no parent). Returns notes: worktrees forgotten because their directory is gone
+        (as ``git worktree prune``), and, with ``force``, one whose directory was never recorded."""
         ref = f"refs/heads/{name}"
         old = self.refs.get_ref(ref)
         if old is None:
             raise UnknownSnapshot(name)
         if self.head()[0] == ref:
             raise AgentSnapError(f"cannot delete branch {name!r}: it is checked out here")
+        notes: list[str] = []
+        where = self.checked_out_at(ref, notes)
+        unknown = [w for w in where if w.startswith("in the worktree '")]
+        if where and not (force and where == unknown):
+            hint = (f"; if that directory is gone, 'agentsnap branch -d -f {name}' deletes the branch and forgets the "
+                    "worktree" if where == unknown else "; switch that worktree to another branch (or delete its "
+                    "directory) first")
+            raise InvalidInput(f"cannot delete branch {name!r}: it is checked out {where[0]}{hint}")
+        for w in unknown:  # (force: the user says its directory is gone)
+            wt = w.split("'")[1]
+            self.refs.delete_head(wt)
+            notes.append(f"forgot the worktree {wt!r}, which had {name!r} checked out")
         self.update_refs([RefUpdate(ref, None, old)], f"branch: delete {name}")
+        return notes
+
+    def checked_out_at(self, ref: str, notes: list[str] | None = None) -> list[str]:
+        """Where another worktree of this store has branch ``ref`` checked out: ``"at PATH"`` for each (``"in the
+        worktree 'ID'"`` for one made before worktrees recorded their directory). A linked worktree whose directory
+        is gone, or no longer links to this store, is forgotten here (its HEAD deleted; said in ``notes``)."""
+        out: list[str] = []
+        for wt, (symref, _oid) in self.refs.list_heads().items():
+            if wt == self.worktree or symref != ref:
+                continue
+            if wt == PRIMARY:
+                out.append(f"at {self.store_dir.parent}")
+                continue
+            try:
+                path = Path((self.store_dir / "wt" / wt / WORKTREE_PATH).read_text().strip())
+            except FileNotFoundError:
+                out.append(f"in the worktree {wt!r}")
+                continue
+            try:
+                link = json.loads((path / STORE_DIR).read_text())
+                here = Path(link["store"]) == self.store_dir and str(link["worktree"]) == wt
+            except (OSError, ValueError, KeyError, TypeError):
+                here = False
+            if here:
+                out.append(f"at {path}")
+            else:
+                self.refs.delete_head(wt)
+                if notes is not None:
+                    notes.append(f"forgot the worktree {wt!r}: its directory {path} is gone (or no longer links here)")
+        return out
 
     def tag(self, name: str, at: str | None = None) -> str:
         oid = self.resolve(at)
@@ -837,6 +891,7 @@ class Repo:
         context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
         if to is not None:
             dest = Path(to).resolve()
+            self._refuse_inside_store(dest, "restore --to")
             if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
                 raise TargetNotEmpty(str(to))
             if dry_run:
@@ -948,6 +1003,8 @@ class Repo:
         start = 1 + max([int(k[len(prefix) + 1 :]) for k in existing if re.fullmatch(re.escape(prefix) + r"-\d+", k)] or [0])
         names = [f"{prefix}-{i}" for i in range(start, start + n)]
         base_dir = Path(worktrees).resolve() if worktrees else None
+        if base_dir is not None:
+            self._refuse_inside_store(base_dir, "fork --worktrees")
         secrets: list[tuple[str, int, bytes]] = []
         note: str | None = None
         world_rec: dict[str, Any] = {}
@@ -985,6 +1042,9 @@ class Repo:
                 else:
                     _clone_tree(first, d, entries)
                 (d / STORE_DIR).write_text(json.dumps({"store": str(self.store_dir), "worktree": item["branch"]}) + "\n")
+                place = self.store_dir / "wt" / item["branch"]
+                place.mkdir(parents=True, exist_ok=True)
+                (place / WORKTREE_PATH).write_text(str(d) + "\n")  # (where it is: Repo.checked_out_at)
                 self.refs.set_head(item["branch"], f"refs/heads/{item['branch']}", None)
                 wt = Repo(d, self.store_dir, item["branch"])
                 trace = wt.read_layer(oid, "trace")
@@ -994,6 +1054,12 @@ class Repo:
                 item.update(vault.report(secrets, note, vault.write_back(d, secrets)))
         return out
 
+    def _refuse_inside_store(self, dest: Path, verb: str) -> None:
+        """Files written into the store directory would sit among its objects and worktree state (and go with it)."""
+        store = self.store_dir.resolve()
+        if dest == store or store in dest.parents:
+            raise InvalidInput(f"{verb} {dest}: that is inside the store ({store}); choose a directory outside it")
+
     def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
         ref = f"refs/heads/{check_ref_name(branch)}"
         if create:
@@ -1001,6 +1067,10 @@ class Repo:
         oid = self.refs.get_ref(ref)
         if oid is None:
             raise UnknownSnapshot(branch)
+        where = self.checked_out_at(ref) if self.head()[0] != ref else []
+        if where:  # two worktrees on one branch: each one's snapshot would move the other's tree's branch
+            raise InvalidInput(f"branch {branch!r} is checked out {where[0]}; fork a new branch from it instead "
+                               f"('agentsnap fork {branch} -n 1')")
         before = self.head()[1]
         result = self.restore(oid) if oid != before or not self.status()["clean"] else {"id": oid}
         # restore moved the old branch; put it back and point HEAD at the new one

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.errors import AgentSnapError, InvalidInput, StoreNotFound
 from agentsnap_core.format import objects as objmod
 from agentsnap_core.stores.local import LocalStore
 
@@ -113,6 +113,12 @@ def open_store(url: str | os.PathLike[str], create: bool = False) -> Store:
             return LocalStore(path, create=create)
         except OSError as exc:
             raise StoreUnavailable(text, f"{exc.strerror or exc}") from None
+        except StoreNotFound:
+            inner = os.path.join(path, ".agentsnap")
+            if os.path.isfile(os.path.join(inner, "format.json")):  # a project directory: its store is inside
+                raise StoreUnavailable(text, f"{path} is a working tree, not a store; its store is {inner} (use "
+                                             "that path)") from None
+            raise StoreUnavailable(text, "no agentsnap store there (a push creates one; clone and fetch need one)") from None
         except AgentSnapError as exc:
             raise StoreUnavailable(text, str(exc)) from None
     if scheme in ("postgresql", "postgres"):

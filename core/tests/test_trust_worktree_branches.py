@@ -1,0 +1,78 @@
+"""A branch a worktree has checked out is not deleted, moved or checked out a second time from another worktree.
+
+Reported: after ``agentsnap fork -n 2 --worktrees ../wt`` and a snapshot in ``../wt/attempt-1``, ``agentsnap branch -d
+attempt-1`` in the main checkout exited 0; the worktree then said "On branch attempt-1 at -", listed every file as
+added, and its next snapshot started a new history with no parent (its earlier work reachable only through the
+reflog). git refuses this ("cannot delete branch checked out at ..."), and so does moving such a branch with
+``branch -f`` or switching a second worktree onto it. A worktree whose directory was deleted is forgotten instead
+(as ``git worktree prune``), and that is said.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from trust_kit import cli, new_work
+
+
+@pytest.fixture
+def forked(tmp_path: Path) -> tuple[Path, Path]:
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    code, _, err = cli(root, "fork", "-n", "2", "--worktrees", str(tmp_path / "wt"))
+    assert code == 0, err
+    wt = tmp_path / "wt" / "attempt-1"
+    (wt / "a.txt").write_text("one\nwork in the worktree\n")
+    code, _, err = cli(wt, "snapshot", "-m", "in the worktree")
+    assert code == 0, err
+    return root, tmp_path / "wt"
+
+
+def _branches(root: Path) -> dict[str, str]:
+    return {b["name"]: b["id"] for b in json.loads(cli(root, "branch", "--json")[1])}
+
+
+def test_deleting_a_branch_a_worktree_has_checked_out_is_refused_and_names_it(forked: tuple[Path, Path]) -> None:
+    root, wts = forked
+    before = _branches(root)
+    code, out, err = cli(root, "branch", "-d", "attempt-1")
+    assert code == 2, (out, err)
+    assert "checked out at" in err and str(wts / "attempt-1") in err and "Traceback" not in err, err
+    assert _branches(root) == before
+    code, out, err = cli(wts / "attempt-1", "status")
+    assert "On branch attempt-1 at " in out and "nothing changed" in out, out
+
+
+def test_deleting_the_main_checkouts_branch_from_a_worktree_is_refused(forked: tuple[Path, Path]) -> None:
+    root, wts = forked
+    code, out, err = cli(wts / "attempt-1", "branch", "-d", "main")
+    assert code == 2 and f"checked out at {root}" in err, err
+
+
+def test_moving_a_branch_a_worktree_has_checked_out_is_refused(forked: tuple[Path, Path]) -> None:
+    root, _wts = forked
+    before = _branches(root)
+    code, out, err = cli(root, "branch", "-f", "attempt-1", "main")
+    assert code == 2 and "cannot move branch 'attempt-1'" in err, err
+    assert _branches(root) == before
+    code, out, err = cli(root, "branch", "-f", "fresh", "main")
+    assert code == 0, err
+
+
+def test_switching_onto_a_branch_another_worktree_has_checked_out_is_refused(forked: tuple[Path, Path]) -> None:
+    root, wts = forked
+    code, out, err = cli(root, "switch", "attempt-1")
+    assert code == 2 and "checked out at" in err and str(wts / "attempt-1") in err, err
+    assert json.loads(cli(root, "status", "--json")[1])["branch"] == "main"
+
+
+def test_a_worktree_whose_directory_is_gone_is_forgotten_and_its_branch_can_go(forked: tuple[Path, Path]) -> None:
+    root, wts = forked
+    shutil.rmtree(wts / "attempt-2")
+    code, out, err = cli(root, "branch", "-d", "attempt-2")
+    assert code == 0, err
+    assert "forgot the worktree 'attempt-2'" in err and "is gone" in err, err
+    assert "attempt-2" not in _branches(root)
