@@ -95,3 +95,15 @@ def test_a_restore_path_only_in_the_working_tree_is_removed_as_before(work: Path
     code, _, err = cli(work, "restore", "HEAD", "a.txt")  # and a path in the snapshot, as before
     assert code == 0, err
     assert (work / "a.txt").read_text() == "one\n"
+
+
+def test_a_name_beyond_the_start_of_history_says_the_history_is_shorter(work: Path) -> None:
+    """``restore HEAD~5`` on a one-snapshot branch said "unknown snapshot, branch or tag: 'HEAD~5'", as for a typo;
+    the name is right and the history shorter, and that is what it now says (still exit 2, nothing changed)."""
+    before = _state(work)
+    for spec, said in (("HEAD~1", "HEAD has no earlier snapshots"), ("main~3", "main has no earlier snapshots")):
+        code, out, err = cli(work, "restore", spec)
+        assert code == 2 and said in err and "unknown" not in err, err
+    assert _state(work) == before
+    code, out, err = cli(work, "restore", "nosuch~1")
+    assert code == 2 and "unknown snapshot" in err, err

@@ -65,6 +65,16 @@ class UnknownSnapshot(AgentSnapError):
         super().__init__(f"unknown snapshot, branch or tag: {spec!r} (see 'agentsnap log --all')")
 
 
+class HistoryTooShort(UnknownSnapshot):
+    """``NAME~N`` where NAME is known but its first-parent history has fewer than N earlier snapshots."""
+
+    def __init__(self, spec: str, base: str, earlier: int) -> None:
+        self.spec = spec
+        AgentSnapError.__init__(
+            self, f"{spec!r}: {base} has {'no' if earlier == 0 else f'only {earlier}'} earlier snapshot"
+            f"{'s' if earlier != 1 else ''} ('agentsnap log {base}' lists them)")
+
+
 class AmbiguousId(AgentSnapError):
     def __init__(self, prefix: str, candidates: list[str]) -> None:
         self.prefix, self.candidates = prefix, candidates

@@ -21,6 +21,7 @@ from agentsnap_core import plugins
 from agentsnap_core.errors import (
     AgentSnapError,
     AmbiguousId,
+    HistoryTooShort,
     InvalidInput,
     InvalidRefName,
     ObjectCorrupt,
@@ -324,10 +325,10 @@ class Repo:
                 raise UnknownSnapshot(spec)
             steps = int(back or 1)
         oid = self._resolve_one(base, spec)
-        for _i in range(steps):
+        for i in range(steps):
             parents = self.manifest(oid)["parents"]
-            if not parents:
-                raise UnknownSnapshot(spec)
+            if not parents:  # (said as it is: the name is right, the history is shorter)
+                raise HistoryTooShort(spec, base, i)
             oid = parents[0]
         return oid
 
