@@ -217,6 +217,10 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
         listed = f" in {len(merging['conflicts'])} file(s): {_first(merging['conflicts'])}" if merging["conflicts"] else ""
         out.append((f"merge of {short(merging['theirs'])} in progress, stopped on conflicts{listed}; fix them, then "
                     "'agentsnap merge --continue' (or 'agentsnap merge --abort')", False))
+    if st.get("head_gone"):
+        out.append((f"HEAD {short(st['head'])} was {st['head_gone']}: its files were reclaimed by gc, so there is "
+                    "nothing to compare with and every file is listed as added ('agentsnap snapshot' records the "
+                    "tree as it is)", True))
     w = st["world"]
     for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
         out += [(f"  {mark} {shown_path(p)}", False) for p in w[key]]

@@ -25,6 +25,7 @@ from agentsnap_core.errors import (
     InvalidInput,
     InvalidRefName,
     ObjectCorrupt,
+    ObjectMissing,
     RefConflict,
     RefExists,
     StoreNotFound,
@@ -484,14 +485,31 @@ class Repo:
             return None
         if "content" not in rec:
             raise ObjectCorrupt(s.id, "manifest", f"layer {layer!r} has no content")
-        return content.get_value(self.objects, rec["content"], f"{layer} layer")
+        try:
+            return content.get_value(self.objects, rec["content"], f"{layer} layer")
+        except ObjectMissing:
+            self._refuse_reclaimed(s)
+            raise
 
     def world_entries(self, snap: str | Snapshot) -> list[world.Entry]:
         s = snap if isinstance(snap, Snapshot) else self.get(snap)
         rec = s.layers.get("world")
         if rec and "tree" not in rec:
             raise ObjectCorrupt(s.id, "manifest", "world layer has no tree")
-        return self.load_tree(rec["tree"]) if rec else []
+        try:
+            return self.load_tree(rec["tree"]) if rec else []
+        except ObjectMissing:
+            self._refuse_reclaimed(s)
+            raise
+
+    def _refuse_reclaimed(self, snap: Snapshot) -> None:
+        """A layer object missing from a snapshot that was expired, pruned or deleted was reclaimed on purpose: say
+        that (:class:`SnapshotGone`), not "missing from the store; run 'agentsnap verify'" (verify finds nothing)."""
+        from agentsnap_core.repository.retention import SnapshotGone, death_of
+
+        reason = death_of(self, snap.id, snap.manifest)
+        if reason:
+            raise SnapshotGone(snap.id, reason, "read") from None
 
     def load_tree(self, tree: str) -> list[world.Entry]:
         """A world tree's entries, read and validated once per tree by this object (a restore reads its target
@@ -1089,6 +1107,7 @@ class Repo:
     def status(self) -> dict[str, Any]:
         symref, oid = self.head()
         snap = Snapshot(oid, self.manifest(oid)) if oid else None
+        gone: list[str] = []  # why HEAD's layers were reclaimed (expired, pruned, deleted), once found
         tree = ((snap.layers.get("world") or {}).get("tree") if snap else None)
         ignore, watch = self._ignore(), journal.lookup(str(self.root))
         tip = world.unchanged_tip(self.wt_dir / "statcache.msgpack", watch, ignore)
@@ -1099,8 +1118,8 @@ class Repo:
             if world.is_memo_tree(entries, cache, tree):  # the tree last stored from here is HEAD's, unchanged
                 changes = world.Changes()
             else:
-                changes = world.compare(self.world_entries(snap) if snap else [], entries)
-        trace_base = self.read_layer(snap, "trace") if snap else []
+                changes = world.compare(self._head_entries(snap, gone), entries)
+        trace_base = self._head_trace(snap, gone)
         msgs = self.messages()
         out: dict[str, Any] = {
             "branch": self.current_branch(),
@@ -1112,15 +1131,37 @@ class Repo:
             "not_captured": special,
             "git_not_captured": git_dirs,
         }
-        gone, problem = self._vault_files_gone(snap, left_out)
-        if gone:  # not a change of the snapshot's tree (they are not in it), but restore brings them back
-            out["secrets_missing"] = gone
+        if gone:  # nothing to compare with: every file is listed as added, and why is said
+            out["head_gone"] = gone[0]
+            out["clean"] = False
+        missing, problem = self._vault_files_gone(snap, left_out)
+        if missing:  # not a change of the snapshot's tree (they are not in it), but restore brings them back
+            out["secrets_missing"] = missing
         if problem:  # never silent: the user believes the vault keeps them
             out["secrets_unreadable"] = problem
         late = journals.unreplayed(self.store_dir)
         if late:  # checkpoints an adapter journaled and a process that ended never committed: not in any snapshot
             out["unreplayed_journals"] = [{"adapter": adapter, "path": str(path)} for adapter, path in late]
         return out
+
+    def _head_entries(self, snap: Snapshot | None, gone: list[str]) -> list[world.Entry]:
+        """HEAD's tree for status; ``[]`` (with why in ``gone``) when it was reclaimed after HEAD expired."""
+        from agentsnap_core.repository.retention import SnapshotGone
+
+        try:
+            return self.world_entries(snap) if snap else []
+        except SnapshotGone as exc:
+            gone[:1] = [exc.reason]
+            return []
+
+    def _head_trace(self, snap: Snapshot | None, gone: list[str]) -> list[dict[str, Any]]:
+        from agentsnap_core.repository.retention import SnapshotGone
+
+        try:
+            return (self.read_layer(snap, "trace") if snap else None) or []
+        except SnapshotGone as exc:
+            gone[:1] = [exc.reason]
+            return []
 
     def _vault_files_gone(self, snap: Snapshot | None, left_out: list[str]) -> tuple[list[str], dict[str, Any] | None]:
         """Secret files HEAD left out and the local vault keeps that are no longer in the tree (``rm .env``); and,

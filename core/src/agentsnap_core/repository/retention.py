@@ -34,11 +34,11 @@ DEFAULT_WARN_BYTES = 1 << 30
 class SnapshotGone(AgentSnapError):
     """The snapshot was expired, pruned or deleted: only its manifest may remain."""
 
-    def __init__(self, oid: str, reason: str) -> None:
+    def __init__(self, oid: str, reason: str, doing: str = "restored") -> None:
         self.id, self.reason = oid, reason
         super().__init__(
             f"snapshot {oid[:12]} was {reason}; only its record is kept (its layers are reclaimed by gc), so it "
-            "cannot be restored - pick a live snapshot from 'agentsnap log' or the agent's timeline"
+            f"cannot be {doing} - pick a live snapshot from 'agentsnap log' or the agent's timeline"
         )
 
 

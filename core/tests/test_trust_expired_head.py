@@ -1,0 +1,56 @@
+"""A branch whose tip was expired (``agentsnap expire``, a TTL, ``prune``) and reclaimed by ``gc`` still works, and what
+cannot be shown is said as it is - never "object ... is missing from the store; run 'agentsnap verify'" (verify then
+says the store is fine).
+
+Reported: ``expire HEAD && gc --prune now``, then a change to a file: ``status`` and ``diff`` failed with "object ...
+is missing from the store; run 'agentsnap verify'", and ``verify`` answered "ok". The tip's files were reclaimed on
+purpose, so there is nothing to compare with: ``status`` now says so and lists every file as added (as against a
+branch with no snapshot yet; a snapshot records the tree as it is), and ``diff`` against it says the snapshot was
+expired.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from trust_kit import cli, new_work
+
+
+@pytest.fixture
+def reclaimed(tmp_path: Path) -> Path:
+    root = new_work(tmp_path, {"a.txt": "one\n", "b.txt": "b\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    (root / "a.txt").write_text("two\n")
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    for args in (["expire", "HEAD"], ["gc", "--prune", "now"]):
+        code, _, err = cli(root, *args)
+        assert code == 0, err
+    (root / "a.txt").write_text("three\n")
+    return root
+
+
+def test_status_on_an_expired_and_reclaimed_tip_says_so(reclaimed: Path) -> None:
+    code, out, err = cli(reclaimed, "status")
+    assert code == 0, err
+    assert "missing from the store" not in err and "verify" not in err, err
+    assert "was expired" in err and "reclaimed" in err, err
+    assert "  A a.txt" in out.splitlines() and "  A b.txt" in out.splitlines(), out
+    st = json.loads(cli(reclaimed, "status", "--json")[1])
+    assert st["head_gone"].startswith("expired") and not st["clean"] and st["world"]["added"] == ["a.txt", "b.txt"]
+
+
+def test_diff_against_an_expired_and_reclaimed_tip_says_it_was_expired(reclaimed: Path) -> None:
+    code, out, err = cli(reclaimed, "diff")
+    assert code == 2 and "was expired" in err and "missing from the store" not in err, err
+
+
+def test_a_snapshot_and_a_restore_from_an_expired_tip_still_work(reclaimed: Path) -> None:
+    code, out, err = cli(reclaimed, "snapshot", "-m", "three")
+    assert code == 0, err
+    code, out, err = cli(reclaimed, "restore", "HEAD~2")
+    assert code == 0, err
+    assert (reclaimed / "a.txt").read_text() == "one\n"
+    code, out, err = cli(reclaimed, "verify")
+    assert code == 0, (out, err)
