@@ -54,3 +54,13 @@ def test_a_snapshot_and_a_restore_from_an_expired_tip_still_work(reclaimed: Path
     assert (reclaimed / "a.txt").read_text() == "one\n"
     code, out, err = cli(reclaimed, "verify")
     assert code == 0, (out, err)
+
+
+def test_a_refused_switch_c_leaves_no_new_branch(reclaimed: Path) -> None:
+    """``switch -c NAME`` over changes on an expired tip is refused (its restore cannot read the tip); the branch
+    it made first was left behind."""
+    before = cli(reclaimed, "branch")[1]
+    code, out, err = cli(reclaimed, "switch", "-c", "newb")
+    assert code == 2 and "was expired" in err, err
+    assert cli(reclaimed, "branch")[1] == before
+    assert (reclaimed / "a.txt").read_text() == "three\n"

@@ -1091,7 +1091,12 @@ class Repo:
             raise InvalidInput(f"branch {branch!r} is checked out {where[0]}; fork a new branch from it instead "
                                f"('agentsnap fork {branch} -n 1')")
         before = self.head()[1]
-        result = self.restore(oid) if oid != before or not self.status()["clean"] else {"id": oid}
+        try:
+            result = self.restore(oid) if oid != before or not self.status()["clean"] else {"id": oid}
+        except BaseException:
+            if create:  # a refused switch leaves no branch behind (the tree and HEAD are as they were)
+                self.refs.update_refs([RefUpdate(ref, None, oid)], f"switch: {branch} not created")
+            raise
         # restore moved the old branch; put it back and point HEAD at the new one
         symref, _ = self.refs.get_head(self.worktree)
         if symref and symref != ref and self.refs.get_ref(symref) == oid and result.get("undo"):
