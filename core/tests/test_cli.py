@@ -92,7 +92,7 @@ def _store_state(root: Path) -> tuple[dict, list, dict]:
     [
         (("restore", "deadbeef"), "unknown snapshot"),
         (("show", "no-such-branch"), "unknown snapshot"),
-        (("diff", "HEAD~5"), "unknown snapshot"),
+        (("diff", "HEAD~5"), "no earlier snapshots"),
         (("fork", "-n", "0"), "fork count"),
         (("branch", "../evil"), "invalid name"),
         (("gc", "--prune", "soon"), "--prune"),
