@@ -222,8 +222,10 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
                     "nothing to compare with and every file is listed as added ('agentsnap snapshot' records the "
                     "tree as it is)", True))
     w = st["world"]
+    ignored = set(st.get("now_ignored") or [])
+    why = {"D": " (still here, now ignored: the next snapshot leaves it out)"}
     for key, mark in (("added", "A"), ("modified", "M"), ("deleted", "D"), ("mode", "m")):
-        out += [(f"  {mark} {shown_path(p)}", False) for p in w[key]]
+        out += [(f"  {mark} {shown_path(p)}{why[mark] if p in ignored else ''}", False) for p in w[key]]
     if st["trace"]["pending"]:
         out.append((f"  {st['trace']['pending']} new trace message(s)", False))
     if st["clean"]:

@@ -1136,6 +1136,11 @@ class Repo:
             "not_captured": special,
             "git_not_captured": git_dirs,
         }
+        said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
+        ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not any(
+            p == g or p.startswith(g + "/") for g in git_dirs) and os.path.lexists(os.path.join(self.root, p))]
+        if ignored:  # "deleted" by the next snapshot, but still on disk: an ignore rule now leaves them out
+            out["now_ignored"] = ignored
         if gone:  # nothing to compare with: every file is listed as added, and why is said
             out["head_gone"] = gone[0]
             out["clean"] = False
