@@ -55,6 +55,17 @@ def session_ref(agent_id: str, session_id: str = DEFAULT_SESSION) -> str:
     return f"{AGENTS}{_enc(agent_id)}/{_enc(session_id)}"
 
 
+def _name(snapshot: object) -> str:
+    """The name of a snapshot given to a Client method: a str (id, short id, branch, tag, ``HEAD~N``), or the
+    :class:`SnapshotInfo` that ``latest``, ``timeline`` and ``lineage`` return (its id)."""
+    if isinstance(snapshot, SnapshotInfo):
+        return snapshot.id
+    if not isinstance(snapshot, str):
+        raise InvalidInput(f"a snapshot is named by its id (a str) or a SnapshotInfo, not {type(snapshot).__name__} "
+                           f"{snapshot!r}"[:200])
+    return snapshot
+
+
 def _check_id(kind: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{kind} must be a non-empty string, not {value!r}")
@@ -190,6 +201,8 @@ class Client:
             except AgentSnapError as exc:
                 raise InvalidInput(f"metadata must be plain data (str, numbers, lists, dicts): {exc}") from None
             meta["user"] = metadata
+        if isinstance(tags, (str, bytes)):  # (iterable: "good" would be the tags g, o, o, d)
+            raise InvalidInput(f"tags must be a list of strings, not the single {type(tags).__name__} {tags!r}")
         if tags:
             if not all(isinstance(t, str) and t for t in tags):
                 raise InvalidInput(f"tags must be non-empty strings, not {list(tags)!r}")
@@ -236,8 +249,8 @@ class Client:
             raise AgentSnapError(f"no installed adapter could restore into {type(into).__name__}")
         return into
 
-    def _live(self, spec: str) -> Snapshot:
-        snap = self.repo.get(spec)
+    def _live(self, spec: str | SnapshotInfo) -> Snapshot:
+        snap = self.repo.get(_name(spec))
         refuse_dead(self.repo, snap, now=self.clock())
         return snap
 
@@ -279,7 +292,7 @@ class Client:
 
     def lineage(self, snapshot: str) -> list[SnapshotInfo]:
         """``snapshot`` and its first-parent ancestors, newest first (across handoffs and expired steps)."""
-        oid = self.repo.resolve(snapshot)
+        oid = self.repo.resolve(_name(snapshot))
         out = []
         while oid:
             snap = Snapshot(oid, self.repo.manifest(oid))
@@ -289,7 +302,12 @@ class Client:
 
     def timeline(self, agent_id: str | None = None, session_id: str | None = None, *, limit: int | None = None,
                  include_expired: bool = False) -> list[SnapshotInfo]:
-        """Snapshots saved by the client, newest first, for one agent and/or session (default: all)."""
+        """Snapshots saved by the client, newest first, for one agent and/or session (default: all; ``limit``: at
+        most that many, 0 or more)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidInput(f"limit must be a whole number of snapshots (0 or more) or None, not {limit!r}")
+        if limit == 0:
+            return []
         prefix = AGENTS + (f"{_enc(agent_id)}/" if agent_id else "")
         starts = [oid for name, oid in self.repo.refs.list_refs(prefix).items()
                   if session_id is None or name.endswith("/" + _enc(session_id))]
@@ -333,11 +351,11 @@ class Client:
 
     def expire(self, snapshot: str) -> None:
         """Expire a snapshot now: it leaves queries, ``gc`` reclaims its layers (idempotent)."""
-        bury(self.repo, [self.repo.resolve(snapshot)], "expire")
+        bury(self.repo, [self.repo.resolve(_name(snapshot))], "expire")
 
     def delete(self, snapshot: str) -> None:
         """Delete a snapshot: like :meth:`expire`, recorded as a deletion."""
-        bury(self.repo, [self.repo.resolve(snapshot)], "delete")
+        bury(self.repo, [self.repo.resolve(_name(snapshot))], "delete")
 
     def gc(self, grace_seconds: float = 3600.0) -> dict[str, Any]:
         """Reclaim the layers of dead snapshots (and anything unreachable) older than ``grace_seconds``."""

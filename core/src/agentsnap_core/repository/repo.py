@@ -319,6 +319,8 @@ class Repo:
             spec = "HEAD"
         elif spec == "":
             raise InvalidInput("an empty snapshot name: name a snapshot, branch or tag (HEAD for the current one)")
+        elif not isinstance(spec, str):  # (the Python API: never an AttributeError from deep inside)
+            raise InvalidInput(f"a snapshot is named by a str (id, branch, tag, HEAD~N), not {type(spec).__name__}")
         base, _, back = spec.partition("~")
         steps = 0
         if _:

@@ -1,0 +1,71 @@
+"""The Python API's ``Client`` takes what its own answers hand back, and refuses a wrong type with one clear error.
+
+Reported, as a user of ``docs/PYTHON_API.md`` would write it:
+
+- ``client.metadata(client.latest("bot"))`` (a :class:`SnapshotInfo`, which ``latest``/``timeline``/``lineage``
+  return) raised ``AttributeError: 'SnapshotInfo' object has no attribute 'partition'``; so did ``restore``,
+  ``expire``, ``delete``, ``handoff`` and ``lineage``. They now take a SnapshotInfo as its id; anything else that is
+  not a str is an :class:`InvalidInput` that says what a snapshot is named by.
+- ``save(..., tags="good")`` stored the tags ``["g", "o", "o", "d"]`` (a str is iterable) - the same defect as
+  PFSaver's ``prune("xy")``. A str is refused: tags are a list of str.
+- ``timeline(limit=0)`` returned one snapshot, and ``limit=-1`` one too; 0 now returns none and a negative or
+  non-integer limit is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentsnap_core import Client, Snapshottable
+from agentsnap_core.errors import InvalidInput
+
+
+class Bot(Snapshottable):
+    def __init__(self) -> None:
+        self.memory = ["hello"]
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Client:
+    c = Client(tmp_path)
+    c.save(Bot(), agent_id="bot")
+    c.save(Bot(), agent_id="bot")
+    return c
+
+
+def test_a_snapshot_info_names_its_snapshot_everywhere(client: Client) -> None:
+    info = client.latest("bot")
+    assert info is not None
+    assert client.metadata(info)["id"] == info.id
+    assert client.exists(info)
+    assert isinstance(client.restore(info), Bot)
+    assert [i.id for i in client.lineage(info)][0] == info.id
+    new = client.handoff(info, "writer")
+    assert client.metadata(new)["agent_id"] == "writer"
+    client.expire(info)
+    assert not client.exists(info)
+
+
+@pytest.mark.parametrize("bad", [42, None, b"abc", ["x"]], ids=repr)
+def test_a_snapshot_named_by_another_type_is_one_clear_error(client: Client, bad: object) -> None:
+    for call in (client.metadata, client.restore, client.lineage, client.expire, client.delete):
+        with pytest.raises(InvalidInput, match="snapshot"):
+            call(bad)  # type: ignore[arg-type]
+    assert client.exists(bad) is False  # type: ignore[arg-type]
+
+
+def test_tags_given_as_one_string_are_refused_not_split_into_letters(client: Client) -> None:
+    with pytest.raises(InvalidInput, match="tags"):
+        client.save(Bot(), agent_id="bot", tags="good")  # type: ignore[arg-type]
+    assert len(client.timeline("bot")) == 2
+    sid = client.save(Bot(), agent_id="bot", tags=["good"])
+    assert client.metadata(sid)["tags"] == ["good"]
+
+
+def test_timeline_limit_zero_is_none_and_a_negative_limit_is_refused(client: Client) -> None:
+    assert client.timeline("bot", limit=0) == []
+    assert len(client.timeline("bot", limit=1)) == 1 and len(client.timeline("bot")) == 2
+    for bad in (-1, 1.5, "2", True):
+        with pytest.raises(InvalidInput, match="limit"):
+            client.timeline("bot", limit=bad)  # type: ignore[arg-type]
