@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from agentsnap_core import Client, Snapshottable
-from agentsnap_core.errors import InvalidInput
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 
 
 class Bot(Snapshottable):
@@ -69,3 +69,27 @@ def test_timeline_limit_zero_is_none_and_a_negative_limit_is_refused(client: Cli
     for bad in (-1, 1.5, "2", True):
         with pytest.raises(InvalidInput, match="limit"):
             client.timeline("bot", limit=bad)  # type: ignore[arg-type]
+
+
+def test_a_state_too_large_to_restore_is_refused_at_save_not_at_restore(client: Client) -> None:
+    """Reported with the above: ``save`` of an agent holding a 100 MB string succeeded, and its ``restore`` then
+    failed ("cannot decode state layer: ... over the 67108864 byte limit"): a snapshot that could never come back.
+    The save is now refused with the reason, and nothing is saved."""
+    from agentsnap_core.format.content import ValueTooLarge
+
+    big = Bot()
+    big.memory = ["x" * (65 * 1024 * 1024)]
+    before = client.timeline("bot")
+    with pytest.raises(ValueTooLarge, match=r"state layer is 65\.0 MiB.*nothing was saved"):
+        client.save(big, agent_id="bot")
+    assert client.timeline("bot") == before
+    fits = Bot()
+    fits.memory = ["x" * (8 * 1024 * 1024)]
+    assert client.restore(client.save(fits, agent_id="bot")).memory == fits.memory
+
+
+def test_an_agent_that_holds_itself_is_one_clear_error_not_a_recursion_error(client: Client) -> None:
+    cyclic = Bot()
+    cyclic.me = cyclic  # type: ignore[attr-defined]
+    with pytest.raises(AgentSnapError, match="reference cycle"):
+        client.save(cyclic, agent_id="bot")

@@ -16,7 +16,7 @@ import blake3
 from agentsnap_core.errors import InvalidInput, ObjectCorrupt
 from agentsnap_core.format import objects
 from agentsnap_core.format.crypto import EncryptedObjects
-from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.encoding import MAX_DECODE_BYTES, pack, unpack
 from agentsnap_core.format.objects import Kind
 
 if TYPE_CHECKING:
@@ -143,9 +143,24 @@ def write_to(store: ObjectStore, oid: str, fh: IO[bytes]) -> int:
     return n
 
 
-def put_value(store: ObjectStore, value: Any) -> str:
-    """Store a plain value (msgpack, canonical) as content; return its id."""
-    return put_bytes(store, pack(value))
+def put_value(store: ObjectStore, value: Any, what: str = "value") -> str:
+    """Store a plain value (msgpack, canonical) as content; return its id. A value :func:`get_value` would refuse
+    to decode (over :data:`MAX_DECODE_BYTES` encoded) is refused here, before it is stored: never a snapshot that
+    saves and then cannot be restored."""
+    data = pack(value)
+    if len(data) > MAX_DECODE_BYTES:
+        raise ValueTooLarge(what, len(data))
+    return put_bytes(store, data)
+
+
+class ValueTooLarge(InvalidInput):
+    """A layer value over the size a restore decodes (:data:`MAX_DECODE_BYTES`)."""
+
+    def __init__(self, what: str, size: int) -> None:
+        self.size = size
+        super().__init__(f"the {what} is {size / 2**20:.1f} MiB encoded, over the {MAX_DECODE_BYTES >> 20} MiB one "
+                         "snapshot layer may hold (a restore would refuse to read it), so nothing was saved; keep "
+                         "bulky data in files the world layer captures, or in arrays/tensors an adapter stores")
 
 
 def get_value(store: ObjectStore, oid: str, what: str = "value") -> Any:

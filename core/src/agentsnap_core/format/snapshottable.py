@@ -372,13 +372,13 @@ def _blank(cls: Any) -> Any:
 def dump_state(obj: Any) -> dict[str, Any]:
     """The state layer of a typed object: an envelope with its class name, schema version and encoded state."""
     name = snapshot_name(obj)
-    return {
-        "format": ENVELOPE,
-        "v": ENVELOPE_VERSION,
-        "class": name,
-        "version": snapshot_version(obj),
-        "state": _encode_attrs(obj.state_dict(), name, _pickles(obj)),
-    }
+    try:
+        state = _encode_attrs(obj.state_dict(), name, _pickles(obj))
+    except RecursionError:  # (an object that holds itself, or data nested thousands deep: never a bare RecursionError)
+        raise AgentSnapError(f"cannot snapshot {name}: its state holds a reference cycle (an object that contains "
+                             "itself, e.g. self.me = self) or nests deeper than can be encoded; break the cycle or "
+                             "make that attribute private (_name)") from None
+    return {"format": ENVELOPE, "v": ENVELOPE_VERSION, "class": name, "version": snapshot_version(obj), "state": state}
 
 
 def load_state(obj: Any, layer: Any, *, trust_pickle: bool = False) -> None:

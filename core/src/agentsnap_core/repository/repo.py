@@ -825,14 +825,14 @@ class Repo:
                 if rec is not None:
                     manifest_layers["world"] = rec
             msgs = self.messages() if trace is None else trace
-            manifest_layers["trace"] = {"content": content.put_value(self.objects, msgs), "count": len(msgs)}
+            manifest_layers["trace"] = {"content": content.put_value(self.objects, msgs, "trace layer"), "count": len(msgs)}
             for name, value in (layers or {}).items():
                 if name in ("world", "trace") and not isinstance(value, dict):
                     raise InvalidInput(f"layer {name!r} is reserved")
                 if name == "trace":
-                    manifest_layers["trace"] = {"content": content.put_value(self.objects, value), "count": len(value)}
+                    manifest_layers["trace"] = {"content": content.put_value(self.objects, value, "trace layer"), "count": len(value)}
                     continue
-                manifest_layers[name] = {"content": content.put_value(self.objects, value)}
+                manifest_layers[name] = {"content": content.put_value(self.objects, value, f"{name} layer")}
                 if isinstance(value, dict) and isinstance(value.get("refs"), list):  # e.g. KV pages (kvcache.py)
                     manifest_layers[name]["refs"] = [r for r in value["refs"] if is_oid(r)]
             if parents is None:
