@@ -64,3 +64,29 @@ def test_a_refused_switch_c_leaves_no_new_branch(reclaimed: Path) -> None:
     assert code == 2 and "was expired" in err, err
     assert cli(reclaimed, "branch")[1] == before
     assert (reclaimed / "a.txt").read_text() == "three\n"
+
+
+def test_the_ui_answers_410_gone_for_a_reclaimed_snapshot_not_500(reclaimed: Path) -> None:
+    """``agentsnap ui``: the layers or diff of an expired, reclaimed snapshot were a 500 "internal error" page."""
+    import http.client
+    import threading
+
+    from agentsnap_core import Repo
+    from agentsnap_core.ui import make_server
+
+    repo = Repo.open(reclaimed)
+    gone = repo.resolve("HEAD")
+    srv = make_server(repo, port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for path in (f"/api/snapshots/{gone}/layers/world", f"/api/diff/{repo.resolve('HEAD~1')}/{gone}"):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            conn.request("GET", path, headers={"X-Agentsnap-Token": srv.token})
+            resp = conn.getresponse()
+            body = json.loads(resp.read())
+            conn.close()
+            assert resp.status == 410 and "was expired" in body["error"], (path, resp.status, body)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        repo.close()

@@ -30,6 +30,7 @@ from agentsnap_core.errors import (
     UnknownSnapshot,
 )
 from agentsnap_core.repository.repo import Repo
+from agentsnap_core.repository.retention import SnapshotGone
 from agentsnap_core.ui import api
 
 HOST = "127.0.0.1"
@@ -163,6 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
             status, body, ctype = route()
         except (InvalidInput, InvalidRefName, AmbiguousId) as exc:
             self._error(HTTPStatus.BAD_REQUEST, str(exc), head_only)
+            return
+        except SnapshotGone as exc:  # expired, pruned or deleted: its layers were reclaimed on purpose
+            self._error(HTTPStatus.GONE, str(exc), head_only)
             return
         except (UnknownSnapshot, ObjectMissing) as exc:
             self._error(HTTPStatus.NOT_FOUND, str(exc), head_only)
