@@ -845,9 +845,7 @@ class Repo:
                 if target_ref and (move_head or ref):
                     b.updates.append((RefUpdate(target_ref, same_as.id, expected), f"snapshot: {message}"[:200]))
                     b.refs[target_ref] = same_as.id
-                sc = context.get("statcache")
-                if sc:
-                    b.after.append(functools.partial(sc[1].save, sc[0]))
+                _save_statcache_after(b, context)
                 return same_as
             manifest: dict[str, Any] = {
                 "format": "agentsnap-manifest",
@@ -874,9 +872,7 @@ class Repo:
             elif move_head:
                 b.heads.append((self.worktree, None, oid))
                 b.head = (None, oid)
-            sc = context.get("statcache")
-            if sc:
-                b.after.append(functools.partial(sc[1].save, sc[0]))
+            _save_statcache_after(b, context)
             if capture_world:  # the files left out as secrets: kept encrypted in this store only, never pushed
                 vault.keep(self, oid, manifest_layers.get("world"), self.root, parents)
             return Snapshot(oid, manifest)
@@ -1139,8 +1135,8 @@ class Repo:
             "git_not_captured": git_dirs,
         }
         said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
-        ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not any(
-            p == g or p.startswith(g + "/") for g in git_dirs) and os.path.lexists(os.path.join(self.root, p))]
+        ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not _under(p, git_dirs)
+                   and os.path.lexists(os.path.join(self.root, p))]
         if ignored:  # "deleted" by the next snapshot, but still on disk: an ignore rule now leaves them out
             out["now_ignored"] = ignored
         if gone:  # nothing to compare with: every file is listed as added, and why is said
@@ -1368,6 +1364,13 @@ def _empty_dir(p: Path, remove: bool) -> None:
         p.rmdir()
 
 
+def _save_statcache_after(batch: Any, context: HookContext) -> None:
+    """The capture's stat cache is saved once the batch has committed the snapshot it describes."""
+    sc = context.get("statcache")
+    if sc:
+        batch.after.append(functools.partial(sc[1].save, sc[0]))
+
+
 def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r + "/") for r in roots)
 
@@ -1379,7 +1382,7 @@ def _check_paths_match(paths: list[str], target: list[world.Entry], snap_id: str
     (where restoring it means removing it)."""
     names = {e[0] for e in target}.union(left_out)
     for p in paths:
-        if p in names or any(n.startswith(p + "/") for n in names):
+        if any(_under(n, [p]) for n in names):
             continue
         if root is not None and os.path.lexists(root / p):
             continue
