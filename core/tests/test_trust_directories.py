@@ -100,3 +100,25 @@ def test_a_name_with_a_newline_or_bytes_not_utf8_is_one_quoted_line_of_status_an
     code, out, _ = cli(root, "diff")
     assert '--- "a/new\\nline"' in out.splitlines() and '+++ "b/new\\nline"' in out.splitlines(), out
     assert _status(root)["world"]["modified"] == [newline, "plain name.txt"]
+
+
+def test_a_command_run_in_a_directory_a_restore_removed_says_so(work: Path) -> None:
+    """Reported with the above: ``cd sub && agentsnap restore HEAD~1`` (a snapshot without ``sub``) removes the
+    directory the shell is in; the next ``agentsnap status`` there said "No such file or directory; check that the
+    path can be created and re-run". It now says the current directory is gone and what to do."""
+    import subprocess
+    import sys
+
+    (work / "sub").mkdir()
+    (work / "sub" / "f.txt").write_text("f\n")
+    assert cli(work, "snapshot", "-m", "two")[0] == 0
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", "restore", "HEAD~1"], cwd=work / "sub",
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and not (work / "sub").exists(), proc.stderr
+    # a process whose working directory was removed under it (as the shell that ran the restore)
+    script = ("import os, subprocess, sys; os.mkdir('gone'); os.chdir('gone'); os.rmdir(os.path.abspath('.')); "
+              "p = subprocess.run([sys.executable, '-m', 'agentsnap_core', 'status'], capture_output=True, text=True); "
+              "print(p.returncode); print(p.stderr)")
+    out = subprocess.run([sys.executable, "-c", script], cwd=work, capture_output=True, text=True, timeout=300).stdout
+    code, err = out.split("\n", 1)
+    assert code == "2" and "the current directory no longer exists" in err and "Traceback" not in err, out

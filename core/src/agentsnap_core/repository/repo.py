@@ -126,7 +126,13 @@ def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, 
         if (store / "format.json").exists():
             return store.resolve().parent, store.resolve(), PRIMARY
         raise StoreNotFound(env)
-    here = Path(start or os.getcwd()).resolve()
+    if start is None:
+        try:
+            start = os.getcwd()
+        except FileNotFoundError:  # (a restore, or another process, removed the directory this command runs in)
+            raise InvalidInput("the current directory no longer exists (a restore or another process removed it); "
+                               "cd into the project (or pass -C DIR) and re-run") from None
+    here = Path(start).resolve()
     for d in [here, *here.parents]:
         marker = d / STORE_DIR
         if marker.is_dir():
