@@ -122,3 +122,17 @@ def test_a_command_run_in_a_directory_a_restore_removed_says_so(work: Path) -> N
     out = subprocess.run([sys.executable, "-c", script], cwd=work, capture_output=True, text=True, timeout=300).stdout
     code, err = out.split("\n", 1)
     assert code == "2" and "the current directory no longer exists" in err and "Traceback" not in err, out
+
+
+def test_a_multi_line_message_is_one_line_of_log_and_indented_whole_in_show(work: Path) -> None:
+    """Reported with the above: ``snapshot -m "$(printf 'fix\\n\\ndetails')"`` printed its whole message in ``log``,
+    one snapshot reading as three entries; ``show`` indented only its first line. Now ``log`` prints the first line
+    (and `` ...``), and ``show`` indents every line, as git does."""
+    (work / "a.txt").write_text("two\n")
+    assert cli(work, "snapshot", "-m", "subject line\nbody one\n\nbody two")[0] == 0
+    code, out, err = cli(work, "log")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].endswith(" subject line ...") and lines[1].endswith(" one"), out
+    code, out, _ = cli(work, "show", "HEAD")
+    assert "    subject line\n    body one\n\n    body two\n" in out, out

@@ -33,6 +33,7 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     snapshot_lines,
     status_lines,
     status_of,
+    subject,
 )
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.layers.world import shown_path
@@ -203,7 +204,7 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
             continue
         refs = f" ({', '.join(labels[s.id])})" if s.id in labels else ""
         agent = f" [{s.manifest.get('agent')}]" if s.manifest.get("agent") else ""
-        click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs} {fmt_time(s.time)}{agent} {s.message}")
+        click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs} {fmt_time(s.time)}{agent} {subject(s.message)}")
 
 
 def _labels(repo: Repo) -> dict[str, list[str]]:
@@ -273,7 +274,7 @@ def show(ctx: click.Context, spec: str | None, as_json: bool) -> None:
     if m.get("agent"):
         click.echo(f"agent    {m['agent']}")
     click.echo(f"time     {fmt_time(snap.time)}")
-    click.echo(f"\n    {snap.message}\n")
+    click.echo("\n" + "".join(f"    {line}".rstrip() + "\n" for line in (snap.message or "").split("\n")))
     for name, rec in sorted(snap.layers.items()):
         if name == "world":
             click.echo(f"  world: {rec.get('files')} files, {rec.get('bytes')} bytes (tree {short(rec.get('tree'))})")

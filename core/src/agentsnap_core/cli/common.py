@@ -107,6 +107,13 @@ def short(oid: str | None) -> str:
     return oid[:12] if oid else "-"
 
 
+def subject(message: str) -> str:
+    """A message's first line, for one-line listings (``log``, ``timeline``): a multi-line message printed whole
+    would read as several entries. ``show`` prints it all."""
+    first, _, rest = (message or "").strip("\n").partition("\n")
+    return first + (" ..." if rest.strip() else "")
+
+
 def json_line(data: Any) -> str:
     return json.dumps(data, indent=None, sort_keys=True, default=str)
 

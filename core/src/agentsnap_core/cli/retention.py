@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from agentsnap_core.cli.app import JSON_VERSION, emit, fmt_time, json_opt, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, fmt_time, json_opt, open_repo, register, short, subject
 from agentsnap_core.errors import InvalidInput
 from agentsnap_core.repository import retention
 
@@ -87,7 +87,7 @@ def timeline_cmd(ctx: click.Context, agent_id: str | None, session_id: str | Non
         emit({"v": JSON_VERSION, "snapshots": [i.as_dict() for i in items]})
         return
     for i in items:
-        click.echo(f"{short(i.id)} {fmt_time(i.time)} {i.agent_id}/{i.session_id} {i.message}")
+        click.echo(f"{short(i.id)} {fmt_time(i.time)} {i.agent_id}/{i.session_id} {subject(i.message)}")
 
 
 for _command in (prune_cmd, du_cmd, expire_cmd, timeline_cmd):
