@@ -136,3 +136,6 @@ def test_a_multi_line_message_is_one_line_of_log_and_indented_whole_in_show(work
     assert len(lines) == 2 and lines[0].endswith(" subject line ...") and lines[1].endswith(" one"), out
     code, out, _ = cli(work, "show", "HEAD")
     assert "    subject line\n    body one\n\n    body two\n" in out, out
+    (work / "a.txt").write_text("three\n")
+    assert cli(work, "snapshot", "-m", "by a bot", "--agent", "bot\nv2")[0] == 0  # (agent ids are kept exactly)
+    assert cli(work, "log")[1].splitlines()[0].endswith(' ["bot\\nv2"] by a bot'), cli(work, "log")[1]

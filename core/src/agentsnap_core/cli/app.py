@@ -203,7 +203,7 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
             click.echo(prefix)
             continue
         refs = f" ({', '.join(labels[s.id])})" if s.id in labels else ""
-        agent = f" [{s.manifest.get('agent')}]" if s.manifest.get("agent") else ""
+        agent = f" [{shown_path(str(s.manifest.get('agent')))}]" if s.manifest.get("agent") else ""  # (one line)
         click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs} {fmt_time(s.time)}{agent} {subject(s.message)}")
 
 
