@@ -139,3 +139,10 @@ def test_a_multi_line_message_is_one_line_of_log_and_indented_whole_in_show(work
     (work / "a.txt").write_text("three\n")
     assert cli(work, "snapshot", "-m", "by a bot", "--agent", "bot\nv2")[0] == 0  # (agent ids are kept exactly)
     assert cli(work, "log")[1].splitlines()[0].endswith(' ["bot\\nv2"] by a bot'), cli(work, "log")[1]
+
+
+def test_minus_c_with_a_directory_that_does_not_exist_says_so(work: Path, tmp_path: Path) -> None:
+    """``agentsnap -C /no/such/dir status`` said "no agentsnap store found at or above '/no/such/dir'; run 'agentsnap
+    init' first" - advice to create a store in a directory that is not there."""
+    code, out, err = cli(work, "-C", str(tmp_path / "no" / "such"), "status")
+    assert code == 2 and "does not exist" in err and "agentsnap init" not in err, err

@@ -116,7 +116,7 @@ json_opt = click.option("--json", "as_json", is_flag=True, help="Machine-readabl
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-C", "directory", type=click.Path(file_okay=False), help="Run as if started in this directory.")
+@click.option("-C", "directory", type=click.Path(exists=True, file_okay=False), help="Run as if started in this directory.")
 @click.version_option(__version__, prog_name="agentsnap")
 @click.pass_context
 def main(ctx: click.Context, directory: str | None) -> None:
