@@ -57,3 +57,23 @@ def test_restore_to_or_worktrees_inside_the_store_are_refused(tmp_path: Path) ->
         assert code == 2 and "inside the store" in err and "Traceback" not in err, (args, err)
     assert not (root / ".agentsnap" / "x").exists() and not (root / ".agentsnap" / "wt2").exists()
     assert cli(root, "branch")[1].split() == ["*", "main", cli(root, "log")[1].split()[0]]
+
+
+def test_a_fetch_by_url_names_what_it_fetched_and_remote_branches_resolve_as_name_slash_branch(tmp_path: Path) -> None:
+    """Reported with the above: ``agentsnap fetch /path/to/store`` (a URL, no remote name) said "1 snapshot(s)
+    transferred" and made no ref: the snapshots fetched could not be named (and gc would reclaim them). It now lists
+    the branches it fetched with their ids. And ``merge o/main`` after ``fetch o`` said "unknown snapshot" (only
+    ``refs/remotes/o/main`` worked); ``o/main`` now resolves, as in git."""
+    (tmp_path / "x").mkdir()
+    other = new_work(tmp_path / "x", {"b.txt": "b\n"})
+    assert cli(other, "snapshot", "-m", "theirs")[0] == 0
+    assert cli(other, "push", str(tmp_path / "store"))[0] == 0
+    theirs = cli(other, "log")[1].split()[0]
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    assert cli(root, "snapshot", "-m", "ours")[0] == 0
+    code, out, err = cli(root, "fetch", str(tmp_path / "store"))
+    assert code == 0 and f"main {theirs}" in err and "no remote-tracking refs" in err, err
+    assert cli(root, "remote", "add", "o", str(tmp_path / "store"))[0] == 0
+    assert cli(root, "fetch", "o")[0] == 0
+    code, out, err = cli(root, "show", "o/main")
+    assert code == 0 and theirs in out.splitlines()[0], (out, err)

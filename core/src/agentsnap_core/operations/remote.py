@@ -497,6 +497,11 @@ def _fetch_from(
     if name:
         gone = set(repo.refs.list_refs(f"refs/remotes/{name}/")) - {_tracking(name, r) for r in heads}
         updates += [RefUpdate(r, None, ANY) for r in sorted(gone)]
+    elif heads:  # by URL: no remote-tracking refs, so the branches fetched are said here (by id), never lost in silence
+        listed = ", ".join(f"{r[len('refs/heads/'):]} {_short(o)}" for r, o in sorted(heads.items())[:5])
+        more = f" and {len(heads) - 5} more" if len(heads) > 5 else ""
+        result.notes.append(f"fetched by URL, so no remote-tracking refs were made: its branches are {listed}{more} "
+                            "(merge or branch from those ids; 'agentsnap remote add NAME URL' keeps them as NAME/...)")
     if updates:
         repo.refs.update_refs(updates, f"fetch: {mask_url(url)}")
     return result

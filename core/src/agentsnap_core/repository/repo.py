@@ -347,7 +347,7 @@ class Repo:
             if oid is None:
                 raise AgentSnapError("no snapshot yet on this branch; run 'agentsnap snapshot' first")
             return oid
-        for name in (spec, f"refs/heads/{spec}", f"refs/tags/{spec}"):
+        for name in (spec, f"refs/heads/{spec}", f"refs/tags/{spec}", f"refs/remotes/{spec}"):  # (as git: o/main)
             oid = self.refs.get_ref(name)
             if oid:
                 return oid
