@@ -107,3 +107,15 @@ def test_a_name_beyond_the_start_of_history_says_the_history_is_shorter(work: Pa
     assert _state(work) == before
     code, out, err = cli(work, "restore", "nosuch~1")
     assert code == 2 and "unknown snapshot" in err, err
+
+
+def test_a_tag_can_be_deleted_and_says_what_it_named(work: Path) -> None:
+    """A tag put on the wrong snapshot could not be removed (no ``tag -d``; a tag is never moved, and ``push``
+    refuses to overwrite one), so the mistake stayed forever. ``tag -d NAME`` deletes it and prints the id it named."""
+    assert cli(work, "tag", "v1")[0] == 0
+    head = cli(work, "log")[1].split()[0]
+    code, out, err = cli(work, "tag", "-d", "v1")
+    assert code == 0 and out.strip() == f"deleted tag v1 (was {head})", (out, err)
+    assert cli(work, "tag")[1] == ""
+    code, out, err = cli(work, "tag", "-d", "v1")
+    assert code == 2 and "unknown" in err, err

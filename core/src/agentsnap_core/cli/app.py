@@ -433,11 +433,21 @@ def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
 @main.command()
 @click.argument("name", required=False)
 @click.argument("at", required=False)
+@click.option("-d", "--delete", is_flag=True, help="Delete tag NAME (a tag already pushed stays on the remote).")
 @json_opt
 @click.pass_context
-def tag(ctx: click.Context, name: str | None, at: str | None, as_json: bool) -> None:
-    """List tags, or tag AT (default HEAD) as NAME."""
+def tag(ctx: click.Context, name: str | None, at: str | None, delete: bool, as_json: bool) -> None:
+    """List tags, tag AT (default HEAD) as NAME, or delete NAME."""
+    if delete and not name:
+        raise InvalidInput("name the tag to delete (agentsnap tag -d NAME)")
     repo = open_repo(ctx)
+    if name is not None and delete:
+        oid = repo.delete_tag(name)
+        if as_json:
+            emit({"v": JSON_VERSION, "deleted": name, "id": oid})
+        else:
+            click.echo(f"deleted tag {name} (was {short(oid)})")
+        return
     if name is not None:  # (an empty name is refused by its check, not taken for "list")
         oid = repo.tag(name, at)
         if as_json:

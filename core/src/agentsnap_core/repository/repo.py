@@ -455,6 +455,15 @@ class Repo:
             raise RefExists(ref) from None
         return oid
 
+    def delete_tag(self, name: str) -> str:
+        """Delete tag ``name``; returns the snapshot it named (said, so a mistaken delete can be undone by hand)."""
+        ref = f"refs/tags/{name}"
+        old = self.refs.get_ref(ref)
+        if old is None:
+            raise UnknownSnapshot(name)
+        self.update_refs([RefUpdate(ref, None, old)], f"tag: delete {name}")
+        return old
+
     # ---------------------------------------------------------------- manifests
     def manifest(self, oid: str) -> dict[str, Any]:
         kind, raw = self.objects.get(oid)
