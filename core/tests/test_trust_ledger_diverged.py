@@ -84,3 +84,19 @@ def test_fetch_and_push_of_ledgers_that_agree_say_nothing_of_them(tmp_path: Path
     assert code == 0 and "diverged" not in err, err
     code, out, err = cli(tmp_path / "a", "fetch", str(tmp_path / "remote"))
     assert code == 0 and "diverged" not in err, err
+
+
+def test_an_effects_policy_for_a_branch_that_does_not_exist_is_refused_and_nothing_is_recorded(tmp_path: Path) -> None:
+    """Reported with the above: ``agentsnap effects policy attmept-1 allow`` (a typo) exited 0 and appended a
+    policy for a branch nobody has to the append-only ledger, forever; the intended branch kept its policy."""
+    from trust_kit import new_work
+
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    assert cli(root, "fork", "-n", "1")[0] == 0
+    before = cli(root, "effects", "--raw", "--json")[1]
+    code, out, err = cli(root, "effects", "policy", "attmept-1", "allow")
+    assert code == 2 and "no branch 'attmept-1'" in err, (out, err)
+    assert cli(root, "effects", "--raw", "--json")[1] == before
+    code, out, err = cli(root, "effects", "policy", "attempt-1", "allow")
+    assert code == 0, err

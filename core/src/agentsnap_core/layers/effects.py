@@ -610,9 +610,16 @@ def set_policy(repo: Repo, branch: str, policy: str) -> dict[str, Any]:
     if policy not in POLICIES:
         raise InvalidInput(f"effects policy must be one of {', '.join(POLICIES)}, not {policy!r}")
     led = Ledger.for_repo(repo).sync()
+    _require_branch(repo, led, branch)  # (a typo would append a policy for a branch nobody has, forever)
     lineage = led.lineage_of(branch)
     entry = led.append({"kind": "policy", "lineage": lineage, "policy": policy})
     return {"branch": branch, "lineage": lineage, "policy": policy, "entry": entry["i"]}
+
+
+def _require_branch(repo: Repo, led: Ledger, branch: str) -> None:
+    """``branch`` is a branch of this store or a lineage the ledger knows (a deleted fork's), else InvalidInput."""
+    if branch not in led.lineages and repo.refs.get_ref(f"refs/heads/{branch}") is None:
+        raise InvalidInput(f"no branch {branch!r} here (see 'agentsnap branch'); nothing was recorded")
 
 
 def record_fork(repo: Repo, snapshot: str, branches: list[str], policy: str, parent: str | None) -> None:
@@ -653,6 +660,7 @@ def apply_deferred(
     Returns ``{"applied", "deferred", "conflicts", "pending", "in_doubt"}`` (lists of keys / dicts).
     """
     led = Ledger.for_repo(repo).sync()
+    _require_branch(repo, led, branch)
     src = branch if branch in led.lineages else led.lineage_of(branch)
     info = led.lineages.get(src)
     if into is None:
