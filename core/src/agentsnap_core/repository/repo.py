@@ -384,7 +384,7 @@ class Repo:
         if force and self.refs.get_ref(ref) not in (None, oid):
             where = self.checked_out_at(ref)
             if where:
-                raise InvalidInput(f"cannot move branch {name!r}: it is checked out {where[0]} ('agentsnap restore' "
+                raise InvalidInput(f"cannot move branch {name!r}: it is checked out {_place(*where[0])} ('agentsnap restore' "
                                    "there moves it with its tree)")
         try:
             self.update_refs([RefUpdate(ref, oid, ANY if force else None)], f"branch: create {name}")
@@ -404,34 +404,33 @@ class Repo:
             raise AgentSnapError(f"cannot delete branch {name!r}: it is checked out here")
         notes: list[str] = []
         where = self.checked_out_at(ref, notes)
-        unknown = [w for w in where if w.startswith("in the worktree '")]
-        if where and not (force and where == unknown):
+        unknown = [wt for wt, path in where if path is None]
+        if where and not (force and len(unknown) == len(where)):
             hint = (f"; if that directory is gone, 'agentsnap branch -d -f {name}' deletes the branch and forgets the "
-                    "worktree" if where == unknown else "; switch that worktree to another branch (or delete its "
-                    "directory) first")
-            raise InvalidInput(f"cannot delete branch {name!r}: it is checked out {where[0]}{hint}")
-        for w in unknown:  # (force: the user says its directory is gone)
-            wt = w.split("'")[1]
+                    "worktree" if len(unknown) == len(where) else "; switch that worktree to another branch (or "
+                    "delete its directory) first")
+            raise InvalidInput(f"cannot delete branch {name!r}: it is checked out {_place(*where[0])}{hint}")
+        for wt in unknown:  # (force: the user says its directory is gone)
             self.refs.delete_head(wt)
             notes.append(f"forgot the worktree {wt!r}, which had {name!r} checked out")
         self.update_refs([RefUpdate(ref, None, old)], f"branch: delete {name}")
         return notes
 
-    def checked_out_at(self, ref: str, notes: list[str] | None = None) -> list[str]:
-        """Where another worktree of this store has branch ``ref`` checked out: ``"at PATH"`` for each (``"in the
-        worktree 'ID'"`` for one made before worktrees recorded their directory). A linked worktree whose directory
-        is gone, or no longer links to this store, is forgotten here (its HEAD deleted; said in ``notes``)."""
-        out: list[str] = []
+    def checked_out_at(self, ref: str, notes: list[str] | None = None) -> list[tuple[str, Path | None]]:
+        """The other worktrees of this store that have branch ``ref`` checked out: ``(worktree id, directory)``, the
+        directory None for one made before worktrees recorded it. A linked worktree whose directory is gone, or no
+        longer links to this store, is forgotten here (its HEAD deleted; said in ``notes``)."""
+        out: list[tuple[str, Path | None]] = []
         for wt, (symref, _oid) in self.refs.list_heads().items():
             if wt == self.worktree or symref != ref:
                 continue
             if wt == PRIMARY:
-                out.append(f"at {self.store_dir.parent}")
+                out.append((wt, self.store_dir.parent))
                 continue
             try:
                 path = Path((self.store_dir / "wt" / wt / WORKTREE_PATH).read_text().strip())
             except FileNotFoundError:
-                out.append(f"in the worktree {wt!r}")
+                out.append((wt, None))
                 continue
             try:
                 link = json.loads((path / STORE_DIR).read_text())
@@ -439,7 +438,7 @@ class Repo:
             except (OSError, ValueError, KeyError, TypeError):
                 here = False
             if here:
-                out.append(f"at {path}")
+                out.append((wt, path))
             else:
                 self.refs.delete_head(wt)
                 if notes is not None:
@@ -1101,7 +1100,7 @@ class Repo:
             raise UnknownSnapshot(branch)
         where = self.checked_out_at(ref) if self.head()[0] != ref else []
         if where:  # two worktrees on one branch: each one's snapshot would move the other's tree's branch
-            raise InvalidInput(f"branch {branch!r} is checked out {where[0]}; fork a new branch from it instead "
+            raise InvalidInput(f"branch {branch!r} is checked out {_place(*where[0])}; fork a new branch from it instead "
                                f"('agentsnap fork {branch} -n 1')")
         before = self.head()[1]
         try:
@@ -1377,6 +1376,11 @@ def _empty_dir(p: Path, remove: bool) -> None:
             child.unlink()
     if remove:
         p.rmdir()
+
+
+def _place(worktree: str, path: Path | None) -> str:
+    """Where a worktree is, as a message says it (:meth:`Repo.checked_out_at`)."""
+    return f"at {path}" if path is not None else f"in the worktree {worktree!r}"
 
 
 def _save_statcache_after(batch: Any, context: HookContext) -> None:
