@@ -76,3 +76,52 @@ def test_a_worktree_whose_directory_is_gone_is_forgotten_and_its_branch_can_go(f
     assert code == 0, err
     assert "forgot the worktree 'attempt-2'" in err and "is gone" in err, err
     assert "attempt-2" not in _branches(root)
+
+
+def _heads(root: Path) -> set[str]:
+    from agentsnap_core import Repo
+
+    return set(Repo.open(root).refs.list_heads())
+
+
+def test_moving_the_branch_of_a_worktree_whose_directory_is_gone_says_it_forgot_that_worktree(
+        forked: tuple[Path, Path]) -> None:
+    """``branch -f attempt-2 main`` after ``rm -rf wt/attempt-2`` deleted that worktree's HEAD and said nothing (only
+    ``branch -d`` reported it): a worktree moved away and back found itself on no branch."""
+    root, wts = forked
+    (root / "a.txt").write_text("moved on\n")
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    shutil.rmtree(wts / "attempt-2")
+    code, out, err = cli(root, "branch", "-f", "attempt-2", "main")
+    assert code == 0, err
+    assert "warning: forgot the worktree 'attempt-2'" in err and "is gone" in err, err
+    assert "attempt-2" not in _heads(root)
+
+
+def test_switching_onto_the_branch_of_a_worktree_whose_directory_is_gone_says_it_forgot_that_worktree(
+        forked: tuple[Path, Path]) -> None:
+    root, wts = forked
+    shutil.rmtree(wts / "attempt-2")
+    code, out, err = cli(root, "switch", "attempt-2")
+    assert code == 0, err
+    assert "warning: forgot the worktree 'attempt-2'" in err, err
+    assert "attempt-2" not in _heads(root)
+    code, out, err = cli(root, "switch", "main")
+    assert code == 0 and "forgot" not in err, err
+
+
+def test_the_python_api_never_forgets_a_worktree_without_saying_so(forked: tuple[Path, Path]) -> None:
+    """``Repo.create_branch(force=True)`` without a ``notes`` list to say it in leaves the worktree's HEAD alone."""
+    from agentsnap_core import Repo
+
+    root, wts = forked
+    (root / "a.txt").write_text("moved on\n")
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    shutil.rmtree(wts / "attempt-2")
+    repo = Repo.open(root)
+    repo.create_branch("attempt-2", "main", force=True)
+    assert "attempt-2" in _heads(root)
+    notes: list[str] = []
+    repo.create_branch("attempt-2", "main~1", force=True, notes=notes)
+    assert notes and "forgot the worktree 'attempt-2'" in notes[0]
+    assert "attempt-2" not in _heads(root)

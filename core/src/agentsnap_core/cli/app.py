@@ -394,9 +394,12 @@ def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, f
             click.echo(f"deleted branch {name}")
         return
     if name is not None:  # (an empty name is refused by its check, not taken for "list")
-        oid = repo.create_branch(name, at, force=force)
+        notes = []
+        oid = repo.create_branch(name, at, force=force, notes=notes)
+        for note in notes:
+            click.echo(f"warning: {note}", err=True)
         if as_json:
-            emit({"v": JSON_VERSION, "branch": name, "id": oid})
+            emit({"v": JSON_VERSION, "branch": name, "id": oid, **({"notes": notes} if notes else {})})
         else:
             click.echo(f"{name} -> {short(oid)}")
         return

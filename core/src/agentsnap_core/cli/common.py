@@ -296,8 +296,10 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
 
 def restore_notes(res: dict[str, Any]) -> list[tuple[str, bool]]:
     """The stderr lines of a restore's (or a switch's) answer: the secret files of the local vault that could not be
-    brought back (repository/vault.py) and the ``.git`` directories the snapshot did not capture."""
+    brought back (repository/vault.py), the ``.git`` directories the snapshot did not capture, and (a switch) the
+    worktrees forgotten because their directory is gone."""
     note = [(f"warning: {res['secrets_note']}", True)] if res.get("secrets_note") else []
+    note += [(f"warning: {n}", True) for n in res.get("notes") or []]
     git_line = git_not_restored_line(res.get("git_not_restored") or [], res["id"])
     return note + ([(git_line, True)] if git_line else [])
 

@@ -376,13 +376,15 @@ class Repo:
     def tags(self) -> dict[str, str]:
         return {k[len("refs/tags/") :]: v for k, v in self.refs.list_refs("refs/tags/").items()}
 
-    def create_branch(self, name: str, at: str | None = None, force: bool = False) -> str:
+    def create_branch(self, name: str, at: str | None = None, force: bool = False,
+                      notes: list[str] | None = None) -> str:
         """Branch ``name`` at ``at``; ``force`` moves an existing one - never one a worktree has checked out (its
-        tree would no longer be its branch's: git refuses it too)."""
+        tree would no longer be its branch's: git refuses it too). A worktree whose directory is gone does not
+        block the move; with ``notes`` it is forgotten and that is said there, without them it is left as it is."""
         oid = self.resolve(at)
         ref = f"refs/heads/{check_ref_name(name)}"
         if force and self.refs.get_ref(ref) not in (None, oid):
-            where = self.checked_out_at(ref)
+            where = self.checked_out_at(ref, notes)
             if where:
                 raise InvalidInput(f"cannot move branch {name!r}: it is checked out {_place(*where[0])} ('agentsnap restore' "
                                    "there moves it with its tree)")
@@ -419,7 +421,8 @@ class Repo:
     def checked_out_at(self, ref: str, notes: list[str] | None = None) -> list[tuple[str, Path | None]]:
         """The other worktrees of this store that have branch ``ref`` checked out: ``(worktree id, directory)``, the
         directory None for one made before worktrees recorded it. A linked worktree whose directory is gone, or no
-        longer links to this store, is forgotten here (its HEAD deleted; said in ``notes``)."""
+        longer links to this store, is not listed; with ``notes`` it is also forgotten (its HEAD deleted) and that
+        is said there - never without them (a caller that cannot say it leaves the worktree's HEAD alone)."""
         out: list[tuple[str, Path | None]] = []
         for wt, (symref, _oid) in self.refs.list_heads().items():
             if wt == self.worktree or symref != ref:
@@ -439,10 +442,9 @@ class Repo:
                 here = False
             if here:
                 out.append((wt, path))
-            else:
+            elif notes is not None:
                 self.refs.delete_head(wt)
-                if notes is not None:
-                    notes.append(f"forgot the worktree {wt!r}: its directory {path} is gone (or no longer links here)")
+                notes.append(f"forgot the worktree {wt!r}: its directory {path} is gone (or no longer links here)")
         return out
 
     def tag(self, name: str, at: str | None = None) -> str:
@@ -1092,6 +1094,8 @@ class Repo:
             raise InvalidInput(f"{verb} {dest}: that is inside the store ({store}); choose a directory outside it")
 
     def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
+        """Point this worktree at ``branch`` and restore its tree. The answer's ``notes`` say which worktrees whose
+        directory is gone were forgotten (they had ``branch`` checked out)."""
         ref = f"refs/heads/{check_ref_name(branch)}"
         if create:
             self.create_branch(branch)
@@ -1117,8 +1121,10 @@ class Repo:
             if back:
                 self.refs.update_refs([RefUpdate(symref, back[0], oid)], f"switch: back to {symref}")
         self.refs.set_head(self.worktree, ref, None)
+        notes: list[str] = []  # (forgotten once the switch is done: a refused one changes nothing)
+        self.checked_out_at(ref, notes)
         said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored") if k in result}
-        return {"branch": branch, "id": oid, "undo": result.get("undo"), **said}  # (what the restore said, never dropped)
+        return {"branch": branch, "id": oid, "undo": result.get("undo"), **said, **({"notes": notes} if notes else {})}  # (what the restore said, never dropped)
 
     # ---------------------------------------------------------------- status / log / diff
     def status(self) -> dict[str, Any]:
