@@ -146,3 +146,33 @@ def test_minus_c_with_a_directory_that_does_not_exist_says_so(work: Path, tmp_pa
     init' first" - advice to create a store in a directory that is not there."""
     code, out, err = cli(work, "-C", str(tmp_path / "no" / "such"), "status")
     assert code == 2 and "does not exist" in err and "agentsnap init" not in err, err
+
+
+def test_a_file_or_link_that_became_a_directory_is_not_called_ignored(work: Path) -> None:
+    """``rm a.txt; mkdir -p a.txt/deep`` (and a link replaced by an empty directory): status said ``D a.txt (still
+    here, now ignored: the next snapshot leaves it out)`` - false: nothing ignores it, the next snapshot records the
+    directory - and never listed the new empty directory that ``restore HEAD`` would remove."""
+    os.symlink("a.txt", work / "link")
+    assert cli(work, "snapshot", "-m", "with a link")[0] == 0
+    (work / "a.txt").unlink()
+    (work / "a.txt" / "deep").mkdir(parents=True)
+    (work / "a.txt" / "deep" / "z").write_text("z\n")
+    (work / "link").unlink()
+    (work / "link").mkdir()
+    code, out, err = cli(work, "status")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "  D a.txt" in lines and "  A a.txt/deep/z" in lines, out
+    assert "  D link" in lines and "  A link/" in lines, out
+    assert "ignored" not in out, out
+    st = _status(work)
+    assert "now_ignored" not in st and "link/" in st["world"]["added"], st
+    code, out, err = cli(work, "diff")
+    assert "new directory: link/" in out, out
+
+
+def test_an_empty_directory_that_became_a_file_is_said_by_both_sides(work: Path) -> None:
+    (work / "empty").rmdir()
+    (work / "empty").write_text("a file now\n")
+    lines = cli(work, "status")[1].splitlines()
+    assert "  A empty" in lines and "  D empty/" in lines, lines

@@ -1097,8 +1097,8 @@ def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
     """What changed from ``old`` to ``new``. With ``dirs``, every directory entry that differs, by its path. Without
     (what ``status`` and ``diff`` show), a directory only where nothing else says it changed, as ``path/``: one
     added or deleted with no added or deleted path below it (an empty directory: a snapshot records it and a restore
-    creates or removes it), or one whose mode changed; a directory that became a file or a link (or the reverse)
-    is said by the entries on either side of it."""
+    creates or removes it), or one whose mode changed. A file or link that became a directory (or the reverse) is
+    said by both sides: ``D x`` and what lies below the new ``x/`` (``x/`` itself when that is empty)."""
     a, b = differing(old, new)
     if dirs:
         return _changes(a, b)
@@ -1111,9 +1111,9 @@ def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
     if alone:  # added or deleted directories: listed only when no added or deleted path lies below them
         below = {q for p in ch.added + ch.deleted + sorted(alone) for q in _parents(p)}
         for p in sorted(alone - below):
-            if p in b_dirs and p not in a:
+            if p in b_dirs:
                 ch.added.append(p + "/")
-            elif p in a_dirs and p not in b:
+            else:
                 ch.deleted.append(p + "/")
         ch.added.sort(), ch.deleted.sort()
     ch.mode_changed += [p + "/" for p in sorted(a_dirs & b_dirs)]  # both directories and differing: their mode

@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -1156,7 +1157,7 @@ class Repo:
         }
         said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
         ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not _under(p, git_dirs)
-                   and os.path.lexists(os.path.join(self.root, p))]
+                   and _is_there_not_a_dir(os.path.join(self.root, p))]  # (a directory now: a type change)
         if ignored:  # "deleted" by the next snapshot, but still on disk: an ignore rule now leaves them out
             out["now_ignored"] = ignored
         if gone:  # nothing to compare with: every file is listed as added, and why is said
@@ -1382,6 +1383,14 @@ def _empty_dir(p: Path, remove: bool) -> None:
             child.unlink()
     if remove:
         p.rmdir()
+
+
+def _is_there_not_a_dir(path: str) -> bool:
+    """Whether ``path`` exists and is not a directory (a link to one counts as a link)."""
+    try:
+        return not stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _place(worktree: str, path: Path | None) -> str:
