@@ -356,6 +356,7 @@ class Repo:
         if is_oid(low):
             if self.objects.has(low):
                 return low
+            self._refuse_buried(low)
             raise UnknownSnapshot(full)
         if re.fullmatch(r"[0-9a-f]{4,63}", low):
             found = self.refs.snapshots_with_prefix(low, limit=6)
@@ -468,7 +469,11 @@ class Repo:
 
     # ---------------------------------------------------------------- manifests
     def manifest(self, oid: str) -> dict[str, Any]:
-        kind, raw = self.objects.get(oid)
+        try:
+            kind, raw = self.objects.get(oid)
+        except ObjectMissing:
+            self._refuse_buried(oid)
+            raise
         if kind != Kind.MANIFEST:
             raise UnknownSnapshot(oid)
         if len(raw) > MAX_MANIFEST_BYTES:
@@ -529,6 +534,15 @@ class Repo:
         reason = death_of(self, snap.id, snap.manifest)
         if reason:
             raise SnapshotGone(snap.id, reason, "read") from None
+
+    def _refuse_buried(self, oid: str) -> None:
+        """A snapshot whose manifest is gone because it was expired, pruned or deleted and then nothing kept it (gc
+        reclaims a tombstone no ref or live child reaches, its mark stays): say that, not "missing from the store;
+        run 'agentsnap verify'" or "unknown snapshot" (an undo id a restore printed, pruned later, meets this)."""
+        from agentsnap_core.repository.retention import TOMBSTONES, SnapshotGone, death_of
+
+        if self.refs.get_ref(TOMBSTONES + oid) is not None:
+            raise SnapshotGone(oid, death_of(self, oid, {}, marks=(oid,)) or "pruned", "read") from None
 
     def load_tree(self, tree: str) -> list[world.Entry]:
         """A world tree's entries, read and validated once per tree by this object (a restore reads its target

@@ -1,0 +1,43 @@
+"""An id whose snapshot was pruned and then reclaimed by gc says so, whatever command names it.
+
+Reported: ``restore`` prints "undo with: agentsnap restore d6608ce7398c"; after ``agentsnap prune --keep-last 1`` (which
+listed d6608ce7398c as pruned) and ``agentsnap gc --prune now``, ``agentsnap restore d6608ce7398c`` said "object
+d6608ce7398c... is missing from the store; run 'agentsnap verify'" - as if the store were damaged; verify finds
+nothing, since gc removed it on purpose. The full id said "unknown snapshot", as if it had never existed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from trust_kit import cli, new_work
+
+
+def test_an_undo_id_pruned_then_reclaimed_is_said_to_be_pruned_not_missing(tmp_path: Path) -> None:
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    undos = []
+    for i in range(2):
+        (root / "a.txt").write_text(f"work {i}\n")
+        code, out, err = cli(root, "restore", "HEAD")
+        assert code == 0, err
+        undos.append(re.search(r"undo with: agentsnap restore ([0-9a-f]+)", out).group(1))  # type: ignore[union-attr]
+    code, out, err = cli(root, "prune", "--keep-last", "1")
+    assert code == 0 and f"pruned {undos[0]}" in out, (out, err)
+    assert cli(root, "gc", "--prune", "now")[0] == 0
+    for verb in ("restore", "show", "diff"):
+        code, out, err = cli(root, verb, undos[0])
+        assert code == 2, (verb, out, err)
+        assert f"snapshot {undos[0]} was pruned" in err, (verb, err)
+        assert "verify" not in err and "missing" not in err and "Traceback" not in err, (verb, err)
+    from agentsnap_core import Repo
+
+    with Repo.open(root) as repo:
+        full = repo.refs.snapshots_with_prefix(undos[0], limit=2)[0]
+    code, out, err = cli(root, "restore", full)
+    assert code == 2 and f"snapshot {undos[0]} was pruned" in err, err
+    code, out, err = cli(root, "restore", undos[1])  # the newest undo was kept by the policy: it still works
+    assert code == 0 and (root / "a.txt").read_text() == "work 1\n", err
+    code, out, err = cli(root, "verify")
+    assert code == 0, (out, err)
