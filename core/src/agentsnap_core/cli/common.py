@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.layers.world import shown_path
+from agentsnap_core.stores.base import READ_ONLY_ON_A_FULL_DISK
 
 if TYPE_CHECKING:
     from agentsnap_core.repository.repo import Repo, Snapshot
@@ -34,6 +35,9 @@ def environment_error_line(exc: BaseException) -> str:
         return f"out of memory; {_UNCHANGED}: free memory and re-run"
     if isinstance(exc, sqlite3.Error):
         text = str(exc)
+        if ("readonly" in text or "read-only" in text) and READ_ONLY_ON_A_FULL_DISK:
+            return (f"the disk holding the store is full ({sorted(READ_ONLY_ON_A_FULL_DISK)[0]}) and this verb writes "
+                    f"to it; {_UNCHANGED}: free space and re-run (reading verbs - log, status, show, diff - still work)")
         if "readonly" in text or "read-only" in text:
             return "the store is read-only and this verb writes to it; run it as a user who can write the store"
         if "disk is full" in text or "disk I/O" in text:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.files import write_replacing
 from agentsnap_core.stores.ledger import LEDGER_FILE, LedgerStore, SqliteLedgerStore
 
 if TYPE_CHECKING:
@@ -580,10 +581,8 @@ def binding_view(repo: Repo, store: LedgerStore) -> tuple[dict[str, Any], dict[s
         head, kid = mac.hex(), entry.get("kid")
     count = start + len(rows)
     if rows:
-        tmp = path.with_name(f".{BINDING_CACHE}.{os.getpid()}.tmp")
         try:
-            tmp.write_bytes(pack({"n": count, "head": head, "kid": kid, "b": lineages}))
-            os.replace(tmp, path)
+            write_replacing(path, pack({"n": count, "head": head, "kid": kid, "b": lineages}))
         except OSError:
             pass  # (a read-only store: folded again next time)
     return {"count": count, "head": head, "kid": kid}, lineages

@@ -30,6 +30,7 @@ from typing import Any
 from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, UnsafeSnapshot
 from agentsnap_core.format import content, objects
 from agentsnap_core.format.encoding import bulk, pack_plain, unpack
+from agentsnap_core.format.files import write_replacing
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.stores.base import ObjectStore
 
@@ -251,16 +252,12 @@ class StatCache:
             _hand(HANDOFF, {"v": 1, "path": name_out(str(path)), "load": True})
 
     def _write(self, path: Path, mode: int | None = None) -> None:
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
         doc: dict[str, Any] = {"v": 1, "e": _keys_out(self.entries)}
         if self.tree:
             doc["t"] = list(self.tree)
         if self.listing is not None:
             doc["j"] = _listing_out(self.listing)
-        tmp.write_bytes(pack_plain(doc))
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        write_replacing(path, pack_plain(doc), mode)
 
 
 def _listing_out(j: dict[str, Any]) -> dict[str, Any]:
@@ -401,11 +398,8 @@ def load_kept() -> None:
             continue
         token = os.urandom(8).hex()
         try:
-            tmp = f"{path}.kept.tmp{os.getpid()}"
-            with open(tmp, "wb") as f:
-                f.write(token.encode())
-            os.chmod(tmp, os.stat(path).st_mode & 0o777)  # (as the cache's own: this process's umask may differ)
-            os.replace(tmp, f"{path}.kept")
+            # (the mode as the cache's own: this process's umask may differ)
+            write_replacing(f"{path}.kept", token.encode(), os.stat(path).st_mode & 0o777)
         except OSError:
             continue
         KEPT[path] = _Kept(token, os.urandom(8).hex(), cache)
@@ -469,10 +463,8 @@ def make_tip(
 
 
 def save_tip(cache_path: Path, tip: dict[str, Any]) -> None:
-    path = _tip_path(cache_path)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(pack_plain({**tip, **{k: [name_out(n) for n in tip[k]] for k in ("x", "s", "g")}}))
-    os.replace(tmp, path)
+    write_replacing(_tip_path(cache_path),
+                    pack_plain({**tip, **{k: [name_out(n) for n in tip[k]] for k in ("x", "s", "g")}}))
 
 
 def unchanged_tip(cache_path: Path, watch: Any, ignore: Ignore) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from agentsnap_core import plugins
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.files import write_replacing
 from agentsnap_core.layers import world
 from agentsnap_core.operations import merge_layers
 from agentsnap_core.operations.merge_world import WorldMerge, has_markers, merge_worlds
@@ -311,9 +312,7 @@ def merge_state(repo: Repo) -> dict[str, Any] | None:
 def _write_state(repo: Repo, doc: dict[str, Any]) -> None:
     path = _state_path(repo)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_bytes(pack(doc))
-    os.replace(tmp, path)
+    write_replacing(path, pack(doc))
 
 
 def _clear_state(repo: Repo, pending: str | None) -> None:

@@ -38,6 +38,7 @@ from agentsnap_core.errors import (
 )
 from agentsnap_core.format import content
 from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.files import write_replacing
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import journal, world
 from agentsnap_core.repository import journals, vault, writers
@@ -667,9 +668,8 @@ class Repo:
             if len(valid) > _VALID_KEPT or not path.exists():  # start again with the latest (temp file + rename)
                 keep = [tree] if len(valid) > _VALID_KEPT else sorted(valid)
                 valid.intersection_update(keep)
-                tmp = path.with_name(f"{VALID_TREES}.tmp{os.getpid()}")
-                tmp.write_text("".join(f"{line}\n" for line in [f"rules {world.VALIDATION_RULES}", *keep]))
-                os.replace(tmp, path)
+                text = "".join(f"{line}\n" for line in [f"rules {world.VALIDATION_RULES}", *keep])
+                write_replacing(path, text.encode())
                 return
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             try:

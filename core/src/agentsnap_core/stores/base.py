@@ -118,8 +118,45 @@ def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
         db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None, check_same_thread=False)
     else:
         db = sqlite3.connect(path, timeout=60, isolation_level=None, check_same_thread=False)
-        enable_wal(db)
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA journal_size_limit=1048576")  # a checkpointed WAL is cut back to 1 MiB
+        try:
+            enable_wal(db)
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA journal_size_limit=1048576")  # a checkpointed WAL is cut back to 1 MiB
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if not readable_on_a_full_disk(Path(path), exc):
+                raise
+            READ_ONLY_ON_A_FULL_DISK.add(str(path))
+            return connect_sqlite(path, True)
     db.execute("PRAGMA busy_timeout=60000")
     return db
+
+
+#: databases this process opened read-only because their disk is full (a write through them fails as "readonly":
+#: the CLI says it is the full disk, not a read-only store)
+READ_ONLY_ON_A_FULL_DISK: set[str] = set()
+
+
+def disk_full(directory: Path) -> bool:
+    """Whether the file system holding ``directory`` has no free block left (for anyone, or for this user)."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail == 0 or st.f_bfree == 0
+
+
+def readable_on_a_full_disk(path: Path, exc: sqlite3.OperationalError) -> bool:
+    """Whether a database that cannot be opened for writing because its disk is full (SQLite cannot size its
+    ``-shm`` file) may be read as it is: only when its ``-wal`` holds nothing, so the main file is the whole state
+    (an immutable read ignores the WAL). Then ``log``, ``status``, ``show`` still work when an agent filled the disk,
+    as git's do, and a verb that writes fails on its first write (said as a full disk)."""
+    if "disk I/O" not in str(exc) and "disk is full" not in str(exc):
+        return False
+    try:
+        wal = os.stat(f"{path}-wal").st_size
+    except FileNotFoundError:
+        wal = 0
+    except OSError:
+        return False
+    return wal == 0 and disk_full(path.parent)

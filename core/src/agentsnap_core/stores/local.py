@@ -295,14 +295,18 @@ class LocalObjects:
                 self._pending_dirs.add(str(self.dir))
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
         try:
-            view = memoryview(stored)
-            while view:
-                view = view[os.write(fd, view) :]
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+            try:
+                view = memoryview(stored)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:  # (a full disk: the part written would hold space the user is trying to free)
+            os.unlink(tmp)
+            raise
         with self._lock:
             if not fsync:
                 self._pending_files.append(path)
