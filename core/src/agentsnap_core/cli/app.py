@@ -189,22 +189,32 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
     if limit is not None and limit < 0:
         raise InvalidInput(f"-n takes a number of snapshots (0 or more), not {limit}")
     repo = open_repo(ctx)
-    snaps = repo.log(spec, all_refs=all_refs, limit=limit)
+    snaps = repo.log(spec, all_refs=all_refs, limit=limit, past_unreadable=True)
     late = journals.notice(repo.store_dir)  # checkpoints a process that ended left in an adapter's journal
     if late:
         click.echo(late, err=True)
     labels = _labels(repo)
+    bad = [s for s in snaps if "unreadable" in s.manifest]
     if as_json:
-        emit([{**s.summary(), "refs": labels.get(s.id, [])} for s in snaps])
-        return
-    lines = _graph_lines(snaps) if graph else [("", s) for s in snaps]
-    for prefix, s in lines:
-        if s is None:
-            click.echo(prefix)
-            continue
-        refs = f" ({', '.join(labels[s.id])})" if s.id in labels else ""
-        agent = f" [{shown_path(str(s.manifest.get('agent')))}]" if s.manifest.get("agent") else ""  # (one line)
-        click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs} {fmt_time(s.time)}{agent} {subject(s.message)}")
+        emit([{**s.summary(), "refs": labels.get(s.id, []),
+               **({"unreadable": s.manifest["unreadable"]} if "unreadable" in s.manifest else {})} for s in snaps])
+    else:
+        lines = _graph_lines(snaps) if graph else [("", s) for s in snaps]
+        for prefix, s in lines:
+            if s is None:
+                click.echo(prefix)
+                continue
+            refs = f" ({', '.join(labels[s.id])})" if s.id in labels else ""
+            agent = f" [{shown_path(str(s.manifest.get('agent')))}]" if s.manifest.get("agent") else ""  # (one line)
+            flag = " [UNREADABLE]" if "unreadable" in s.manifest else ""
+            click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs}{flag} {fmt_time(s.time)}{agent} "
+                       f"{subject(s.message)}")
+    if bad:  # (listed from the index, and the history before them too: the user can still find what to restore)
+        raise AgentSnapError(
+            f"{len(bad)} snapshot(s) cannot be read: {bad[0].manifest['unreadable']}"
+            f"{f' (and {len(bad) - 1} more)' if len(bad) > 1 else ''}; they are listed as the index records them "
+            "([UNREADABLE]); the others can be restored or shown as usual - run 'agentsnap verify' for the whole "
+            "report")
 
 
 def _labels(repo: Repo) -> dict[str, list[str]]:

@@ -1223,17 +1223,40 @@ class Repo:
             return [], {"error": str(exc), "paths": candidates}
         return [n for n in candidates if n in kept], None
 
-    def walk(self, starts: Iterable[str], limit: int | None = None) -> Iterator[Snapshot]:
-        """Snapshots reachable from ``starts``, newest first (a child always before its parents)."""
+    def walk(self, starts: Iterable[str], limit: int | None = None, *, past_unreadable: bool = False,
+             ) -> Iterator[Snapshot]:
+        """Snapshots reachable from ``starts``, newest first (a child always before its parents).
+
+        ``past_unreadable`` (what ``log`` shows): a snapshot whose manifest cannot be read (corrupt, missing, of a
+        newer format) is yielded as its index row says it - id, parents, time, message, agent, no layers - with
+        ``manifest["unreadable"]`` the reason, and the walk goes on to its parents; without an index row it ends
+        that line of descent there. Otherwise the first one raises, as before."""
         import heapq
 
         seen: set[str] = set()
         heap: list[tuple[float, str]] = []
         loaded: dict[str, dict[str, Any]] = {}
+        rows: dict[str, SnapshotRow] | None = None
+
+        def read(oid: str, child_time: float | None) -> dict[str, Any]:
+            nonlocal rows
+            if not past_unreadable:
+                return self.manifest(oid)
+            try:
+                return self.manifest(oid)
+            except (ObjectCorrupt, ObjectMissing, UnsupportedFormat, UnknownSnapshot) as exc:
+                if rows is None:
+                    rows = {r.id: r for r in self.refs.list_snapshots()}
+                row = rows.get(oid)
+                if row is None:
+                    return {"parents": [], "time": child_time or 0.0, "layers": {}, "unreadable": str(exc)}
+                return {"parents": list(row.parents), "time": row.time, "message": row.message, "agent": row.agent,
+                        "layers": {}, "unreadable": str(exc)}
+
         for s in starts:
             if s not in seen:
                 seen.add(s)
-                loaded[s] = self.manifest(s)
+                loaded[s] = read(s, None)
                 heapq.heappush(heap, (-loaded[s]["time"], s))
         count = 0
         while heap and (limit is None or count < limit):
@@ -1244,10 +1267,11 @@ class Repo:
             for p in m["parents"]:
                 if p not in seen:
                     seen.add(p)
-                    loaded[p] = self.manifest(p)
+                    loaded[p] = read(p, m["time"])
                     heapq.heappush(heap, (-min(loaded[p]["time"], m["time"]), p))
 
-    def log(self, spec: str | None = None, *, all_refs: bool = False, limit: int | None = None) -> list[Snapshot]:
+    def log(self, spec: str | None = None, *, all_refs: bool = False, limit: int | None = None,
+            past_unreadable: bool = False) -> list[Snapshot]:
         if all_refs:
             starts = sorted(set(self.refs.list_refs("refs/heads/").values()) | set(self.refs.list_refs("refs/tags/").values()))
             head = self.head()[1]
@@ -1255,7 +1279,7 @@ class Repo:
                 starts.append(head)
         else:
             starts = [self.resolve(spec)]
-        return list(self.walk(starts, limit))
+        return list(self.walk(starts, limit, past_unreadable=past_unreadable))
 
     def diff(self, a: str | None = None, b: str | None = None, layer: str | None = None) -> dict[str, Any]:
         """Per-layer differences between two snapshots, or a snapshot and the working tree."""
