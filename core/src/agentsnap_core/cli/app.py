@@ -136,9 +136,19 @@ def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None
     repo = Repo.init(in_dir(ctx, directory), branch=branch)
     git = (repo.root / ".git").is_dir() and not repo.include_git
     if as_json:
-        emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir), "git_not_captured": git})
+        emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir), "git_not_captured": git,
+              "git_shield": repo.git_shield})
     else:
         click.echo(f"Initialised agentsnap store in {repo.store_dir}")
+        shielded = repo.git_shield
+        if shielded.get("exclude"):  # said once: where the store was listed, and what still deletes it
+            click.echo(f"note: the store is kept out of git: listed in {shielded['exclude']} (git add and status pass "
+                       "it by), and 'git clean -fdx' skips it (a nested-repository marker, .agentsnap/.git); only "
+                       "'git clean -ffdx' deletes it", err=True)
+        if shielded.get("problem"):
+            click.echo(f"warning: could not keep the store out of git ({shielded['problem']}): 'git add -A' would "
+                       "commit it and 'git clean -fdx' would delete it; add '.agentsnap/' to .git/info/exclude",
+                       err=True)
         if git:  # said once here (and in every snapshot's --json): git keeps its own history
             from agentsnap_core.cli.common import INCLUDE_GIT_HINT
 

@@ -41,7 +41,7 @@ from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.files import write_replacing
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import journal, world
-from agentsnap_core.repository import journals, vault, writers
+from agentsnap_core.repository import gitshield, journals, vault, writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 from agentsnap_core.stores.local import LocalStore
@@ -216,6 +216,7 @@ class Repo:
 
             self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
+        self.git_shield: dict[str, str] = {}  # (set by init)
         self.wt_dir = self.store_dir / "wt" / worktree
         self.progress: Progress | None = None
         self._tree_lock_fd: int | None = None
@@ -290,6 +291,7 @@ class Repo:
         repo = cls(root, store_dir)
         if fresh:
             repo.refs.set_head(PRIMARY, f"refs/heads/{check_ref_name(branch)}", None)
+        repo.git_shield = gitshield.shield(root, store_dir)  # (out of git add -A and git clean -fdx)
         return repo
 
     @classmethod
