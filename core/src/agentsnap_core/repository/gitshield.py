@@ -31,9 +31,10 @@ def shield(root: Path, store_dir: Path) -> dict[str, str]:
             (marker / "HEAD").write_text("ref: refs/heads/agentsnap-store\n")
             out["marker"] = str(marker)
         found = git_dirs(root)
-        if found is not None:
-            top, common = found
-            line = "/" + Path(os.path.relpath(store_dir, top)).as_posix() + "/"
+        rel = os.path.relpath(store_dir, found[0]) if found is not None else ".."
+        if found is not None and not rel.startswith(".."):  # (a store outside the git work tree is not git's)
+            common = found[1]
+            line = "/" + Path(rel).as_posix() + "/"
             exclude = common / "info" / "exclude"
             text = exclude.read_text() if exclude.exists() else ""
             if line not in text.splitlines():
