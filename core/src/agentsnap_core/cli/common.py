@@ -165,6 +165,27 @@ def nested_git_line(names: list[str]) -> str | None:
             f"snapshot and a restore does not bring {'it' if one else 'them'} back; {INCLUDE_GIT_HINT}")
 
 
+def nested_store_line(names: list[str]) -> str | None:
+    """The stderr line naming the stores of nested agentsnap trees (``sub/.agentsnap``) inside this tree, which no
+    snapshot of it holds (their snapshots are their own), or None."""
+    if not names:
+        return None
+    one = len(names) == 1
+    return (f"not captured: the store of {'a' if one else len(names)} nested agentsnap tree{'' if one else 's'} "
+            f"({_first(names)}): {'its' if one else 'their'} snapshots are not in this one and a restore does not "
+            f"bring {'it' if one else 'them'} back; push {'it' if one else 'them'} to keep a copy "
+            "('agentsnap push URL' run there)")
+
+
+def store_not_restored_line(names: list[str], snap: str) -> str | None:
+    """After a restore: the nested agentsnap stores that are not in the tree now (their files came back from
+    snapshot ``snap``, their history did not), or None."""
+    if not names:
+        return None
+    return (f"not brought back: {_first(names)} - the store of a nested agentsnap tree is never in a snapshot of "
+            f"this one (snapshot {short(snap)} holds that tree's files, not its history)")
+
+
 def git_not_restored_line(names: list[str], snap: str) -> str | None:
     """After a restore: the ``.git`` directories the snapshot did not capture that are not in the tree now (a
     deleted repository's files came back, its history did not), or None."""
@@ -247,9 +268,10 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     special = not_captured_line(st.get("not_captured") or [])
     if special:
         out.append((special, True))
-    nested = nested_git_line(st.get("git_not_captured") or [])
-    if nested:
-        out.append((nested, True))
+    for nested in (nested_git_line(st.get("git_not_captured") or []),
+                   nested_store_line(st.get("stores_not_captured") or [])):
+        if nested:
+            out.append((nested, True))
     gone = st.get("secrets_missing") or []
     if gone:
         shown = _first(gone)
@@ -286,16 +308,17 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
     from agentsnap_core.layers import world as world_layer
 
     special = [world_layer.name_in(n) for n in w.get("not_captured") or []]
-    git_dirs = [world_layer.name_in(n) for n in w.get("git_not_captured") or []]
+    git_dirs, stores = world_layer.split_stores([world_layer.name_in(n) for n in w.get("git_not_captured") or []])
     if as_json:
         world = {**{k: w.get(k) for k in ("files", "bytes", "hashed")}, "left_out": names, "kept_locally": kept,
-                 "not_captured": special, "git_not_captured": git_dirs}
+                 "not_captured": special, "git_not_captured": git_dirs, **({"stores_not_captured": stores} if stores else {})}
         return [(json_line({"v": JSON_VERSION, **snap.summary(), "world": world}), False)]
     left = left_out_line(names, kept)
     if left and why_not:
         left += f" (not kept in the local vault: {why_not})"
     lines = [(snap.id, False)] + ([(left, True)] if left else [])
-    return lines + [(line, True) for line in (not_captured_line(special), nested_git_line(git_dirs)) if line]
+    return lines + [(line, True) for line in (not_captured_line(special), nested_git_line(git_dirs),
+                                               nested_store_line(stores)) if line]
 
 
 def restore_notes(res: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -304,8 +327,9 @@ def restore_notes(res: dict[str, Any]) -> list[tuple[str, bool]]:
     worktrees forgotten because their directory is gone."""
     note = [(f"warning: {res['secrets_note']}", True)] if res.get("secrets_note") else []
     note += [(f"warning: {n}", True) for n in res.get("notes") or []]
-    git_line = git_not_restored_line(res.get("git_not_restored") or [], res["id"])
-    return note + ([(git_line, True)] if git_line else [])
+    lines = (git_not_restored_line(res.get("git_not_restored") or [], res["id"]),
+             store_not_restored_line(res.get("stores_not_restored") or [], res["id"]))
+    return note + [(line, True) for line in lines if line]
 
 
 def restore_lines(res: dict[str, Any], as_json: bool, dry_run: bool = False, to: bool = False) -> list[tuple[str, bool]]:

@@ -159,6 +159,8 @@ class Ignore:
 
     def ignored(self, rel: str, is_dir: bool) -> bool:
         if rel in self.always or rel.endswith("/.agentsnap"):  # a nested store or worktree link: never captured
+            if is_dir and rel not in self.always:  # another tree's store: its history is not in this snapshot (said)
+                self.git_dirs.append(rel)
             return True
         if not is_dir and TEMP_PREFIX in rel and rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX):
             return True
@@ -856,6 +858,17 @@ def _add_unchanged(
     new_links.update(zip(links, targets, strict=True))
     stats.links += len(links)
     entries.sort(key=_path)
+
+
+def is_store_dir(rel: str) -> bool:
+    """Whether ``rel`` (a directory's path in the tree) names a nested agentsnap store (``sub/.agentsnap``): never
+    captured, listed with the ``.git`` directories left out (``git_dirs``) and said apart from them."""
+    return rel.endswith("/.agentsnap")
+
+
+def split_stores(names: list[str]) -> tuple[list[str], list[str]]:
+    """``names`` of directories left out as ``(.git directories, nested agentsnap stores)``."""
+    return [n for n in names if not is_store_dir(n)], [n for n in names if is_store_dir(n)]
 
 
 def is_git_dir(rel: str) -> bool:

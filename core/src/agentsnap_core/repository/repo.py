@@ -1140,7 +1140,8 @@ class Repo:
         self.refs.set_head(self.worktree, ref, None)
         notes: list[str] = []  # (forgotten once the switch is done: a refused one changes nothing)
         self.checked_out_at(ref, notes)
-        said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored") if k in result}
+        said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored", "stores_not_restored")
+                if k in result}
         return {"branch": branch, "id": oid, "undo": result.get("undo"), **said, **({"notes": notes} if notes else {})}  # (what the restore said, never dropped)
 
     # ---------------------------------------------------------------- status / log / diff
@@ -1169,8 +1170,10 @@ class Repo:
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
             "left_out": left_out,
             "not_captured": special,
-            "git_not_captured": git_dirs,
+            "git_not_captured": world.split_stores(git_dirs)[0],
         }
+        if world.split_stores(git_dirs)[1]:  # other trees' stores inside this one: their history is not in it
+            out["stores_not_captured"] = world.split_stores(git_dirs)[1]
         said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
         ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not _under(p, git_dirs)
                    and _is_there_not_a_dir(os.path.join(self.root, p))]  # (a directory now: a type change)
@@ -1379,7 +1382,8 @@ def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) 
     files of a deleted repository come back, its history does not."""
     names = [world.name_in(n) for n in rec.get("git_not_captured") or []]
     gone = [n for n in names if (paths is None or _under(n, paths)) and not os.path.isdir(dest / n)]
-    return {"git_not_restored": gone} if gone else {}
+    git, stores = world.split_stores(gone)
+    return {**({"git_not_restored": git} if git else {}), **({"stores_not_restored": stores} if stores else {})}
 
 
 def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
