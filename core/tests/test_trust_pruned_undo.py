@@ -8,6 +8,7 @@ nothing, since gc removed it on purpose. The full id said "unknown snapshot", as
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -41,3 +42,26 @@ def test_an_undo_id_pruned_then_reclaimed_is_said_to_be_pruned_not_missing(tmp_p
     assert code == 0 and (root / "a.txt").read_text() == "work 1\n", err
     code, out, err = cli(root, "verify")
     assert code == 0, (out, err)
+
+
+def test_log_marks_expired_and_pruned_snapshots_that_restore_would_refuse(tmp_path: Path) -> None:
+    """``agentsnap expire X`` (or a prune that keeps X as a tombstone because a live snapshot descends from it):
+    ``log`` listed X like any other, and ``restore X`` then refused it - nothing in the log said it was dead."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    ids = []
+    for text in ("one", "two", "three"):
+        (root / "a.txt").write_text(text + "\n")
+        code, out, err = cli(root, "snapshot", "-m", text)
+        assert code == 0, err
+        ids.append(out.strip())
+    assert cli(root, "expire", ids[1])[0] == 0
+    code, out, err = cli(root, "log")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "[expired]" in lines[1] and ids[1][:12] in lines[1], out
+    assert "[expired]" not in lines[0] and "[expired]" not in lines[2], out
+    assert cli(root, "prune", "--keep-last", "1")[0] == 0  # 'one' stays as a tombstone: 'two' descends from it
+    rows = json.loads(cli(root, "log", "--json")[1])
+    assert [r.get("dead", "").split(" ")[0] for r in rows] == ["", "expired", "pruned"], rows
+    code, out, err = cli(root, "restore", ids[0])
+    assert code == 2 and "was pruned" in err, err

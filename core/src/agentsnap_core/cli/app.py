@@ -205,8 +205,13 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
         click.echo(late, err=True)
     labels = _labels(repo)
     bad = [s for s in snaps if "unreadable" in s.manifest]
+    from agentsnap_core.repository.retention import death_of, tombstones
+
+    marks = tombstones(repo)  # expired, pruned, deleted: listed (history), marked (restore refuses them)
+    dead = {s.id: why for s in snaps if "unreadable" not in s.manifest
+            for why in [death_of(repo, s.id, s.manifest, marks=marks)] if why}
     if as_json:
-        emit([{**s.summary(), "refs": labels.get(s.id, []),
+        emit([{**s.summary(), "refs": labels.get(s.id, []), **({"dead": dead[s.id]} if s.id in dead else {}),
                **({"unreadable": s.manifest["unreadable"]} if "unreadable" in s.manifest else {})} for s in snaps])
     else:
         lines = _graph_lines(snaps) if graph else [("", s) for s in snaps]
@@ -216,7 +221,7 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
                 continue
             refs = f" ({', '.join(labels[s.id])})" if s.id in labels else ""
             agent = f" [{shown_path(str(s.manifest.get('agent')))}]" if s.manifest.get("agent") else ""  # (one line)
-            flag = " [UNREADABLE]" if "unreadable" in s.manifest else ""
+            flag = " [UNREADABLE]" if "unreadable" in s.manifest else f" [{dead[s.id].split()[0]}]" if s.id in dead else ""
             click.echo(f"{prefix}{click.style(short(s.id), fg='yellow')}{refs}{flag} {fmt_time(s.time)}{agent} "
                        f"{subject(s.message)}")
     if bad:  # (listed from the index, and the history before them too: the user can still find what to restore)
