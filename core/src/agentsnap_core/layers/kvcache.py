@@ -464,8 +464,9 @@ def read_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], page
 class PendingRead:
     """Segments being read into their pages' buffers on the worker threads (:func:`start_pages_into`)."""
 
-    def __init__(self, futures: list[Future[None]]) -> None:
+    def __init__(self, futures: list[Future[None]], queue: deque[Any] | None = None) -> None:
         self._futures = futures
+        self._queue = queue  # the segments no worker has taken yet
 
     def wait(self) -> None:
         """Return once every page is in its buffers and verified; raise the first segment's error (the reads not
@@ -481,6 +482,8 @@ class PendingRead:
         gives the buffers back after an error of its own."""
         from concurrent.futures import wait
 
+        if self._queue is not None:
+            self._queue.clear()  # a worker takes no further segment (deque.clear and popleft are atomic)
         for future in self._futures:
             future.cancel()
         wait(self._futures)
@@ -490,10 +493,17 @@ def start_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], pag
     """:func:`read_pages_into` without waiting: the segments are queued on the worker threads and the caller
     waits for them (:meth:`PendingRead.wait`) before it uses or gives back the buffers, e.g. while it copies an
     earlier chunk to a device. ``page_buffers`` and the sizes are checked here, on the calling thread; pages kept
-    outside segments (version 1) are read here too."""
+    outside segments (version 1) are read here too.
+
+    Every buffer is made first and the segments are then handed to at most :func:`workers` tasks that take them
+    from one queue in order (not one task per segment): the calling thread then waits, holding no GIL, instead of
+    running Python between submits while the workers' reads and hashes hand the GIL back and forth with it (each
+    hand-back could wait up to the interpreter's 5 ms switch interval)."""
     targets: dict[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]] = {}
+    byte_view = content.byte_view
     for p in pages:
-        bufs = [content.byte_view(b) for b in page_buffers(p["start"], p["start"] + p["n"])]
+        bufs = [b if type(b) is memoryview and b.ndim == 1 and b.format == "B" else byte_view(b)
+                for b in page_buffers(p["start"], p["start"] + p["n"])]
         got = sum(b.nbytes for b in bufs)
         if got != p["nbytes"]:
             raise InvalidInput(f"KV page at token {p['start']} has {p['nbytes']} bytes, the cache's layout {got}")
@@ -501,8 +511,27 @@ def start_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], pag
             content.scatter(_sized(p, memoryview(content.get_bytes(store, p["content"]))), bufs)
         else:
             targets.setdefault(p["segment"], []).append((p["offset"], p, bufs))
+    if not targets:
+        return PendingRead([])
+    queue: deque[tuple[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]]] = deque(targets.items())
     pool = _executor()
-    return PendingRead([pool.submit(_read_segment, store, seg, group) for seg, group in targets.items()])
+    return PendingRead([pool.submit(_read_segments, store, queue) for _ in range(min(workers(), len(queue)))], queue)
+
+
+def _read_segments(store: ObjectStore, queue: deque[tuple[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]]]
+                   ) -> None:
+    """A worker's share of :func:`start_pages_into`: segments taken from ``queue`` until it is empty (or cleared
+    by :meth:`PendingRead.cancel`); the first error ends this worker (the others finish the segment they hold)."""
+    while True:
+        try:
+            seg, group = queue.popleft()
+        except IndexError:
+            return
+        try:
+            _read_segment(store, seg, group)
+        except BaseException:
+            queue.clear()  # the reads not started are dropped: the caller gets this error once the others finish
+            raise
 
 
 def _read_segment(store: ObjectStore, seg: str, pages: list[tuple[int, Mapping[str, Any], list[memoryview]]]) -> None:
