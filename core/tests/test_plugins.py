@@ -181,3 +181,22 @@ def test_a_plugin_with_a_misspelt_hook_is_refused_by_name() -> None:
     pm.register(Typo(), name="typo-plugin")
     with pytest.raises(AgentSnapError, match="typo-plugin.*agentsnap_capture_stat"):
         check_hooks(pm)
+
+
+def test_an_allow_list_naming_no_installed_plugin_is_refused_not_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AGENTSNAP_PLUGINS=langgrph`` (a typo of an installed plugin's name) loaded no adapter and said nothing:
+    every snapshot then silently went without the framework's state. Now it is refused, naming what is installed."""
+    from agentsnap_core.errors import AgentSnapError
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [_EP("alpha", PluginA())])
+    monkeypatch.setenv("AGENTSNAP_PLUGIN_CACHE", "off")
+    try:
+        plugins.reset_plugin_manager()
+        monkeypatch.setenv("AGENTSNAP_PLUGINS", "alpha,alpah")
+        with pytest.raises(AgentSnapError, match=r"names 'alpah', which no installed agentsnap plugin .*installed: alpha"):
+            plugins.get_plugin_manager()
+        plugins.reset_plugin_manager()
+        monkeypatch.setenv("AGENTSNAP_PLUGINS", "alpha, agentsnap_core.plugins.defaults")  # the built-in's name too
+        assert {p["name"] for p in plugins.list_plugins()} == {"alpha", "agentsnap_core.plugins.defaults"}
+    finally:
+        plugins.reset_plugin_manager()

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "agentsnap"
 ENV_ALLOW = "AGENTSNAP_PLUGINS"
+DEFAULTS_NAME = "agentsnap_core.plugins.defaults"  # the built-in hooks, always registered under this name
 
 _lock = threading.Lock()
 _pm: pluggy.PluginManager | None = None
@@ -74,9 +75,16 @@ def get_plugin_manager() -> pluggy.PluginManager:
             pm.add_hookspecs(hookspecs)
             from agentsnap_core.plugins import defaults
 
-            pm.register(defaults, name="agentsnap_core.plugins.defaults")
+            pm.register(defaults, name=DEFAULTS_NAME)
             allowed = _allowed()
-            for name, load, dist in _entry_points():
+            found = _entry_points()
+            unknown = sorted((allowed or set()) - {name for name, _load, _dist in found} - {DEFAULTS_NAME})
+            if unknown:  # a typo would leave the adapter out, and every snapshot without its state, silently
+                installed = ", ".join(sorted({name for name, _load, _dist in found})) or "none"
+                raise AgentSnapError(
+                    f"{ENV_ALLOW} names {', '.join(map(repr, unknown))}, which no installed agentsnap plugin is called "
+                    f"(installed: {installed}); fix the name, or set {ENV_ALLOW}=none for none or unset it for all")
+            for name, load, dist in found:
                 if allowed is not None and name not in allowed:
                     continue
                 if pm.has_plugin(name):
