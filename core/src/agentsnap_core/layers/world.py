@@ -1179,6 +1179,20 @@ def _is_real_dir(path: str) -> bool:
     return os.path.isdir(path) and not os.path.islink(path)
 
 
+def _holds_already(path: str, entry: Entry) -> bool:
+    """Whether ``path`` (something ignored where the target puts a file) is a regular file holding exactly that
+    file's bytes: restoring over it changes no byte, so it is not in the way (a snapshot taken before an ignore rule
+    now covering its files restores; it was refused with "something ignored here is in the way")."""
+    _path, kind, _mode, size, ref = entry
+    if kind != "f":
+        return False
+    try:
+        st = os.lstat(path)
+        return stat.S_ISREG(st.st_mode) and st.st_size == size and content.put_file(None, path)[0] == ref
+    except OSError:
+        return False
+
+
 def materialize(
     store: ObjectStore,
     root: Path,
@@ -1233,7 +1247,8 @@ def materialize(
         if p in cur:
             continue
         full = os.path.join(root, p)
-        if os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full)):
+        if (os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full))
+                and not _holds_already(full, tgt[p])):
             exc = AgentSnapError(
                 f"cannot restore {p!r}: {_in_the_way(full)} is in the way (the snapshot has a "
                 f"{_KIND_NAMES[tgt[p][1]]} there); nothing was changed: move it and re-run"
