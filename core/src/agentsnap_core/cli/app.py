@@ -310,21 +310,37 @@ def show(ctx: click.Context, spec: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("a", required=False)
-@click.argument("b", required=False)
+@click.argument("args", nargs=-1, metavar="[A [B]] [-- PATH...]")
 @click.option("--layer", type=str, default=None, help="Only this layer (world, trace, env, state, ...).")
 @click.option("--stat", is_flag=True, help="Only list changed paths.")
 @click.option("--conflict", "conflict_path", default=None, metavar="PATH", help="During a merge: base/ours/theirs of PATH.")
 @json_opt
 @click.pass_context
-def diff(ctx: click.Context, a: str | None, b: str | None, layer: str | None, stat: bool, as_json: bool, conflict_path: str | None = None) -> None:
-    """Show changes: HEAD vs working tree, A vs working tree, or A vs B."""
+def diff(ctx: click.Context, args: tuple[str, ...], layer: str | None, stat: bool, as_json: bool,
+         conflict_path: str | None = None) -> None:
+    """Show changes: HEAD vs working tree, A vs working tree, or A vs B; PATHs keep only the files at or below them.
+
+    As in git, the leading arguments that name snapshots are A and B, the rest are paths (write ./NAME for a file
+    named like a branch)."""
     if conflict_path:
         from agentsnap_core.cli.merge import show_conflict
 
         return show_conflict(ctx, conflict_path, as_json)
     repo = open_repo(ctx)
-    d = repo.diff(a, b, layer)
+    from agentsnap_core.errors import UnknownSnapshot
+
+    specs: list[str] = []
+    paths: list[str] = []
+    for arg in args:
+        if not paths and len(specs) < 2:
+            try:
+                repo.resolve(arg)
+                specs.append(arg)
+                continue
+            except UnknownSnapshot:
+                pass
+        paths.append(arg)
+    d = repo.diff(specs[0] if specs else None, specs[1] if len(specs) > 1 else None, layer, paths or None)
     if as_json:
         emit({"v": JSON_VERSION, **d})
         return

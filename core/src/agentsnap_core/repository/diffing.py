@@ -80,7 +80,14 @@ def diff_mapping(a: Any, b: Any) -> dict[str, Any]:
     }
 
 
-def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None = None) -> dict[str, Any]:
+def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None = None,
+                   paths: list[str] | None = None) -> dict[str, Any]:
+    """``paths`` (tree-relative): only the files at or below them, and only the world layer (paths name files); a
+    path that is in neither side is refused as a typo, never answered with an empty diff."""
+    if paths and layer not in (None, "world"):
+        raise InvalidInput(f"paths name files: they go with the world layer, not --layer {layer}")
+    if paths:
+        layer = "world"
     a_id = repo.resolve(a)
     b_id = repo.resolve(b) if b is not None else WORKING
     a_snap = repo.get(a_id)
@@ -93,6 +100,17 @@ def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None =
     if "world" in layers:
         wa = repo.world_entries(a_snap)
         wb = repo.working_entries() if b_snap is None else repo.world_entries(b_snap)
+        if paths:
+            def under(e: world.Entry) -> bool:
+                return any(e[0] == p or e[0].startswith(p + "/") for p in paths)
+
+            wa, wb = [e for e in wa if under(e)], [e for e in wb if under(e)]
+            held = {e[0] for e in wa} | {e[0] for e in wb}
+            for p in paths:
+                if p not in held and not any(h.startswith(p + "/") for h in held):
+                    side = "the working tree" if b_snap is None else b_id[:12]
+                    raise InvalidInput(f"{p!r} is neither a snapshot, branch or tag ('agentsnap log --all') nor a path "
+                                       f"in {a_id[:12]} or {side}")
         out["layers"]["world"] = diff_worlds(repo, a_id, wa, b_id, wb)
     if b_snap is not None and layers & {"world", "env"}:
         out["layers"]["env"] = diff_mapping(_env(repo.objects, a_snap.layers.get("world")), _env(repo.objects, b_snap.layers.get("world")))

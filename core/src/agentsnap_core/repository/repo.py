@@ -1286,11 +1286,13 @@ class Repo:
             starts = [self.resolve(spec)]
         return list(self.walk(starts, limit, past_unreadable=past_unreadable))
 
-    def diff(self, a: str | None = None, b: str | None = None, layer: str | None = None) -> dict[str, Any]:
-        """Per-layer differences between two snapshots, or a snapshot and the working tree."""
+    def diff(self, a: str | None = None, b: str | None = None, layer: str | None = None,
+             paths: list[str] | None = None) -> dict[str, Any]:
+        """Per-layer differences between two snapshots, or a snapshot and the working tree; ``paths`` (relative to
+        the current directory, as on the command line) keeps only the files at or below them."""
         from agentsnap_core.repository.diffing import diff_snapshots
 
-        return diff_snapshots(self, a, b, layer)
+        return diff_snapshots(self, a, b, layer, [self._norm_path(p) for p in paths] if paths else None)
 
     # ---------------------------------------------------------------- maintenance
     def verify(self) -> dict[str, Any]:

@@ -1,0 +1,48 @@
+"""``agentsnap diff [A [B]] [-- PATH...]``: paths keep only the files at or below them, as ``git diff -- PATH`` does.
+
+Reported: ``agentsnap diff -- src/app.py`` (what a git user types to see one file's change) said "unknown snapshot,
+branch or tag: 'src/app.py'": diff took no paths, so a one-file question got either an error or the whole tree's diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trust_kit import cli, new_work
+
+
+def _work(tmp_path: Path) -> tuple[Path, str]:
+    root = new_work(tmp_path, {"src/app.py": "a = 1\n", "src/util.py": "u = 1\n", "README": "hi\n"})
+    code, out, err = cli(root, "snapshot", "-m", "one")
+    assert code == 0, err
+    for rel, text in (("src/app.py", "a = 2\n"), ("src/util.py", "u = 2\n"), ("README", "hello\n")):
+        (root / rel).write_text(text)
+    return root, out.strip()
+
+
+def test_diff_with_paths_shows_only_those_files(tmp_path: Path) -> None:
+    root, one = _work(tmp_path)
+    code, out, err = cli(root, "diff", "--", "src/app.py")
+    assert code == 0, err
+    assert "+a = 2" in out and "util" not in out and "README" not in out, out
+    code, out, err = cli(root, "diff", "HEAD", "src", "--stat")
+    assert code == 0 and out.splitlines() == ["M src/app.py", "M src/util.py"], (out, err)
+    code, out, err = cli(root / "src", "diff", "util.py", "--json")  # relative to where it runs, as in git
+    assert code == 0, err
+    assert json.loads(out)["layers"]["world"]["modified"] == ["src/util.py"]
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    code, out, err = cli(root, "diff", one[:12], "HEAD", "README")
+    assert code == 0 and "+hello" in out and "app" not in out, out
+
+
+def test_a_path_in_neither_side_is_refused_and_a_bad_range_still_says_so(tmp_path: Path) -> None:
+    root, _one = _work(tmp_path)
+    code, out, err = cli(root, "diff", "--", "src/ap.py")
+    assert code == 2 and "'src/ap.py' is neither a snapshot" in err and out == "", (out, err)
+    code, out, err = cli(root, "diff", "HEAD~5", "--", "src")
+    assert code == 2 and "HEAD~5" in err, err
+    code, out, err = cli(root, "diff", "--layer", "trace", "--", "src")
+    assert code == 2 and "paths name files" in err, err
+    code, out, err = cli(root, "diff")  # no paths: the whole tree, as before
+    assert code == 0 and all(name in out for name in ("app.py", "util.py", "README")), out
