@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.errors import AgentSnapError, StoreNotFound
+from agentsnap_core.errors import AgentSnapError, InvalidInput, StoreNotFound
 from agentsnap_core.localstore import LocalStore
 from agentsnap_core.repo import PRIMARY, STORE_DIR, Repo
 from agentsnap_core.store import SnapshotRow
@@ -72,6 +72,11 @@ def open_store(path: str | os.PathLike[str] | None) -> Repo:
         store_dir = base if (base / "format.json").exists() or base.name == STORE_DIR else base / STORE_DIR
     if store_dir.is_file():
         raise AgentSnapError(f"{store_dir} is a linked worktree file; give the store directory instead")
+    for above in (store_dir, *store_dir.parents):  # a file where the store or a folder above it would go
+        if above.exists() and not above.is_dir():
+            raise InvalidInput(f"PFSaver: {above} is a file, not a directory; give a project or store directory")
+        if above.exists():
+            break
     try:
         return Repo(store_dir.parent, store_dir)
     except StoreNotFound:
@@ -155,7 +160,9 @@ class Written:
 def flush_loop(ref: weakref.ReferenceType[PFSaver], shared: Shared, interval: float) -> None:
     """The background group commit: flush every ``interval`` seconds until the saver closes."""
     while not shared.closed:
-        shared.wake.wait(interval)
+        due = time.monotonic() + interval
+        while not shared.closed and (left := due - time.monotonic()) > 0:
+            shared.wake.wait(min(left, 3600.0))  # a long (or infinite) interval: threading's timeout has a limit
         saver = ref()
         if saver is None or shared.closed:
             return

@@ -307,8 +307,8 @@ class ThreadVerbs:
         With ``worktrees`` (and a saver made with ``world_root``), each fork's files are written to
         ``worktrees/<new thread id>``.
         """
-        if n < 1 or n > 10_000:
-            raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 10_000:
+            raise InvalidInput(f"fork count must be a whole number between 1 and 10000, not {n!r}")
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         row = self.index.get_row(thread_id, "", get_checkpoint_id(config))
@@ -323,6 +323,17 @@ class ThreadVerbs:
             if name not in existing:
                 names.append(name)
             i += 1
+        if worktrees is not None:  # refused before any fork is made, not after the first ones
+            self.flush()
+            if "world" not in self.repo.manifest(row[4]).get("layers", {}):
+                raise AgentSnapError(
+                    f"fork_thread(worktrees=...): checkpoint snapshot {row[4][:12]} has no files: create the saver "
+                    "with PFSaver(world_root=...)"
+                )
+            for name in names:
+                dest = Path(worktrees) / name
+                if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+                    raise TargetNotEmpty(str(dest))
         out: list[RunnableConfig] = []
         for name in names:
             self._copy(thread_id, name, row[2], replay=get_checkpoint_id(config) is not None)

@@ -3,7 +3,8 @@
 The approach:
 
 1. the *base* is the newest checkpoint both threads share (``fork_thread`` / ``copy_thread`` keep
-   checkpoint ids, so a fork and its origin share their history up to the fork point);
+   checkpoint ids, so a fork and its origin share their history up to the fork point), counting the
+   checkpoints an earlier merge brought in (its snapshot's parents), so a change is never merged twice;
 2. every state key the source changed since the base is merged three-way (base, target, source):
 
    * a message list (``add_messages``): per message id - a message the source added, edited or removed
@@ -55,13 +56,27 @@ class ThreadMergeConflict(AgentSnapError):
         )
 
 
-def _chain(saver: PFSaver, thread_id: str, checkpoint_id: str | None) -> list[str]:
-    """Checkpoint ids from ``checkpoint_id`` (or the newest) back to the root of the thread."""
-    out: list[str] = []
-    row = saver.index.get_row(thread_id, "", checkpoint_id)
-    while row is not None and row[2] not in out:
-        out.append(row[2])
-        row = saver.index.get_row(thread_id, "", row[3]) if row[3] else None
+def _history(saver: PFSaver, thread_id: str, checkpoint_id: str | None) -> dict[str, str]:
+    """Checkpoint id -> a thread holding it, for the checkpoint ``checkpoint_id`` names (or the thread's newest) and
+    every checkpoint it descends from: through parent ids and through the threads an earlier ``merge_thread`` merged
+    in (its checkpoint's snapshot has the merged checkpoint's snapshot as a parent), as git finds a merge base."""
+    out: dict[str, str] = {}
+    todo: list[tuple[str, str | None]] = [(thread_id, checkpoint_id)]
+    while todo:
+        thread, cid = todo.pop()
+        row = saver.index.get_row(thread, "", cid)
+        while row is not None and row[2] not in out:
+            out[row[2]] = thread
+            for snap in saver.repo.manifest(row[4]).get("parents", []):
+                with saver.index.read() as db:
+                    found = db.execute(
+                        "SELECT thread_id, checkpoint_id FROM lg_checkpoints WHERE snapshot=? AND checkpoint_ns='' "
+                        "ORDER BY thread_id=? DESC LIMIT 1",
+                        (snap, thread),
+                    ).fetchone()
+                if found is not None and found[1] not in out:
+                    todo.append((str(found[0]), str(found[1])))
+            row = saver.index.get_row(thread, "", row[3]) if row[3] else None
     return out
 
 
@@ -134,53 +149,63 @@ def merge_thread(
         raise InvalidInput(f"prefer must be 'source', 'target' or None, not {prefer!r}")
     t_thread = str(target["configurable"]["thread_id"])
     s_thread = str(source["configurable"]["thread_id"])
-    t_chain = _chain(saver, t_thread, target["configurable"].get("checkpoint_id"))
-    s_list = _chain(saver, s_thread, source["configurable"].get("checkpoint_id"))
-    s_chain = set(s_list)
-    if not t_chain or not s_chain:
+    t_row = saver.index.get_row(t_thread, "", target["configurable"].get("checkpoint_id"))
+    s_row = saver.index.get_row(s_thread, "", source["configurable"].get("checkpoint_id"))
+    if t_row is None or s_row is None:
         raise InvalidInput("both threads need at least one checkpoint to merge")
-    base_id = next((c for c in t_chain if c in s_chain), None)
-    if base_id is None:
+    saver.flush()  # the snapshots whose parents name earlier merges
+    t_hist = _history(saver, t_thread, t_row[2])
+    s_hist = _history(saver, s_thread, s_row[2])
+    common = set(t_hist) & set(s_hist)
+    if not common:
         raise InvalidInput(
             f"threads {t_thread!r} and {s_thread!r} share no checkpoint; merge needs a common one (fork_thread makes it)"
         )
+    base_id = max(common)  # the newest (LangGraph's checkpoint ids sort by time)
 
     def values(thread: str, cid: str) -> dict[str, Any]:
         return dict(graph.get_state({"configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": cid}}).values)
 
-    base = values(t_thread, base_id)
-    theirs = values(s_thread, s_list[0])
-    ours = values(t_thread, t_chain[0])
+    base = values(s_hist[base_id], base_id)
+    theirs = values(s_thread, s_row[2])
+    ours = values(t_thread, t_row[2])
     updates: dict[str, Any] = {}
     conflicts: list[dict[str, Any]] = []
     for key, value in theirs.items():
         b, t = base.get(key, _MISSING), ours.get(key, _MISSING)
-        if value == b or value == t:
-            continue
+        if value == b:
+            continue  # the source left it as in the base
         reducer = _reducer(graph, key)
         if reducer is not None and isinstance(value, list) and _is_messages(b, t, value):
             if items := _merge_messages(key, b, t, value, prefer, conflicts):
                 updates[key] = items
             continue
+        # a reducer adds: the source's change is added to the target's even when both ended at the same value (each
+        # thread's turn counted 1 -> 2: the merge is 3). A change already merged is not in it: the base is then the
+        # source checkpoint that earlier merge took
         if reducer is operator.add and _number(value) and _number(b) and _number(t):
             updates[key] = value - b  # the source's change, added to the target's
             continue
         if reducer is not None and isinstance(value, list) and isinstance(b, list) and value[: len(b)] == b:
-            have = t if isinstance(t, list) else []
-            if added := [x for x in value[len(b) :] if x not in have]:
-                updates[key] = added
+            updates[key] = value[len(b) :]  # the items the source appended, after the target's own
             continue
+        if value == t:
+            continue  # both threads set the same value
         if t == b or t is _MISSING or prefer == "source":
             updates[key] = Overwrite(value) if reducer is not None else value
         elif prefer != "target":
             conflicts.append(_conflict(key, "modify/modify", "changed on both threads"))
     if conflicts:
         raise ThreadMergeConflict(conflicts)
-    target_cfg: RunnableConfig = {"configurable": {"thread_id": t_thread, "checkpoint_ns": "", "checkpoint_id": t_chain[0]}}
+    target_cfg: RunnableConfig = {"configurable": {"thread_id": t_thread, "checkpoint_ns": "", "checkpoint_id": t_row[2]}}
     if not updates:
         return target_cfg
-    source_snap = saver.snapshot_id({"configurable": {"thread_id": s_thread, "checkpoint_id": s_list[0]}})
+    source_snap = s_row[4]
     with saver._s.lock:
         saver._s.extra_parents[(t_thread, "")] = source_snap
-    result: RunnableConfig = graph.update_state(target_cfg, updates, as_node=as_node)
+    try:
+        result: RunnableConfig = graph.update_state(target_cfg, updates, as_node=as_node)
+    finally:  # an update that failed (an unknown as_node) must not leave the source as a parent of the next put
+        with saver._s.lock:
+            saver._s.extra_parents.pop((t_thread, ""), None)
     return result

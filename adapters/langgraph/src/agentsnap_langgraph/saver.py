@@ -21,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import math
 import os
 import random
+import re
 import threading
 import time
 import weakref
@@ -143,8 +145,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         super().__init__(serde=serde)
-        if flush_interval < 0:
-            raise InvalidInput(f"flush_interval must be >= 0 seconds, not {flush_interval}")
+        if (isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float))
+                or math.isnan(flush_interval) or flush_interval < 0):
+            raise InvalidInput(f"flush_interval must be a number of seconds >= 0, not {flush_interval!r}")
         self.world_root = Path(world_root).resolve() if world_root is not None else None
         if self.world_root is not None and not self.world_root.is_dir():
             raise InvalidInput(f"world_root {str(world_root)!r} is not a directory")
@@ -205,6 +208,16 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         worktree state and is bound to the shared store, where objects, refs and the checkpoint
         index live.
         """
+        if isinstance(url, os.PathLike):
+            return cls(url, **kwargs)
+        if not isinstance(url, str) or not url.strip():
+            raise InvalidInput(f"PFSaver.from_url needs a store URL or path, not {url!r}")
+        scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", url)
+        if scheme and scheme.group(1).lower() not in ("file", "postgres", "postgresql", "s3"):
+            raise InvalidInput(
+                f"PFSaver.from_url does not know the scheme {scheme.group(1)!r} of {mask_url(url)}; use a path, "
+                "file:///path or postgresql://... (agentsnap-langgraph[postgres], with &objects=s3://... for S3)"
+            )
         if url.startswith(("postgres://", "postgresql://", "s3://")):
             root = Path(path or ".").resolve()
             store_dir = root / STORE_DIR

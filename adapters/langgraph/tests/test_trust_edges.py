@@ -1,0 +1,165 @@
+"""Silent or misleading failures a user of PFSaver met on edge inputs (one test per defect)."""
+
+from __future__ import annotations
+
+import math
+import operator
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.repo import Repo
+from agentsnap_langgraph import PFSaver
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+
+class Chat(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    turns: Annotated[int, operator.add]
+    tags: Annotated[list[str], operator.add]
+
+
+def chat_graph(checkpointer: Any) -> Any:
+    def chat(state: Chat) -> dict[str, Any]:
+        last = state["messages"][-1]
+        return {"messages": [AIMessage(f"re: {last.content}", id=f"a-{last.id}")], "turns": 1, "tags": ["turn"]}
+
+    builder = StateGraph(Chat)
+    builder.add_node("chat", chat)
+    builder.add_edge(START, "chat")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
+def say(graph: Any, thread: str, text: str, ident: str) -> None:
+    graph.invoke({"messages": [HumanMessage(text, id=ident)]}, cfg(thread))
+
+
+def test_merge_keeps_both_threads_turns_when_their_counters_end_equal(store: Path) -> None:
+    """Before: a thread and its fork each ran one turn (turns 1 -> 2 on both); merge_thread saw source == target and
+    kept 2, and the fork's appended tag was dropped as a duplicate: the merged thread said 2 turns, 2 tags, with 3
+    turns' messages in it. Merging again must add nothing (the base is then the merged checkpoint)."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "trip", "Capital of France?", "q1")
+        fork, = saver.fork_thread(cfg("trip"), 1)
+        say(graph, fork["configurable"]["thread_id"], "And Italy?", "q2")
+        say(graph, "trip", "And Switzerland?", "q3")
+        saver.merge_thread(graph, cfg("trip"), fork, as_node="chat")
+        merged = graph.get_state(cfg("trip")).values
+        assert len(merged["messages"]) == 6
+        assert merged["turns"] == 3
+        assert merged["tags"] == ["turn"] * 3
+        saver.merge_thread(graph, cfg("trip"), fork, as_node="chat")
+        assert graph.get_state(cfg("trip")).values["turns"] == 3
+        # and back the other way: the fork gets the main thread's turn only (its own came back through the merge)
+        saver.merge_thread(graph, fork, cfg("trip"), as_node="chat")
+        back = graph.get_state(fork).values
+        assert back["turns"] == 3 and back["tags"] == ["turn"] * 3 and len(back["messages"]) == 6
+
+
+def test_failed_merge_leaves_no_merge_parent_on_the_next_checkpoint(store: Path) -> None:
+    """Before: merge_thread(as_node="typo") raised LangGraph's InvalidUpdateError, but the source's snapshot stayed
+    queued as an extra parent, so the thread's next ordinary turn was recorded in the store as a merge of the
+    source (wrong history in ``agentsnap log --graph``) although nothing was merged."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+        fork, = saver.fork_thread(cfg("main"), 1)
+        say(graph, fork["configurable"]["thread_id"], "fork turn", "h2")
+        with pytest.raises(Exception, match="typo"):
+            saver.merge_thread(graph, cfg("main"), fork, as_node="typo")
+        say(graph, "main", "next", "h3")
+        repo = Repo.open(store)
+        for state in graph.get_state_history(cfg("main")):
+            assert len(repo.get(saver.snapshot_id(state.config)).parents) <= 1, state.metadata
+
+
+@pytest.mark.parametrize("url", ["sqlite:///checkpoints.db", "http://example.com/store", "redis://localhost:6379", ""])
+def test_from_url_refuses_a_url_it_cannot_serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """Before: ``PFSaver.from_url("sqlite:///checkpoints.db")`` (SqliteSaver's habit) or an http/redis URL returned a
+    saver on a new store in a folder literally named ``sqlite:/checkpoints.db`` under the current directory, and
+    ``""`` a store in the current directory: checkpoints went somewhere the user never named, exit 0."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidInput):
+        PFSaver.from_url(url)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_given_as_the_store_path_is_a_clear_error(tmp_path: Path) -> None:
+    """Before: ``PFSaver("notes.txt")`` (or a path below a file) raised a raw ``NotADirectoryError`` traceback about
+    ``notes.txt/.agentsnap/format.json``."""
+    afile = tmp_path / "notes.txt"
+    afile.write_text("x")
+    for path in (afile, afile / "sub"):
+        with pytest.raises(InvalidInput, match="notes.txt is a file"):
+            PFSaver(path)
+    assert afile.read_text() == "x"
+
+
+def test_fork_with_worktrees_that_cannot_be_written_makes_no_forks(tmp_path: Path) -> None:
+    """Before: ``fork_thread(cfg, 3, worktrees=dir)`` where ``dir/<thread>-fork-2`` was not empty (or on a saver
+    without ``world_root``) raised after the first forks were made: threads ``-fork-1`` (with its worktree) and
+    ``-fork-2`` (without one) were left behind, and the retry named its forks ``-fork-3``..."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "notes.txt").write_text("v1\n")
+    busy = tmp_path / "wt" / "main-fork-2"
+    busy.mkdir(parents=True)
+    (busy / "junk").write_text("mine")
+    with PFSaver(tmp_path / "store", world_root=project) as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+        with pytest.raises(AgentSnapError, match="not empty"):
+            saver.fork_thread(cfg("main"), 3, worktrees=tmp_path / "wt")
+        assert saver.index.thread_ids() == ["main"]
+        assert sorted(os.listdir(tmp_path / "wt")) == ["main-fork-2"]
+    with PFSaver(tmp_path / "plain") as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+        with pytest.raises(AgentSnapError, match="world_root"):
+            saver.fork_thread(cfg("main"), 2, worktrees=tmp_path / "wt2")
+        assert saver.index.thread_ids() == ["main"]
+
+
+def test_fork_count_must_be_a_whole_number(store: Path) -> None:
+    """Before: ``fork_thread(cfg, 1.5)`` made 2 forks, ``fork_thread(cfg, True)`` one, and ``fork_thread(cfg, "2")``
+    raised a raw ``TypeError: '<' not supported``."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+        for n in (1.5, True, "2"):
+            with pytest.raises(InvalidInput, match="fork count"):
+                saver.fork_thread(cfg("main"), n)  # type: ignore[arg-type]
+        assert saver.index.thread_ids() == ["main"]
+
+
+def test_flush_interval_that_is_not_a_usable_number(store: Path) -> None:
+    """Before: ``flush_interval=float("nan")`` was accepted and silently started no background flush at all (refs
+    and ``agentsnap log`` never moved until close); ``"0.5"`` raised a raw ``TypeError``; ``math.inf`` (or a huge
+    number) killed the flush thread with an ``OverflowError`` traceback on stderr."""
+    for bad in (math.nan, "0.5", True):
+        with pytest.raises(InvalidInput, match="flush_interval"):
+            PFSaver(store, flush_interval=bad)  # type: ignore[arg-type]
+    saver = PFSaver(store, flush_interval=math.inf)
+    try:
+        time.sleep(0.2)
+        assert saver._flusher is not None and saver._flusher.is_alive()
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+    finally:
+        saver.close()
+    assert saver._flusher is not None
+    saver._flusher.join(5)
+    assert not saver._flusher.is_alive()
+    with PFSaver(store) as again:
+        assert again.repo.refs.get_ref("refs/heads/langgraph/main") == again.snapshot_id(cfg("main"))
