@@ -20,15 +20,24 @@ class State(TypedDict, total=False):
     total: Annotated[int, operator.add]
 
 
+def one_node_graph(checkpointer: Any, state: type, node: Any) -> Any:
+    """A graph of one node, ``node`` (named after its function), run on every input: the shape most tests need."""
+    builder = StateGraph(state)
+    builder.add_node(node.__name__, node)
+    builder.add_edge(START, node.__name__)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def cfg(thread: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread}}
+
+
 def _graph(checkpointer: Any) -> Any:
     def echo(state: State) -> dict[str, Any]:
         last = state["messages"][-1]
         return {"messages": [AIMessage(content=f"echo: {last.content}", id=f"a-{last.id}")], "total": len(last.content)}
 
-    builder = StateGraph(State)
-    builder.add_node("echo", echo)
-    builder.add_edge(START, "echo")
-    return builder.compile(checkpointer=checkpointer)
+    return one_node_graph(checkpointer, State, echo)
 
 
 def _step(thread: LangGraphThread, i: int) -> None:

@@ -16,8 +16,8 @@ from agentsnap_langgraph import PFSaver
 from agentsnap_langgraph._store import INDEX_FILE
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.channels import DeltaChannel
-from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from lg_kit import cfg, one_node_graph
 from typing_extensions import TypedDict
 
 
@@ -43,14 +43,7 @@ def chat(checkpointer: Any, state: type = Chat) -> Any:
         content = last.content if hasattr(last, "content") else str(last)
         return {"messages": [AIMessage(content=f"echo: {content}", id=f"a{len(s['messages'])}")]}
 
-    builder = StateGraph(state)
-    builder.add_node("echo", echo)
-    builder.add_edge(START, "echo")
-    return builder.compile(checkpointer=checkpointer)
-
-
-def cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
+    return one_node_graph(checkpointer, state, echo)
 
 
 def turns(graph: Any, thread: str, n: int) -> None:

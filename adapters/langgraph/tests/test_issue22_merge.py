@@ -10,8 +10,8 @@ import pytest
 from agentsnap_langgraph import PFSaver
 from agentsnap_langgraph.merge import ThreadMergeConflict
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
-from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from lg_kit import cfg, one_node_graph
 from typing_extensions import TypedDict
 
 
@@ -26,14 +26,7 @@ def counted_graph(checkpointer: Any) -> Any:
         last = state["messages"][-1]
         return {"messages": [AIMessage(content=f"re: {last.content}", id=f"a-{last.id}")], "count": 1}
 
-    builder = StateGraph(Counted)
-    builder.add_node("bot", bot)
-    builder.add_edge(START, "bot")
-    return builder.compile(checkpointer=checkpointer)
-
-
-def cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
+    return one_node_graph(checkpointer, Counted, bot)
 
 
 def forked(saver: PFSaver) -> tuple[Any, dict[str, Any], dict[str, Any]]:

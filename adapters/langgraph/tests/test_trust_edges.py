@@ -14,8 +14,8 @@ from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.repo import Repo
 from agentsnap_langgraph import PFSaver
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
+from lg_kit import cfg, one_node_graph
 from typing_extensions import TypedDict
 
 
@@ -30,14 +30,7 @@ def chat_graph(checkpointer: Any) -> Any:
         last = state["messages"][-1]
         return {"messages": [AIMessage(f"re: {last.content}", id=f"a-{last.id}")], "turns": 1, "tags": ["turn"]}
 
-    builder = StateGraph(Chat)
-    builder.add_node("chat", chat)
-    builder.add_edge(START, "chat")
-    return builder.compile(checkpointer=checkpointer)
-
-
-def cfg(thread: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread}}
+    return one_node_graph(checkpointer, Chat, chat)
 
 
 def say(graph: Any, thread: str, text: str, ident: str) -> None:
