@@ -327,7 +327,7 @@ def diff(ctx: click.Context, args: tuple[str, ...], layer: str | None, stat: boo
 
         return show_conflict(ctx, conflict_path, as_json)
     repo = open_repo(ctx)
-    from agentsnap_core.errors import UnknownSnapshot
+    from agentsnap_core.errors import HistoryTooShort, UnknownSnapshot
 
     specs: list[str] = []
     paths: list[str] = []
@@ -337,6 +337,8 @@ def diff(ctx: click.Context, args: tuple[str, ...], layer: str | None, stat: boo
                 repo.resolve(arg)
                 specs.append(arg)
                 continue
+            except HistoryTooShort:  # a known name, a range past its history: not a path
+                raise
             except UnknownSnapshot:
                 pass
         paths.append(arg)
