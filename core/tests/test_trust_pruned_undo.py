@@ -65,3 +65,23 @@ def test_log_marks_expired_and_pruned_snapshots_that_restore_would_refuse(tmp_pa
     assert [r.get("dead", "").split(" ")[0] for r in rows] == ["", "expired", "pruned"], rows
     code, out, err = cli(root, "restore", ids[0])
     assert code == 2 and "was pruned" in err, err
+
+
+def test_fork_or_branch_from_an_expired_snapshot_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    """``agentsnap fork X -n 2`` and ``branch b X`` of an expired snapshot made branches (exit 0) that could not be
+    switched to or restored ("was expired ... cannot be restored"). A tag may still label it."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    code, one, err = cli(root, "snapshot", "-m", "one")
+    assert code == 0, err
+    (root / "a.txt").write_text("two\n")
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    assert cli(root, "expire", one.strip())[0] == 0
+    before = json.loads(cli(root, "branch", "--json")[1])
+    for args in (["fork", one.strip()[:12], "-n", "2"], ["fork", one.strip()[:12], "-n", "1", "--worktrees",
+                                                          str(tmp_path / "wt")], ["branch", "b", one.strip()[:12]]):
+        code, out, err = cli(root, *args)
+        assert code == 2 and "was expired" in err and "Traceback" not in err, (args, err)
+    assert json.loads(cli(root, "branch", "--json")[1]) == before and not (tmp_path / "wt").exists()
+    assert cli(root, "tag", "old", one.strip()[:12])[0] == 0
+    code, out, err = cli(root, "fork", "-n", "1")  # a live HEAD forks as before
+    assert code == 0, err

@@ -388,6 +388,8 @@ class Repo:
         block the move; with ``notes`` it is forgotten and that is said there, without them it is left as it is."""
         oid = self.resolve(at)
         ref = f"refs/heads/{check_ref_name(name)}"
+        if at is not None:  # (a tag may label a dead snapshot; a branch is a line of work that starts from it)
+            _refuse_dead(self, self.get(oid), "branched from")
         if force and self.refs.get_ref(ref) not in (None, oid):
             where = self.checked_out_at(ref, notes)
             if where:
@@ -1048,6 +1050,7 @@ class Repo:
         if n < 1 or n > 10_000:
             raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
         oid = self.resolve(spec)
+        _refuse_dead(self, self.get(oid), "forked")  # (its layers are reclaimed: no branch could be worked on)
         check_ref_name(prefix)
         existing = self.branches()
         start = 1 + max([int(k[len(prefix) + 1 :]) for k in existing if re.fullmatch(re.escape(prefix) + r"-\d+", k)] or [0])
@@ -1388,10 +1391,10 @@ def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) 
     return {**({"git_not_restored": git} if git else {}), **({"stores_not_restored": stores} if stores else {})}
 
 
-def _refuse_dead(repo: Repo, snap: Snapshot) -> None:
+def _refuse_dead(repo: Repo, snap: Snapshot, doing: str = "restored") -> None:
     from agentsnap_core.repository.retention import refuse_dead  # expired, pruned or deleted snapshots are tombstones
 
-    refuse_dead(repo, snap)
+    refuse_dead(repo, snap, doing=doing)
 
 
 def _whoami() -> str:

@@ -67,11 +67,11 @@ def death_of(repo: Repo, oid: str, manifest: dict[str, Any] | None = None, *, no
     return None
 
 
-def refuse_dead(repo: Repo, snap: Snapshot, now: float | None = None) -> None:
-    """Raise :class:`SnapshotGone` when ``snap`` is dead (called before any restore writes)."""
+def refuse_dead(repo: Repo, snap: Snapshot, now: float | None = None, doing: str = "restored") -> None:
+    """Raise :class:`SnapshotGone` when ``snap`` is dead (called before any restore, fork or branch writes)."""
     reason = death_of(repo, snap.id, snap.manifest, now=now)
     if reason:
-        raise SnapshotGone(snap.id, reason)
+        raise SnapshotGone(snap.id, reason, doing)
 
 
 def bury(repo: Repo, ids: Iterable[str], reason: str) -> list[str]:
