@@ -67,7 +67,16 @@ def test_reading_verbs_work_and_writing_verbs_say_full_disk_and_leave_nothing_be
         assert code == 2 and "no space left" in err and "Traceback" not in err, (verb, err)
     assert _temp_files(root) == []
     assert (root / "a.txt").read_text() == "one\ntwo\n"  # the failed restore changed nothing
+    from agentsnap_core.stores.local import LocalStore
+
+    # (a process keeping stores open - the Claude Code helper - must not keep one read as it was on a full disk)
+    store = LocalStore(root / ".agentsnap")
+    assert store.refs.full_disk, "opened read-only on a full disk: flagged"
+    store.close()
     (root / "filler").unlink()
+    store = LocalStore(root / ".agentsnap")
+    assert not store.refs.full_disk, "opened for writing again once there is room"
+    store.close()
     code, out, err = cli(root, "snapshot", "-m", "two")
     assert code == 0, err
     code, out, err = cli(root, "verify")

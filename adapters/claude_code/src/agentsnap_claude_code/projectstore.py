@@ -110,6 +110,8 @@ def open_project_repo(cwd: str | os.PathLike[str], settings: Settings, *, create
     settings_now = _settings_of(repo)
     if signature is None or not isinstance(repo.store, LocalStore):  # (objects and refs in a shared store, by
         return repo  # URL: a connection to a server is opened for each call)
+    if getattr(repo.store.refs, "full_disk", False):  # opened read-only on a full disk: as it was then, never kept
+        return repo
     repo.signature = (signature, settings_now)
     _OPEN[key] = repo
     return repo

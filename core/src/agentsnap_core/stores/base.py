@@ -128,12 +128,14 @@ def connect_sqlite(path: Path, read_only: bool) -> sqlite3.Connection:
                 raise
             READ_ONLY_ON_A_FULL_DISK.add(str(path))
             return connect_sqlite(path, True)
+        READ_ONLY_ON_A_FULL_DISK.discard(str(path))  # (opened for writing again: the disk has room now)
     db.execute("PRAGMA busy_timeout=60000")
     return db
 
 
 #: databases this process opened read-only because their disk is full (a write through them fails as "readonly":
-#: the CLI says it is the full disk, not a read-only store)
+#: the CLI says it is the full disk, not a read-only store). Such a connection reads the file as it was (immutable):
+#: a long-lived process must not keep it (:attr:`agentsnap_core.stores.local.SqliteRefs.full_disk`)
 READ_ONLY_ON_A_FULL_DISK: set[str] = set()
 
 

@@ -38,7 +38,15 @@ from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, ObjectMissing, RefConflict, UnsupportedFormat
 from agentsnap_core.format import objects
-from agentsnap_core.stores.base import ANY, ReflogEntry, RefUpdate, SnapshotRow, connect_sqlite, sqlite_read_only
+from agentsnap_core.stores.base import (
+    ANY,
+    READ_ONLY_ON_A_FULL_DISK,
+    ReflogEntry,
+    RefUpdate,
+    SnapshotRow,
+    connect_sqlite,
+    sqlite_read_only,
+)
 from agentsnap_core.stores.pack import PACK_MAX_STORED, PackCorrupt, PackSet, write_pack_file
 
 __all__ = ["PACK_MAX_STORED", "LocalObjects", "LocalStore", "SqliteRefs"]
@@ -535,6 +543,9 @@ class SqliteRefs:
         #: a store this user cannot write is opened read-only, so that log/show/diff/status/verify still work
         self.read_only = sqlite_read_only(self.path)
         db = self._db()
+        #: the index was opened read-only because its disk was full (stores/base.py): reads see it as it was then,
+        #: writes fail; a process that keeps stores open between calls must open this one again next time
+        self.full_disk = str(self.path) in READ_ONLY_ON_A_FULL_DISK
         if not self.read_only:
             db.executescript(_SCHEMA)
         row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
