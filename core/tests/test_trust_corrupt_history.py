@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from trust_kit import cli, new_work
+from trust_kit import cli, new_work, snapshots
 
 
 def _corrupt(root: Path, oid: str) -> None:
@@ -28,12 +28,7 @@ def _corrupt(root: Path, oid: str) -> None:
 
 def test_log_lists_the_history_around_a_corrupt_snapshot_and_says_which_cannot_be_read(tmp_path: Path) -> None:
     root = new_work(tmp_path, {"a.txt": "one\n"})
-    ids = []
-    for text in ("one", "two", "three"):
-        (root / "a.txt").write_text(text + "\n")
-        code, out, err = cli(root, "snapshot", "-m", text)
-        assert code == 0, err
-        ids.append(out.strip())
+    ids = snapshots(root, ["one", "two", "three"])
     _corrupt(root, ids[1])
     for args in (["log"], ["log", "--all"], ["log", "--graph"]):
         code, out, err = cli(root, *args)

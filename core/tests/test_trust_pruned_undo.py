@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from trust_kit import cli, new_work
+from trust_kit import cli, new_work, snapshots
 
 
 def test_an_undo_id_pruned_then_reclaimed_is_said_to_be_pruned_not_missing(tmp_path: Path) -> None:
@@ -48,12 +48,7 @@ def test_log_marks_expired_and_pruned_snapshots_that_restore_would_refuse(tmp_pa
     """``agentsnap expire X`` (or a prune that keeps X as a tombstone because a live snapshot descends from it):
     ``log`` listed X like any other, and ``restore X`` then refused it - nothing in the log said it was dead."""
     root = new_work(tmp_path, {"a.txt": "one\n"})
-    ids = []
-    for text in ("one", "two", "three"):
-        (root / "a.txt").write_text(text + "\n")
-        code, out, err = cli(root, "snapshot", "-m", text)
-        assert code == 0, err
-        ids.append(out.strip())
+    ids = snapshots(root, ["one", "two", "three"])
     assert cli(root, "expire", ids[1])[0] == 0
     code, out, err = cli(root, "log")
     assert code == 0, err

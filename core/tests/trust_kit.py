@@ -28,6 +28,17 @@ def new_work(tmp_path: Path, files: dict[str, str | bytes]) -> Path:
     return root
 
 
+def snapshots(root: Path, texts: list[str], path: str = "a.txt") -> list[str]:
+    """One snapshot per text, ``path`` holding that text and the message being it; the new ids, oldest first."""
+    ids = []
+    for text in texts:
+        (root / path).write_text(text + "\n")
+        code, out, err = cli(root, "snapshot", "-m", text)
+        assert code == 0, err
+        ids.append(out.strip())
+    return ids
+
+
 def commit_tree(root: Path, entries: list[list[Any]], message: str = "crafted") -> str:
     """Move main to a child of HEAD whose world tree is ``entries`` as given (what a crafted, foreign or old
     snapshot may hold: no validation on the way in); return the new snapshot id."""

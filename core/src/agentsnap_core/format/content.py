@@ -181,7 +181,10 @@ def _blob_digest(kind: int, view: memoryview) -> str:
 
 
 def byte_view(part: bytes | bytearray | memoryview) -> memoryview:
-    """``part`` as a flat view of bytes (no copy; a non-contiguous buffer raises)."""
+    """``part`` as a flat view of bytes (no copy; a non-contiguous buffer raises); a flat byte view is returned as
+    it is (a KV restore passes thousands: no new view object each)."""
+    if type(part) is memoryview and part.ndim == 1 and part.format == "B":
+        return part
     view = memoryview(part)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 

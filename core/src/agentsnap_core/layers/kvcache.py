@@ -500,10 +500,8 @@ def start_pages_into(store: ObjectStore, pages: Sequence[Mapping[str, Any]], pag
     running Python between submits while the workers' reads and hashes hand the GIL back and forth with it (each
     hand-back could wait up to the interpreter's 5 ms switch interval)."""
     targets: dict[str, list[tuple[int, Mapping[str, Any], list[memoryview]]]] = {}
-    byte_view = content.byte_view
     for p in pages:
-        bufs = [b if type(b) is memoryview and b.ndim == 1 and b.format == "B" else byte_view(b)
-                for b in page_buffers(p["start"], p["start"] + p["n"])]
+        bufs = [content.byte_view(b) for b in page_buffers(p["start"], p["start"] + p["n"])]
         got = sum(b.nbytes for b in bufs)
         if got != p["nbytes"]:
             raise InvalidInput(f"KV page at token {p['start']} has {p['nbytes']} bytes, the cache's layout {got}")

@@ -1165,6 +1165,7 @@ class Repo:
                 changes = world.compare(self._head_entries(snap, gone), entries)
         trace_base = self._head_trace(snap, gone)
         msgs = self.messages()
+        git_only, stores = world.split_stores(git_dirs)
         out: dict[str, Any] = {
             "branch": self.current_branch(),
             "head": oid,
@@ -1173,10 +1174,10 @@ class Repo:
             "trace": {"pending": max(0, len(msgs) - len(trace_base or []))},
             "left_out": left_out,
             "not_captured": special,
-            "git_not_captured": world.split_stores(git_dirs)[0],
+            "git_not_captured": git_only,
         }
-        if world.split_stores(git_dirs)[1]:  # other trees' stores inside this one: their history is not in it
-            out["stores_not_captured"] = world.split_stores(git_dirs)[1]
+        if stores:  # other trees' stores inside this one: their history is not in it
+            out["stores_not_captured"] = stores
         said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
         ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not _under(p, git_dirs)
                    and _is_there_not_a_dir(os.path.join(self.root, p))]  # (a directory now: a type change)
