@@ -15,6 +15,7 @@ from agentsnap_core.repo import Repo
 from agentsnap_langgraph import PFSaver
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
+from langgraph.types import Command
 from lg_kit import cfg, one_node_graph
 from typing_extensions import TypedDict
 
@@ -156,3 +157,48 @@ def test_flush_interval_that_is_not_a_usable_number(store: Path) -> None:
     assert not saver._flusher.is_alive()
     with PFSaver(store) as again:
         assert again.repo.refs.get_ref("refs/heads/langgraph/main") == again.snapshot_id(cfg("main"))
+
+
+def test_fork_at_a_subgraph_checkpoint_says_so_instead_of_forking_something_else(store: Path) -> None:
+    """Before: the config of a subgraph's state (``get_state(..., subgraphs=True)``, checkpoint_ns "sub:<task>") was
+    looked up in the root namespace: with its checkpoint_id fork_thread said "unknown snapshot" for a checkpoint that
+    exists; without one it forked the ROOT's latest checkpoint, silently. A fork is of a whole thread at a root
+    checkpoint: a subgraph's config is refused by name, and the parent's config (what LangGraph replays from) works."""
+    from test_issue22_fork import approval_graph
+
+    with PFSaver(store) as saver:
+        graph = approval_graph(saver)
+        main = cfg("main")
+        graph.invoke({"request": "deploy"}, main)  # waits in the subgraph
+        sub_cfg = graph.get_state(main, subgraphs=True).tasks[0].state.config
+        ns = sub_cfg["configurable"]["checkpoint_ns"]
+        assert ns.startswith("sub:")
+        no_id = {"configurable": {"thread_id": "main", "checkpoint_ns": ns}}
+        before = set(saver.index.thread_ids())
+        for config in (sub_cfg, no_id):
+            with pytest.raises(InvalidInput, match="subgraph") as err:
+                saver.fork_thread(config, 1)
+            assert ns in str(err.value)
+        assert set(saver.index.thread_ids()) == before  # nothing made
+        fork, = saver.fork_thread(graph.get_state(main).config, 1)
+        graph.invoke(Command(resume="no"), fork)
+        assert graph.get_state(fork).values["done"] == "DEPLOY (no)"
+
+
+def test_copy_thread_onto_a_thread_that_has_checkpoints_is_refused(store: Path) -> None:
+    """Before: copy_thread("a", "b") with "b" already holding its own conversation wrote a's checkpoints beside b's:
+    b's latest state became whichever checkpoint id sorted last (here a's, so b's own turns vanished from
+    get_state, still listed in its history, interleaved with a's). The copy is refused and b is left as it was."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "b", "b's question", "qb")
+        say(graph, "a", "a's question", "qa")
+        b_before = graph.get_state(cfg("b")).values
+        b_history = [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(cfg("b"))]
+        with pytest.raises(InvalidInput, match="'b' already has checkpoints"):
+            saver.copy_thread("a", "b")
+        assert graph.get_state(cfg("b")).values == b_before
+        assert [s.config["configurable"]["checkpoint_id"] for s in graph.get_state_history(cfg("b"))] == b_history
+        saver.delete_thread("b")
+        saver.copy_thread("a", "b")
+        assert graph.get_state(cfg("b")).values == graph.get_state(cfg("a")).values

@@ -157,6 +157,12 @@ class ThreadVerbs:
         written = [(target, *r) for r in rows]
         copied_ids = {(r[0], r[1]) for r in rows}
         with self.index.tx() as db:
+            # onto a thread with its own checkpoints, the copy would interleave with them: its latest state would
+            # become whichever checkpoint id sorts last (checked in the writing transaction: a fork's fresh name too)
+            if db.execute("SELECT 1 FROM lg_checkpoints WHERE thread_id=? LIMIT 1", (target,)).fetchone():
+                raise InvalidInput(
+                    f"thread {target!r} already has checkpoints; copy to a new thread id, or delete_thread({target!r}) first"
+                )
             db.executemany(
                 "INSERT OR REPLACE INTO lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, "
                 "run_id, ckpt_type, ckpt, meta_type, meta, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,0)",
@@ -311,6 +317,12 @@ class ThreadVerbs:
             raise InvalidInput(f"fork count must be a whole number between 1 and 10000, not {n!r}")
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
+        if ns := conf.get("checkpoint_ns") or "":
+            raise InvalidInput(
+                f"fork_thread forks a whole thread at one of its root checkpoints; this config names the subgraph "
+                f"namespace {ns!r}: pass the parent graph's config (graph.get_state(config).config, or a state from "
+                "get_state_history), from which LangGraph replays the subgraph"
+            )
         row = self.index.get_row(thread_id, "", get_checkpoint_id(config))
         if row is None:
             raise UnknownSnapshot(f"LangGraph checkpoint {thread_id}/{conf.get('checkpoint_id', 'latest')}")
