@@ -96,3 +96,31 @@ def test_a_store_made_before_git_init_survives_a_later_clean_and_reinit_protects
     assert (root / ".agentsnap" / "format.json").exists()
     code, out, err = cli(root, "verify")
     assert code == 0, (out, err)
+
+
+def test_git_init_above_an_existing_store_then_git_add_works_after_any_command(tmp_path: Path) -> None:
+    """Before: a store made before ``git init`` had the nested-repository marker but no exclude line, and git refuses
+    to add a nested repository without a commit: ``git add -A`` failed outright ("error: '.agentsnap/' does not have a
+    commit checked out / fatal: adding files failed") - the user's own files could not be committed. Now the next
+    agentsnap command lists the store in the exclude file (said once); an old store without the marker gets both."""
+    root = tmp_path / "plain"
+    root.mkdir()
+    (root / "a.txt").write_text("a\n")
+    assert cli(root, "init")[0] == 0
+    assert cli(root, "snapshot", "-m", "before git init")[0] == 0
+    git(root, "init", "-q")
+    code, out, err = cli(root, "log")  # any command (the fast path answers log)
+    assert code == 0 and "kept out of git" in err, err
+    git(root, "add", "-A")
+    assert git(root, "diff", "--cached", "--name-only").split() == ["a.txt"]
+    code, out, err = cli(root, "snapshot", "-m", "after git init")
+    assert code == 0 and "kept out of git" not in err, err  # said once
+    # an old store (no marker, no exclude line) in a git project: the next command protects it
+    shutil.rmtree(root / ".agentsnap" / ".git")
+    (root / ".git" / "info" / "exclude").write_text("")
+    code, out, err = cli(root, "status")
+    assert code == 0 and "kept out of git" in err, err
+    git(root, "clean", "-fdx")
+    assert (root / ".agentsnap" / "format.json").exists()
+    git(root, "add", "-A")
+    assert cli(root, "verify")[0] == 0

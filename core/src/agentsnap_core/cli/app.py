@@ -23,6 +23,7 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     end_quietly_on_closed_output,
     environment_error_line,
     fork_lines,
+    git_shield_notes,
     json_line,
     left_out_line,
     output_closed,
@@ -102,6 +103,8 @@ def in_dir(ctx: click.Context, path: str) -> str:
 def open_repo(ctx: click.Context) -> Repo:
     path = ctx.obj.get("dir") if ctx.obj else None
     repo = Repo.open(path)
+    for note in git_shield_notes(repo.git_shield):  # (a store made before git init ran above it)
+        click.echo(note, err=True)
     if not os.environ.get("AGENTSNAP_LOCK_WAIT"):
         repo.lock_wait = CLI_LOCK_WAIT  # a hook's snapshot beside the user's: the second waits, then runs
     ctx.call_on_close(repo.close)
@@ -140,15 +143,8 @@ def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None
               "git_shield": repo.git_shield})
     else:
         click.echo(f"Initialised agentsnap store in {repo.store_dir}")
-        shielded = repo.git_shield
-        if shielded.get("exclude"):  # said once: where the store was listed, and what still deletes it
-            click.echo(f"note: the store is kept out of git: listed in {shielded['exclude']} (git add and status pass "
-                       "it by), and 'git clean -fdx' skips it (a nested-repository marker, .agentsnap/.git); only "
-                       "'git clean -ffdx' deletes it", err=True)
-        if shielded.get("problem"):
-            click.echo(f"warning: could not keep the store out of git ({shielded['problem']}): 'git add -A' would "
-                       "commit it and 'git clean -fdx' would delete it; add '.agentsnap/' to .git/info/exclude",
-                       err=True)
+        for note in git_shield_notes(repo.git_shield):
+            click.echo(note, err=True)
         if git:  # said once here (and in every snapshot's --json): git keeps its own history
             from agentsnap_core.cli.common import INCLUDE_GIT_HINT
 

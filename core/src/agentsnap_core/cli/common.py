@@ -29,6 +29,20 @@ _REMOTE_CLIENT_MODULES = frozenset({"psycopg", "psycopg_pool", "botocore", "boto
 _UNCHANGED = "nothing past the last completed step was committed"
 
 
+def git_shield_notes(shielded: dict[str, str]) -> list[str]:
+    """What ``init`` (or the first command after ``git init`` above an existing store) says about keeping the store
+    out of git: once, when it was done now, and whenever it could not be done."""
+    notes = []
+    if shielded.get("exclude"):  # where the store was listed, and what still deletes it
+        notes.append(f"note: the store is kept out of git: listed in {shielded['exclude']} (git add and status pass "
+                     "it by), and 'git clean -fdx' skips it (a nested-repository marker, .agentsnap/.git); only "
+                     "'git clean -ffdx' deletes it")
+    if shielded.get("problem"):
+        notes.append(f"warning: could not keep the store out of git ({shielded['problem']}): 'git add -A' would "
+                     "commit it and 'git clean -fdx' would delete it; add '.agentsnap/' to .git/info/exclude")
+    return notes
+
+
 def environment_error_line(exc: BaseException) -> str:
     """One line for a failure of the machine, disk or network (not of agentsnap): what happened and what to do."""
     if isinstance(exc, MemoryError):

@@ -128,12 +128,19 @@ def _run(directory: str | None, work: Callable[[Repo], Lines]) -> int:
     """Open the store as the click application does, run ``work``, print its lines; errors as ``_Group.invoke``."""
     import sqlite3
 
-    from agentsnap_core.cli.common import _REMOTE_CLIENT_MODULES, CLI_LOCK_WAIT, environment_error_line
+    from agentsnap_core.cli.common import (
+        _REMOTE_CLIENT_MODULES,
+        CLI_LOCK_WAIT,
+        environment_error_line,
+        git_shield_notes,
+    )
     from agentsnap_core.errors import AgentSnapError
     from agentsnap_core.repository.repo import Repo
 
     try:
         repo = Repo.open(directory)
+        for note in git_shield_notes(repo.git_shield):  # (a store made before git init ran above it)
+            print(note, file=sys.stderr)
         try:
             if not os.environ.get("AGENTSNAP_LOCK_WAIT"):
                 repo.lock_wait = CLI_LOCK_WAIT  # a hook's snapshot beside the user's: the second waits, then runs

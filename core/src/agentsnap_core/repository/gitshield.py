@@ -47,6 +47,19 @@ def shield(root: Path, store_dir: Path) -> dict[str, str]:
     return out
 
 
+def keep_out(root: Path, store_dir: Path) -> dict[str, str]:
+    """What opening a store does: the store of ``root`` (its own ``.agentsnap/``, not a linked worktree's) gets what
+    :func:`shield` gives, if it lacks it - a store made before this protection existed, or before ``git init`` ran
+    above it. Both halves matter there: the marker alone would make ``git add -A`` fail ("'.agentsnap/' does not have
+    a commit checked out"), as git refuses a nested repository without a commit. A step that cannot be done now (a
+    read-only or full disk) is left for a later command and not reported: ``init`` reports it."""
+    if store_dir != root / ".agentsnap":
+        return {}
+    done = shield(root, store_dir)
+    done.pop("problem", None)
+    return done
+
+
 def git_dirs(root: Path) -> tuple[Path, Path] | None:
     """``(work tree top, common git directory)`` of the git repository ``root`` lies in, or None. A linked worktree
     or a submodule (``.git`` is a file, ``gitdir: ...``) has its exclude file in the common directory."""

@@ -216,7 +216,7 @@ class Repo:
 
             self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
-        self.git_shield: dict[str, str] = {}  # (set by init)
+        self.git_shield: dict[str, str] = {}  # what init / open did to keep the store out of git
         self.wt_dir = self.store_dir / "wt" / worktree
         self.progress: Progress | None = None
         self._tree_lock_fd: int | None = None
@@ -297,7 +297,9 @@ class Repo:
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> Repo:
         root, store_dir, wt = find_root(path)
-        return cls(root, store_dir, wt)
+        repo = cls(root, store_dir, wt)
+        repo.git_shield = gitshield.keep_out(root, store_dir)  # (a store made before git init ran above it)
+        return repo
 
     def close(self) -> None:
         self.store.close()
