@@ -74,7 +74,9 @@ def register_memory_storage() -> None:
     def factory(spec: str) -> Any:
         if not spec.startswith(SPEC_PREFIX):
             return None
-        path, _, branch = spec[len(SPEC_PREFIX) :].partition("#")
+        # the last '#': a branch name never holds one, a directory's name may (AgentsnapStorage.spec of "/runs/#3")
+        rest = spec[len(SPEC_PREFIX) :]
+        path, _, branch = rest.rpartition("#") if "#" in rest else (rest, "", "")
         return AgentsnapStorage(path, branch=branch) if branch else AgentsnapStorage(path)
 
     set_memory_storage_factory(factory)

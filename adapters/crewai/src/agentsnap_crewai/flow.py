@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agentsnap_core import InvalidInput, Repo
 from agentsnap_core.repository.repo import check_ref_name
 from agentsnap_core.stores.base import RefUpdate
+from crewai.flow.flow_context import current_flow_request_id
 from crewai.flow.persistence.base import FlowPersistence
 from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
@@ -31,8 +32,12 @@ if TYPE_CHECKING:
 
 #: the snapshot the current flow run was hydrated from, per run: CrewAI loads (``load_state``) and saves inside
 #: one kickoff's asyncio task, whose context ``asyncio.to_thread`` carries into worker threads; another
-#: kickoff (another ``asyncio.run``) never sees it. Consumed by the run's first save.
-_HYDRATED_FROM: contextvars.ContextVar[tuple[int, str] | None] = contextvars.ContextVar("agentsnap_crewai_hydrated", default=None)
+#: kickoff (another ``asyncio.run``) never sees it. Consumed by the run's first save. Set only by a load inside a
+#: kickoff (CrewAI's ``current_flow_request_id`` is set; it is kept with the mark and must match at the save): a
+#: ``load_state`` called from plain code, to look at a saved state, would otherwise be copied into the next
+#: ``kickoff()``'s context and make a fresh flow look like a fork of the one looked at.
+_HYDRATED_FROM: contextvars.ContextVar[tuple[int, str, str] | None] = contextvars.ContextVar("agentsnap_crewai_hydrated",
+                                                                                           default=None)
 
 
 def _json_default(obj: Any) -> Any:
@@ -49,7 +54,17 @@ def _json_default(obj: Any) -> Any:
     return str(obj)
 
 
-def _plain_state(state_data: dict[str, Any] | BaseModel) -> dict[str, Any]:
+def _json_default_strict(obj: Any) -> Any:
+    """:func:`_json_default`, refusing a value it could only store as its ``str()`` (restored as that string)."""
+    if isinstance(obj, (BaseModel, set, tuple)) or hasattr(obj, "isoformat"):
+        return _json_default(obj)
+    raise InvalidInput(f"flow state holds a {type(obj).__name__} ({str(obj)[:60]!r}) that JSON cannot hold: a snapshot "
+                       "would keep only its str() and restore that string in its place; store it as JSON data "
+                       "(str, number, list, dict, a pydantic model) or leave it out of the state")
+
+
+def _plain_state(state_data: dict[str, Any] | BaseModel, *, strict: bool = False) -> dict[str, Any]:
+    """The state as JSON data, as ``SQLiteFlowPersistence`` stores it; ``strict``: refuse what only its ``str()`` keeps."""
     if isinstance(state_data, BaseModel):
         try:
             state_data = state_data.model_dump(mode="json")
@@ -57,7 +72,7 @@ def _plain_state(state_data: dict[str, Any] | BaseModel) -> dict[str, Any]:
             state_data = state_data.model_dump(mode="python")
     if not isinstance(state_data, dict):
         raise InvalidInput(f"flow state must be a pydantic model or a dict, got {type(state_data).__name__}")
-    result = json.loads(json.dumps(state_data, default=_json_default))
+    result = json.loads(json.dumps(state_data, default=_json_default_strict if strict else _json_default))
     return dict(result)
 
 
@@ -100,15 +115,18 @@ class AgentsnapFlowPersistence(FlowPersistence):
         """The snapshot id of the latest save of ``flow_uuid``."""
         return self.repo.refs.get_ref(f"refs/heads/{self.branch(flow_uuid)}")
 
-    def _write(self, flow_uuid: str, method_name: str, state: dict[str, Any], pending: dict[str, Any] | None, message: str) -> str:
+    def _write(self, flow_uuid: str, method_name: str, state: dict[str, Any], pending: dict[str, Any] | None, message: str,
+               fork_of: str | None = None) -> str:
         with self._lock:
             head = self.head(flow_uuid)
             parents = [head] if head else []
             loaded = _HYDRATED_FROM.get()
-            if loaded is not None and loaded[0] == id(self):
+            if loaded is not None and loaded[0] == id(self) and loaded[2] == current_flow_request_id.get():
                 _HYDRATED_FROM.set(None)  # consumed: only this run's first save can be a fork's first save
                 if not parents:
                     parents = [loaded[1]]  # a fork: the state this run was hydrated from
+            if fork_of is not None and not parents:
+                parents = [fork_of]
             payload = {"kind": FLOW_KIND, "v": 1, "flow_uuid": flow_uuid, "method": method_name, "state": state}
             if pending is not None:
                 payload["pending_feedback"] = pending
@@ -135,7 +153,9 @@ class AgentsnapFlowPersistence(FlowPersistence):
         payload = self.repo.read_layer(head, "state")
         if not isinstance(payload, dict) or payload.get("kind") != FLOW_KIND:
             return None
-        _HYDRATED_FROM.set((id(self), head))
+        run = current_flow_request_id.get()
+        if run is not None:  # inside a kickoff: what this run was hydrated from (not a look from outside any run)
+            _HYDRATED_FROM.set((id(self), head, run))
         return payload
 
     def load_state(self, flow_uuid: str) -> dict[str, Any] | None:
@@ -183,7 +203,5 @@ class AgentsnapFlowPersistence(FlowPersistence):
         if not isinstance(payload, dict) or payload.get("kind") != FLOW_KIND:
             raise InvalidInput(f"snapshot {source[:12]} is not a persisted flow state")
         state = {**payload["state"], "id": new_uuid}
-        with self._lock:
-            _HYDRATED_FROM.set((id(self), source))
-            self._write(new_uuid, payload["method"], state, None, f"flow {new_uuid[:8]}: fork of {flow_uuid[:8]}")
+        self._write(new_uuid, payload["method"], state, None, f"flow {new_uuid[:8]}: fork of {flow_uuid[:8]}", fork_of=source)
         return new_uuid

@@ -134,7 +134,8 @@ def agentsnap_capture(obj: Any, context: dict[str, Any]) -> dict[str, Any] | Non
     if kind == "flow":
         from .flow import _plain_state
 
-        return {"state": {"kind": FLOW_KIND, "v": 1, "state": _plain_state(obj._state)}}
+        # strict: a value JSON cannot hold is refused, not snapshotted as its str() (restored as that string)
+        return {"state": {"kind": FLOW_KIND, "v": 1, "state": _plain_state(obj._state, strict=True)}}
     return None
 
 

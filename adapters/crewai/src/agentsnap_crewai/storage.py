@@ -342,6 +342,9 @@ class AgentsnapStorage:
         LanceDB); otherwise every given criterion must match. Unlike LanceDB 1.15, a scope
         prefix does not also delete records in the root scope ``/``.
         """
+        if isinstance(record_ids, (str, bytes)):  # iterating it would delete the records named by its characters
+            raise InvalidInput(f"record_ids must be a list of record ids, not a {type(record_ids).__name__} "
+                               f"({record_ids!r}); to delete that record pass [{record_ids!r}]")
         with self._locked():
             if record_ids and not (categories or metadata_filter):
                 ids = [rid for rid in dict.fromkeys(str(r) for r in record_ids) if rid in self._rows]
@@ -531,6 +534,9 @@ class AgentsnapStorage:
         from agentsnap_core.stores.base import RefUpdate
 
         check_ref_name(branch)
+        if self.repo.refs.get_ref(f"refs/heads/{branch}") is not None:  # before snapshotting anything
+            raise InvalidInput(f"branch {branch!r} already exists; fork to a new name, or open it with "
+                               f"AgentsnapStorage(repo, branch={branch!r})")
         oid = self.repo.resolve(at) if at else self.snapshot(f"crewai memory: fork to {branch}").id
         rows_from_payload(_memory_part(self.repo.read_layer(oid, "state")))  # validate before creating the branch
         self.repo.update_refs([RefUpdate(f"refs/heads/{branch}", oid, None)], f"crewai memory: fork {branch}")
@@ -549,6 +555,8 @@ def _reset_match(scope: str, prefix: str) -> bool:
 
 
 def _open_or_init(path: Path) -> Repo:
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(f"{str(path)!r} is a file; an agentsnap repository is a directory (give a directory's path)")
     if (path / ".agentsnap").exists():
         return Repo.open(path)
     return Repo.init(path)
