@@ -93,3 +93,20 @@ def test_an_agent_that_holds_itself_is_one_clear_error_not_a_recursion_error(cli
     cyclic.me = cyclic  # type: ignore[attr-defined]
     with pytest.raises(AgentSnapError, match="reference cycle"):
         client.save(cyclic, agent_id="bot")
+
+
+@pytest.mark.parametrize("bad", [5, None, b"main", ["main"]])
+def test_a_branch_or_tag_name_that_is_not_a_str_is_one_clear_error(tmp_path: Path, bad: object) -> None:
+    """Before: ``repo.create_branch(5)`` (and every API taking a ref name: ``tag``, crewai's
+    ``AgentsnapStorage(path, branch=5)``) raised ``TypeError: expected string or bytes-like object`` from deep in the
+    name check (``None``: it passed the check's ``not name`` as an empty name). Now an InvalidRefName naming the type."""
+    from agentsnap_core import Repo
+    from agentsnap_core.errors import InvalidRefName
+
+    (tmp_path / "a.txt").write_text("a")
+    repo = Repo.init(tmp_path)
+    repo.snapshot("one")
+    for make in (repo.create_branch, repo.tag):
+        with pytest.raises(InvalidRefName, match=f"a name is a str, not a {type(bad).__name__}"):
+            make(bad)  # type: ignore[arg-type]
+    assert set(repo.branches()) == {"main"} and repo.tags() == {}

@@ -109,6 +109,8 @@ class Snapshot:
 
 
 def check_ref_name(name: str) -> str:
+    if not isinstance(name, str):  # (the pattern below would raise a bare TypeError deep in the caller's call)
+        raise InvalidRefName(name, f"a name is a str, not a {type(name).__name__}")
     if not name or not _REF_NAME.match(name) or is_oid(name) or name in ("HEAD",) or name.startswith("-"):
         raise InvalidRefName(name, "use letters, digits and . _ - / (no '..', no leading '-' or '/')")
     if any(len(part.encode()) > MAX_REF_PART for part in name.split("/")):  # a branch is also a worktree directory
