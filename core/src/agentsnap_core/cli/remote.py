@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,7 +10,7 @@ from typing import Any
 
 import click
 
-from agentsnap_core.cli.app import JSON_VERSION, emit, json_opt, open_repo, register, short
+from agentsnap_core.cli.app import JSON_VERSION, emit, in_dir, json_opt, open_repo, register, short
 from agentsnap_core.operations import remote as remote_mod
 from agentsnap_core.repository import journals
 from agentsnap_core.stores import mask_url
@@ -35,6 +36,18 @@ def _bar(label: str, as_json: bool) -> Iterator[remote_mod.TransferProgress | No
             bar.update(task, completed=done, total=max(known, done) or None)
 
         yield update
+
+
+def _path_in_dir(ctx: click.Context, url: str) -> str:
+    """A store path given on the command line, relative to ``-C DIR`` as every path is (a URL as it is)."""
+    return url if "://" in url or not url.strip() else in_dir(ctx, url)
+
+
+def _remote_in_dir(ctx: click.Context, repo: Any, remote: str | None) -> str | None:
+    """REMOTE as :func:`remote_mod.resolve_remote` will read it, a path in it relative to ``-C DIR``."""
+    if remote is None or remote in remote_mod.remotes(repo) or not (os.sep in remote or remote.startswith(".")):
+        return remote
+    return _path_in_dir(ctx, remote)
 
 
 def _report(verb: str, result: remote_mod.TransferResult, as_json: bool, extra: dict[str, Any] | None = None) -> None:
@@ -68,6 +81,7 @@ def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], forc
              as_json: bool) -> None:  # fmt: skip
     """Send snapshots to REMOTE (name or URL; default origin) and move its branches (default: the current one)."""
     repo = open_repo(ctx)
+    remote = _remote_in_dir(ctx, repo, remote)
     late = journals.notice(repo.store_dir)  # not in any snapshot: they would not reach the remote
     if late:
         click.echo(f"{late}; they are not pushed", err=True)
@@ -94,6 +108,7 @@ def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], forc
 def fetch_cmd(ctx: click.Context, remote: str | None, jobs: int, as_json: bool) -> None:
     """Copy REMOTE's snapshots in and update refs/remotes/REMOTE/*."""
     repo = open_repo(ctx)
+    remote = _remote_in_dir(ctx, repo, remote)
     with _bar("fetch", as_json) as progress:
         result = remote_mod.fetch(repo, remote, jobs=jobs, progress=progress)
     _report("fetch", result, as_json)
@@ -108,6 +123,7 @@ def fetch_cmd(ctx: click.Context, remote: str | None, jobs: int, as_json: bool) 
 def pull_cmd(ctx: click.Context, remote: str | None, branch: str | None, jobs: int, as_json: bool) -> None:
     """Fetch, then fast-forward or merge the current branch with REMOTE's."""
     repo = open_repo(ctx)
+    remote = _remote_in_dir(ctx, repo, remote)
     with _bar("pull", as_json) as progress:
         result = remote_mod.pull(repo, remote, branch, jobs=jobs, progress=progress)
     _report("pull", result, as_json)
@@ -124,8 +140,12 @@ def pull_cmd(ctx: click.Context, remote: str | None, branch: str | None, jobs: i
 @click.option("--store", "store_url", default=None, help="Keep objects and refs in this store URL instead of .agentsnap/.")
 @jobs_opt
 @json_opt
-def clone_cmd(url: str, directory: str, branch: str | None, store_url: str | None, jobs: int, as_json: bool) -> None:
+@click.pass_context
+def clone_cmd(ctx: click.Context, url: str, directory: str, branch: str | None, store_url: str | None, jobs: int,
+              as_json: bool) -> None:  # fmt: skip
     """Make DIRECTORY a copy of the repository at URL and check out its branch."""
+    url, directory = _path_in_dir(ctx, url), in_dir(ctx, directory)
+    store_url = _path_in_dir(ctx, store_url) if store_url else store_url
     with _bar("clone", as_json) as progress:
         repo, result = remote_mod.clone(url, directory, branch=branch, store_url=store_url, jobs=jobs,
                                         progress=progress)  # fmt: skip
@@ -148,7 +168,7 @@ def remote_group() -> None:
 def remote_add(ctx: click.Context, name: str, url: str, as_json: bool) -> None:
     """Remember URL as NAME."""
     repo = open_repo(ctx)
-    stored = remote_mod.add_remote(repo, name, url)
+    stored = remote_mod.add_remote(repo, name, _path_in_dir(ctx, url))
     if as_json:
         emit({"v": JSON_VERSION, "remote": name, "url": mask_url(stored)})
     else:

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict, TargetNotEmpty
 from agentsnap_core.format import crypto, objects
@@ -57,10 +58,12 @@ class PushRejected(AgentSnapError):
     def __init__(self, url: str, rejected: dict[str, str]) -> None:
         self.url, self.rejected = mask_url(url), rejected
         what = "; ".join(f"{name}: {why}" for name, why in sorted(rejected.items()))
-        super().__init__(
-            f"push to {self.url} rejected ({what}); run 'agentsnap pull' to merge the remote's work, "
-            "then push again (or overwrite with --force-with-lease)"
-        )
+        if all(name.startswith("refs/tags/") for name in rejected):  # (pull and --force-with-lease never move a tag)
+            advice = "a push never moves a tag the remote has: give the new snapshot another tag name"
+        else:
+            advice = ("run 'agentsnap pull' to merge the remote's work, then push again (or overwrite with "
+                      "--force-with-lease)")
+        super().__init__(f"push to {self.url} rejected ({what}); {advice}")
 
 
 class Diverged(AgentSnapError):
@@ -379,6 +382,29 @@ def _push_refs(repo: Repo, refs: list[str] | None) -> list[str]:
     return out
 
 
+#: what an interrupted store creation leaves in its directory (a push then makes the store there again)
+_STORE_LAYOUT = frozenset({"objects", "format.json.tmp"})
+
+
+def _refuse_occupied_directory(url: str, exc: StoreUnavailable) -> None:
+    """A push makes a store only where nothing else is: not in a project's working tree (its store is inside it), a
+    damaged store, or a directory of other files (a mistyped path), where the store's files would land among them."""
+    if not url.lower().startswith("file:"):
+        return
+    path = Path(unquote(urlsplit(url).path))
+    try:
+        held = sorted(os.listdir(path)) if path.is_dir() else []
+    except OSError:
+        return  # (unreadable: creating the store there fails and says why)
+    if not held or set(held) <= _STORE_LAYOUT:
+        return
+    if "format.json" in held or ".agentsnap" in held:
+        raise exc  # a damaged store, or a working tree: the message names its store
+    shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+    raise StoreUnavailable(url, f"no agentsnap store there, and {path} is not empty (it holds {shown}); a push makes "
+                                "a new store only in a new or empty directory (check the path)") from None
+
+
 def _tracking(remote_name: str | None, ref: str) -> str | None:
     if remote_name and ref.startswith("refs/heads/"):
         return f"refs/remotes/{remote_name}/{ref[len('refs/heads/'):]}"
@@ -410,9 +436,13 @@ def push(
     result = TransferResult(url=mask_url(url))
     try:
         dst = open_store(url)
-    except StoreUnavailable:  # nothing there yet (or unreachable: then creating fails the same way)
+    except StoreUnavailable as exc:  # nothing there yet (or unreachable: then creating fails the same way)
+        _refuse_occupied_directory(url, exc)
         dst = open_store(url, create=True)
         result.notes.append(f"{mask_url(url)} held no store: this push created a new store there (check the URL if you meant an existing one)")
+        if repo.refs.get_config(crypto.CONFIG_ENCRYPT) == "aes-gcm":  # (the new store says what it holds: a checkout
+            for key in (crypto.CONFIG_KEY_ID, crypto.CONFIG_ENCRYPT):  # bound to it seals what it writes, as here)
+                dst.refs.set_config(key, repo.refs.get_config(key) or "")
     try:
         transfer(repo.store, dst, [t for t in tips.values() if t], jobs=jobs, progress=progress, result=result)
         sync_ledger(_repo_ledger(repo), ledger_of(dst), result)  # before refs: snapshots name ledger positions
@@ -521,16 +551,20 @@ def pull(
         Diverged: both sides moved and no merge engine is available.
     """
     name, url = resolve_remote(repo, remote)
+    if name is None:  # (before the fetch: a refused pull copies nothing)
+        raise InvalidInput("pull needs a named remote (agentsnap remote add NAME URL)")
     result = fetch(repo, remote, jobs=jobs, progress=progress)
     branch = branch or repo.current_branch()
     if branch is None:
         raise InvalidInput("HEAD is detached; name the branch to pull")
-    remote_ref = _tracking(name, f"refs/heads/{branch}")
-    if remote_ref is None:
-        raise InvalidInput("pull needs a named remote (agentsnap remote add NAME URL)")
+    remote_ref = f"refs/remotes/{name}/{branch}"
     theirs = repo.refs.get_ref(remote_ref)
+    if theirs is None:  # a typo, or a branch never pushed: never "up to date" in silence
+        there = sorted(r[len(f"refs/remotes/{name}/") :] for r in repo.refs.list_refs(f"refs/remotes/{name}/"))
+        raise InvalidInput(f"remote {name} has no branch {branch!r} (it has {', '.join(there) or 'no branches'}); "
+                           f"nothing was merged (push it with 'agentsnap push {name} {branch}', or name a branch)")
     _, ours = repo.head()
-    if theirs is None or theirs == ours:
+    if theirs == ours:
         return result
     if ours is not None and is_ancestor(repo.objects, theirs, ours):
         return result  # we are ahead
@@ -539,12 +573,17 @@ def pull(
             f"branch {branch} has no snapshot here but the working tree has files; "
             "snapshot them first (then pull merges), or clone into an empty directory"
         )
+    if ours is None and repo.messages():  # (the fast-forward replaces the working trace with the snapshot's)
+        raise InvalidInput(
+            f"branch {branch} has no snapshot here but the working trace has {len(repo.messages())} message(s) not "
+            "in any snapshot; snapshot them first (then pull merges)"
+        )
     if ours is None or is_ancestor(repo.objects, ours, theirs):
         if ours is not None and "world" in repo.get(theirs).layers:  # as merge does: never over unsaved work (the
             from agentsnap_core.operations.merge import _require_clean  # fast-forward replaced it in silence)
 
             _require_clean(repo, f"pulling (fetched: {remote_ref} is at {theirs[:12]})")
-        _fast_forward(repo, f"refs/heads/{branch}", ours, theirs)
+        result.notes += _fast_forward(repo, f"refs/heads/{branch}", ours, theirs)
         result.merge = {"status": "fast-forward", "snapshot": theirs}
         return result
     try:
@@ -556,15 +595,36 @@ def pull(
     return result
 
 
-def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> None:
+def _encrypted(store: Any, tips: list[str]) -> bool:
+    """Whether ``store`` keeps its snapshots encrypted at rest (its setting, or its tips' stored bytes)."""
+    if store.refs.get_config(crypto.CONFIG_ENCRYPT) == "aes-gcm":
+        return True
+    for oid in tips:
+        stored = store.objects.get_stored(oid)
+        if len(stored) > 5 and stored[:3] == objects.MAGIC and stored[5] == objects.CODEC_ENCRYPTED:
+            return True
+    return False
+
+
+def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> list[str]:
+    """Move ``ref`` and the working tree to ``theirs``; return what the result's notes must say (secret files the
+    snapshot left out, which never travel, so that a checkout without them is never taken for the whole state)."""
     snap = repo.get(theirs)
     if "world" in snap.layers and ours is not None:
-        repo.restore(theirs)  # moves the branch by compare-and-swap, keeps an undo snapshot
-        return
+        said = repo.restore(theirs)  # moves the branch by compare-and-swap, keeps an undo snapshot
+        return [said["secrets_note"]] if said.get("secrets_note") else []
     if "world" in snap.layers:
         world.materialize(repo.objects, repo.root, repo.world_entries(snap), repo.working_entries(), False, None, None)
     repo.set_messages(repo.read_layer(snap, "trace") or [])
     repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
+    from agentsnap_core.repository import vault
+
+    missing = [n for n in vault.left_out(snap.layers.get("world")) if not os.path.lexists(repo.root / n)]
+    if not missing:
+        return []
+    shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    return [f"snapshot {theirs[:12]} left out {len(missing)} secret file(s), which are never pushed: {shown}; they "
+            "are not in this checkout (copy them from where the snapshot was made; docs/SECURITY.md)"]
 
 
 def clone(
@@ -599,9 +659,11 @@ def clone(
         repo = Repo.init(dest, branch=branch, store_url=store_url)
         add_remote(repo, DEFAULT_REMOTE, url)
         result = _fetch_from(repo, src, DEFAULT_REMOTE, url, jobs, progress)
+        if _encrypted(src, [*heads.values(), *src.refs.list_refs("refs/tags/").values()]):
+            crypto.enable_encryption(repo)  # the key read them: what is snapshotted here is sealed too, as there
         tip = heads.get(f"refs/heads/{branch}")
         if tip:
-            _fast_forward(repo, f"refs/heads/{branch}", None, tip)
+            result.notes += _fast_forward(repo, f"refs/heads/{branch}", None, tip)
         return repo, result
     except BaseException:
         if repo is not None:

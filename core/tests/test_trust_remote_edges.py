@@ -1,0 +1,200 @@
+"""push / pull / clone / remote at the edges: a mistyped path or branch, a fresh checkout, encrypted and secret
+content, ``-C DIR``, tags - each said, never done in silence or somewhere else."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from agentsnap_core import Repo
+from agentsnap_core.format import objects
+from agentsnap_core.operations.remote import add_remote, clone, push
+from agentsnap_core.stores import open_store
+from trust_kit import cli, new_work, snapshots
+
+
+@pytest.fixture(params=["file", "s3", "combined"])
+def remote_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "file":
+        return (tmp_path / "remote-store").as_uri()
+    return str(request.getfixturevalue(f"{request.param}_url"))
+
+
+def test_a_push_into_a_working_tree_or_a_folder_of_files_is_refused_and_writes_nothing_there(tmp_path: Path) -> None:
+    """Old: ``agentsnap push ../other-project`` (a working tree: its store is in ``.agentsnap``) and ``agentsnap push
+    ~/notes`` (an ordinary folder, a mistyped path) exited 0 saying "held no store: this push created a new store
+    there", and wrote ``format.json``, ``index.sqlite`` and ``objects/`` among that folder's files (into the other
+    project's working tree, where its next snapshot would capture them)."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    snapshots(root, ["one"])
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "todo.txt").write_text("mine\n")
+    (tmp_path / "x").mkdir()
+    project = new_work(tmp_path / "x", {})
+    snapshots(project, ["theirs"], "b.txt")
+    for target, says in ((folder, "is not empty (it holds todo.txt)"), (project, f"its store is {project / '.agentsnap'}")):
+        before = sorted(os.listdir(target))
+        code, out, err = cli(root, "push", str(target))
+        assert code == 2 and says in err and "Traceback" not in err, (target, err)
+        assert sorted(os.listdir(target)) == before, f"the push wrote into {target}"
+        code, out, err = cli(root, "push", str(target), "--json")
+        assert code == 2 and out == "" and says in err
+    assert cli(project, "status")[1].splitlines()[-1] == "nothing changed"
+    code, out, err = cli(root, "push", str(project / ".agentsnap"))  # its store: what a push there talks to
+    assert code == 2 and "not a fast-forward" in err and "held no store" not in err, err
+    (tmp_path / "empty").mkdir()
+    code, out, err = cli(root, "push", str(tmp_path / "empty"))  # an empty folder is still a new store's place
+    assert code == 0 and "created a new store" in err, err
+
+
+def test_pull_of_a_branch_the_remote_lacks_fails_naming_it(tmp_path: Path, remote_url: str) -> None:
+    """Old: ``agentsnap pull origin featur`` (a typo) and ``agentsnap pull`` on a branch never pushed printed
+    "refs/remotes/origin/main: up to date" and exited 0 - as if there were nothing new, when nothing was merged."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    snapshots(root, ["one"])
+    assert cli(root, "remote", "add", "origin", remote_url)[0] == 0
+    assert cli(root, "push")[0] == 0
+    head = cli(root, "log")[1].split()[0]
+    for args in (["pull", "origin", "featur"], ["pull", "origin", "featur", "--json"]):
+        code, out, err = cli(root, *args)
+        assert code == 2 and "remote origin has no branch 'featur' (it has main)" in err, (args, out, err)
+    assert cli(root, "branch", "feature")[0] == 0 and cli(root, "switch", "feature")[0] == 0
+    code, out, err = cli(root, "pull")
+    assert code == 2 and "no branch 'feature'" in err and "agentsnap push origin feature" in err, err
+    assert cli(root, "log")[1].split()[0] == head
+    code, out, err = cli(root, "pull", "origin", "main")  # the branch it has: fine (up to date)
+    assert code == 0, err
+
+
+def test_pull_into_a_fresh_checkout_keeps_its_unsnapshotted_trace(tmp_path: Path) -> None:
+    """Old: in a checkout with no snapshot yet, ``agentsnap trace add user "..."`` then ``agentsnap pull`` exited 0
+    ("merge: fast-forward") and replaced the pending messages with the remote snapshot's trace: they were gone, in
+    no snapshot and no undo. (Files there were already refused: "snapshot them first".)"""
+    (tmp_path / "x").mkdir()
+    upstream = new_work(tmp_path / "x", {"a.txt": "theirs\n"})
+    assert cli(upstream, "trace", "add", "user", "upstream message")[0] == 0
+    snapshots(upstream, ["theirs"])
+    store = tmp_path / "team"
+    assert cli(upstream, "push", str(store))[0] == 0
+    root = new_work(tmp_path, {})
+    assert cli(root, "trace", "add", "user", "my pending message")[0] == 0
+    assert cli(root, "remote", "add", "origin", str(store))[0] == 0
+    code, out, err = cli(root, "pull")
+    assert code == 2 and "1 message(s) not in any snapshot" in err and "snapshot them first" in err, err
+    assert "my pending message" in cli(root, "trace", "show")[1]
+    assert not (root / "a.txt").exists()
+    assert cli(root, "snapshot", "-m", "mine")[0] == 0
+    code, out, err = cli(root, "pull")  # once snapshotted: merged, both kept
+    assert code == 0 and "merge: merged" in out, err
+    shown = cli(root, "trace", "show")[1]
+    assert "my pending message" in shown and "upstream message" in shown
+    assert (root / "a.txt").read_text() == "theirs\n"
+
+
+@pytest.mark.parametrize("kind", ["file", "s3"])
+def test_a_clone_of_an_encrypted_store_keeps_encrypting(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Old: a key holder's clone of an encrypted repository wrote its own snapshots in plain text, and ``push`` sent
+    them so: the team's remote, ciphertext only until then, held the clone's new files readable by anyone with
+    the bucket or directory (no warning). The remote a push creates also did not say it is encrypted, so a checkout
+    bound to it (``--store``) wrote plain text too."""
+    crypto = pytest.importorskip("agentsnap_core.format.crypto")
+    monkeypatch.setattr(objects, "encrypted_opener", None)
+    monkeypatch.setenv(crypto.KEY_ENV, crypto.generate_key())
+    url = (tmp_path / "remote").as_uri() if kind == "file" else str(request.getfixturevalue("s3_url"))
+    repo = Repo.init(tmp_path / "a")
+    crypto.enable_encryption(repo)
+    (repo.root / "plan.txt").write_text("the first plan\n")
+    repo.snapshot("encrypted")
+    add_remote(repo, "origin", url)
+    push(repo)
+    repo.close()
+
+    copy, _ = clone(url, tmp_path / "b")
+    (copy.root / "new.txt").write_text("the clone's launch codes\n" * 20)
+    copy.snapshot("made in the clone", layers={"state": {"codes": "0000-launch"}})
+    push(copy)
+    copy.close()
+    remote = open_store(url)
+    stored = b"".join(remote.objects.get_stored(o) for o in remote.objects.iter_oids())
+    assert b"launch codes" not in stored and b"0000-launch" not in stored and b"made in the clone" not in stored
+    assert remote.refs.get_config(crypto.CONFIG_ENCRYPT) == "aes-gcm"  # (what a checkout bound to it reads)
+    remote.close()
+    with Repo.open(tmp_path / "b") as again:
+        assert again.refs.get_config(crypto.CONFIG_ENCRYPT) == "aes-gcm"
+        assert again.verify()["ok"]
+    monkeypatch.delenv(crypto.KEY_ENV)
+    monkeypatch.setattr(objects, "encrypted_opener", None)
+    with pytest.raises(Exception, match="encrypted"):  # a clone without the key is refused, leaving nothing
+        clone(url, tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_clone_and_pull_say_which_secret_files_did_not_travel(tmp_path: Path) -> None:
+    """Old: ``agentsnap clone`` of a snapshot whose ``.env`` the secrets policy left out exited 0 with nothing on
+    stderr: the copy ran without its ``.env``, the user never told that the state was not all there (docs/SECURITY.md:
+    "never in silence"). A pull that fast-forwards over it said nothing either (its restore's note was dropped)."""
+    secret = "API_KEY=sk-live-0123456789abcdefghijklmnop\n"
+    root = new_work(tmp_path, {"a.txt": "one\n", ".env": secret})
+    snapshots(root, ["one"])
+    store = tmp_path / "team"
+    assert cli(root, "push", str(store))[0] == 0
+    code, out, err = cli(tmp_path, "clone", str(store), "copy")
+    assert code == 0 and "warning:" in err and ".env" in err and "never pushed" in err, err
+    code, out, err = cli(tmp_path, "clone", str(store), "copy2", "--json")
+    assert code == 0 and any(".env" in n for n in json.loads(out)["notes"]), out
+    assert not (tmp_path / "copy" / ".env").exists() and (tmp_path / "copy" / "a.txt").read_text() == "one\n"
+    snapshots(root, ["two"])
+    assert cli(root, "push", str(store))[0] == 0
+    code, out, err = cli(tmp_path / "copy", "pull")
+    assert code == 0 and "merge: fast-forward" in out and ".env" in err, (out, err)
+    (tmp_path / "copy" / ".env").write_text(secret)  # put back by hand: nothing more to say
+    snapshots(root, ["three"])
+    assert cli(root, "push", str(store))[0] == 0
+    code, out, err = cli(tmp_path / "copy", "pull")
+    assert code == 0 and ".env" not in err, err
+    assert secret not in "".join(p.read_text(errors="replace") for p in store.rglob("*") if p.is_file())
+
+
+def test_remote_paths_are_relative_to_dash_C_as_every_path(tmp_path: Path) -> None:
+    """Old: ``agentsnap -C work push ../team`` pushed to ``../team`` from where the command was started (a new store in
+    the wrong place, "created a new store there"), and ``-C work remote add origin ../team`` / ``-C work clone ../team
+    ../copy`` took the paths the same way - unlike ``-C DIR init`` and ``restore --to`` (docs/CLI.md: relative paths
+    are taken relative to DIR, as in git)."""
+    (tmp_path / "projects").mkdir()
+    root = new_work(tmp_path / "projects", {"a.txt": "one\n"})
+    snapshots(root, ["one"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, out, err = cli(elsewhere, "-C", str(root), "push", "../team")
+    assert code == 0 and (tmp_path / "projects" / "team" / "format.json").exists(), err
+    assert not (tmp_path / "team").exists()
+    code, out, err = cli(elsewhere, "-C", str(root), "remote", "add", "origin", "../team")
+    assert code == 0 and (tmp_path / "projects" / "team").as_uri() in out, out
+    assert cli(elsewhere, "-C", str(root), "push")[0] == 0
+    code, out, err = cli(elsewhere, "-C", str(root), "fetch", "./../team")
+    assert code == 0, err
+    code, out, err = cli(elsewhere, "-C", str(root), "clone", "../team", "../copy")
+    assert code == 0 and (tmp_path / "projects" / "copy" / "a.txt").read_text() == "one\n", err
+    assert not (tmp_path / "copy").exists()
+
+
+def test_a_refused_tag_push_gives_advice_that_works(tmp_path: Path) -> None:
+    """Old: pushing a tag the remote already has for another snapshot said "run 'agentsnap pull' to merge the
+    remote's work, then push again (or overwrite with --force-with-lease)": neither moves a tag (a pull never does;
+    --force-with-lease then failed with "stale lease ... fetch first", and fetching changed nothing)."""
+    remote_url = str(tmp_path / "team")
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    snapshots(root, ["one"])
+    assert cli(root, "tag", "v1")[0] == 0
+    assert cli(root, "push", remote_url, "v1")[0] == 0
+    snapshots(root, ["two"])
+    assert cli(root, "tag", "-d", "v1")[0] == 0 and cli(root, "tag", "v1")[0] == 0
+    for extra in ([], ["--force-with-lease"]):
+        code, out, err = cli(root, "push", remote_url, "v1", *extra)
+        assert code == 2 and "refs/tags/v1" in err and "another tag name" in err, err
+        assert "agentsnap pull" not in err and "--force-with-lease" not in err, err
