@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         trace_of,
         wrap_tools,
     )
-    from ._turns import TESTED_AUTOGEN, TurnSnapshots, UntestedAutoGen
+    from ._turns import TESTED_AUTOGEN, TurnSnapshotFailed, TurnSnapshots, UntestedAutoGen
 
 # This package is imported with its plugin by every process that uses agentsnap (the CLI's too): AutoGen loads when
 # one of these names is first used, not before.
@@ -33,7 +33,7 @@ __getattr__ = lazy_exports(__name__, {
     "findings_note": "_merge",
     **dict.fromkeys(("IncompatibleTarget", "TeamRunning", "build", "capture_layers", "fork", "load", "restore",
                      "snapshot", "trace_of", "wrap_tools"), "_team"),
-    **dict.fromkeys(("TESTED_AUTOGEN", "TurnSnapshots", "UntestedAutoGen"), "_turns"),
+    **dict.fromkeys(("TESTED_AUTOGEN", "TurnSnapshotFailed", "TurnSnapshots", "UntestedAutoGen"), "_turns"),
 })
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "MissingSecret",
     "SuppliedModelClient",
     "TeamRunning",
+    "TurnSnapshotFailed",
     "TurnSnapshots",
     "UntestedAutoGen",
     "TESTED_AUTOGEN",

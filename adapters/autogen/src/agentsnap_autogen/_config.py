@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.layers.redact import may_hold_secret
 from agentsnap_core.layers.redact import redact as core_redact
 from autogen_core import Component, ComponentBase
+from autogen_core.models import ChatCompletionClient
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
@@ -116,18 +117,38 @@ def prepare(
     ``FunctionTool`` (its source code would be executed) raises :class:`UntrustedCode` unless it is
     re-supplied in ``tools`` or ``trust_code=True``.
     """
+    for arg, value, shape in (("secrets", secrets, "{field: value}"), ("tools", tools, "{tool name: tool}")):
+        if value is not None and not isinstance(value, Mapping):
+            raise InvalidInput(f"{arg} must be a mapping {shape}, not a {type(value).__name__}")
     config = _fill(config, dict(secrets or {}))
     live: dict[str, Any] = {}
     slots = model_slots(config)
+    if isinstance(model_clients, Mapping):  # a misspelt slot would leave the real one rebuilt from its stored config
+        unknown = sorted(str(k) for k in model_clients if k not in slots)
+        if unknown:
+            raise InvalidInput(f"model_clients names slots {unknown} that the snapshot does not have; "
+                               f"its slots are {sorted(slots)}")
+    if tools is not None:
+        stored_tools = _function_tools(config)
+        unknown = sorted(str(k) for k in tools if k not in stored_tools)
+        if unknown:
+            raise InvalidInput(f"tools names {unknown}, which the snapshot has no FunctionTool of; "
+                               f"its FunctionTools are {sorted(stored_tools)}")
 
     def supplied(slot: str, comp: dict[str, Any]) -> Any:
         if model_clients is None:
             return None
         if isinstance(model_clients, Mapping):
-            return model_clients.get(slot)
-        if callable(model_clients) and not hasattr(model_clients, "create"):
-            return model_clients(slot, comp)
-        return model_clients  # one client for every slot
+            client = model_clients.get(slot)
+        elif callable(model_clients) and not hasattr(model_clients, "create"):
+            client = model_clients(slot, comp)
+        else:
+            client = model_clients  # one client for every slot
+        if client is not None and not isinstance(client, ChatCompletionClient):
+            raise InvalidInput(f"the model client re-supplied for slot {slot!r} is a {type(client).__name__}, not an "
+                               "autogen_core.models.ChatCompletionClient (model_clients takes one client, "
+                               "{slot: client} or fn(slot, stored) -> client)")
+        return client
 
     def replace(value: Any, owner: str) -> Any:
         if isinstance(value, dict):
@@ -166,6 +187,17 @@ def prepare(
     if missing:
         raise MissingSecret(sorted(set(missing)), sorted(slots))
     return config, live
+
+
+def _function_tools(config: Any) -> set[str]:
+    """Names of the stored ``FunctionTool`` components (those holding source code) anywhere in ``config``."""
+    if isinstance(config, dict):
+        inner = config.get("config")
+        found = {str(inner.get("name", ""))} if isinstance(inner, dict) and "source_code" in inner else set()
+        return found.union(*(_function_tools(v) for v in config.values()))
+    if isinstance(config, list):
+        return set().union(*(_function_tools(v) for v in config))
+    return set()
 
 
 def _placeholder(kind: str, key: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.repository.repo import check_ref_name
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_core import ComponentLoader
 
@@ -136,6 +137,63 @@ def check_payload(payload: Any) -> dict[str, Any]:
     return payload
 
 
+def _participants(config: Any) -> list[tuple[str, str]] | None:
+    """``(name, provider)`` of each participant, in order, from a team's component config (None when not listed)."""
+    inner = config.get("config") if isinstance(config, Mapping) else None
+    parts = inner.get("participants") if isinstance(inner, Mapping) else None
+    if not isinstance(parts, list):
+        return None
+    out = []
+    for p in parts:
+        name = p.get("config", {}).get("name") if isinstance(p, Mapping) and isinstance(p.get("config"), Mapping) else None
+        if not isinstance(name, str):
+            return None
+        out.append((name, str(p.get("provider", ""))))
+    return out
+
+
+def _check_target(obj: Any, kind: str, payload: Mapping[str, Any]) -> None:
+    """Refuse a target of another class, name or participant line-up than the snapshot's.
+
+    AutoGen's ``load_state`` ignores states it has no agent for, an agent of another class loads nothing (or
+    fails half-way) and the manager's cursor is a position (``next_speaker_index``): a team with fewer,
+    reordered or other participants would load without an error and continue with the wrong speaker (or fail
+    on the next ``run()``).
+    """
+    stored = payload.get("config")
+    if not isinstance(stored, Mapping):
+        return
+    current = to_plain(obj.dump_component())
+    provider, now = stored.get("provider"), str(current.get("provider"))
+    if isinstance(provider, str) and provider != now:
+        raise IncompatibleTarget(f"snapshot holds an AutoGen {provider.rsplit('.', 1)[-1]} ({provider}), not an AutoGen "
+                                 f"{now.rsplit('.', 1)[-1]} ({now}); use agentsnap_autogen.load() for a fresh one")
+    if kind == "team":
+        want, have = _participants(stored), _participants(current)
+        if want is None or have is None:  # a team whose config does not list its participants: compare the names
+            want = sorted(n for n, v in payload["state"].get("agent_states", {}).items() if "message_thread" not in v)
+            have = sorted(p.name for p in getattr(obj, "_participants", []))
+        elif [n for n, _ in have] == [n for n, _ in want]:
+            other = [f"{n} is {b.rsplit('.', 1)[-1]} here, {a.rsplit('.', 1)[-1]} in the snapshot"
+                     for (n, a), (_, b) in zip(want, have, strict=True) if a != b]
+            if other:
+                raise IncompatibleTarget(f"team participants differ from the snapshot's: {'; '.join(other)}; "
+                                         "use agentsnap_autogen.load() for a fresh team")
+            return
+        else:
+            want, have = [n for n, _ in want], [n for n, _ in have]
+        if have != want:
+            raise IncompatibleTarget(
+                f"team participants {have} do not match the snapshot's {want} (the same names in the same order: "
+                "the group chat's state refers to them by position); use agentsnap_autogen.load() for a fresh team")
+    else:
+        inner = stored.get("config")
+        want_name = inner.get("name") if isinstance(inner, Mapping) else None
+        if isinstance(want_name, str) and want_name != _name(obj):
+            raise IncompatibleTarget(f"snapshot holds agent {want_name!r}, not {_name(obj)!r}; "
+                                     "use agentsnap_autogen.load() for a fresh one")
+
+
 async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
     """Load a captured payload into an existing, compatible team or agent (not running)."""
     payload = check_payload(payload)
@@ -144,12 +202,7 @@ async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
         raise IncompatibleTarget(f"snapshot holds an AutoGen {payload['kind']}, not a {kind or type(obj).__name__}")
     if _running(obj):
         raise TeamRunning(_name(obj), "restore into")
-    if kind == "team":
-        want = sorted(payload["state"].get("agent_states", {}))
-        names = [p.name for p in getattr(obj, "_participants", [])]
-        missing = [n for n in names if n not in want]
-        if missing:
-            raise IncompatibleTarget(f"team participants {missing} are not in the snapshot (it has {want})")
+    _check_target(obj, kind, payload)
     previous = await obj.save_state()  # AutoGen loads agent by agent: undo a half-done load
     try:
         await obj.load_state(payload["state"])
@@ -193,14 +246,23 @@ async def snapshot(
     **kw: Any,
 ) -> Snapshot:
     """Snapshot a team or agent atomically; ``branch`` commits to that branch instead of HEAD's."""
+    if branch is not None:
+        _check_branch(branch)
     layers = await capture_layers(obj)
     return _commit(repo, obj, layers, message, branch=branch, capture_world=capture_world, meta=meta, **kw)
+
+
+def _check_branch(branch: Any) -> str:
+    """A branch name the core accepts everywhere (``Repo.snapshot(ref=...)`` does not check it)."""
+    if not isinstance(branch, str):
+        raise InvalidInput(f"branch must be a branch name (str), not {type(branch).__name__}")
+    return check_ref_name(branch)
 
 
 def _commit(repo: Repo, obj: Any, layers: dict[str, Any], message: str, *, branch: str | None, **kw: Any) -> Snapshot:
     trace = layers.pop("trace")
     if branch is not None:
-        kw["ref"] = f"refs/heads/{branch}"
+        kw["ref"] = f"refs/heads/{_check_branch(branch)}"
     return repo.snapshot(message or f"autogen: {_name(obj)}", agent=f"autogen:{_name(obj)}", layers=layers, trace=trace, **kw)
 
 
@@ -274,11 +336,22 @@ async def fork(
     ``model_clients`` gives each fork its own clients: a list (one entry per fork) or ``fn(i)``;
     ``load_options`` (``tools=``, ``trust_code=``, ``effects=``) go to :func:`load`. Returns ``[(branch name, team), ...]``; snapshot fork ``i`` with ``snapshot(..., branch=name)``.
     """
-    if model_clients is not None and not callable(model_clients) and len(model_clients) != n:
-        raise InvalidInput(f"model_clients has {len(model_clients)} entries for {n} forks")
-    branches = repo.fork(spec, n, prefix=prefix)
-    out = []
-    for i, item in enumerate(branches):
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 10_000:
+        raise InvalidInput(f"fork count must be an int between 1 and 10000, not {n!r}")
+    if model_clients is not None and not callable(model_clients):
+        if isinstance(model_clients, (Mapping, str)) or not isinstance(model_clients, Sequence):
+            raise InvalidInput(
+                f"fork's model_clients is one entry per fork (a list of {n}) or fn(i) -> clients, not a "
+                f"{type(model_clients).__name__}; for the same slots in every fork pass "
+                "model_clients=lambda i: {slot: new_client(), ...} (forks must not share clients)")
+        if len(model_clients) != n:
+            raise InvalidInput(f"model_clients has {len(model_clients)} entries for {n} forks")
+    check_ref_name(prefix)
+    snap = repo.get(spec)
+    # every team first: a missing secret or client (or untrusted code) refuses the fork before any branch exists
+    teams = []
+    for i in range(n):
         clients = None if model_clients is None else model_clients(i) if callable(model_clients) else model_clients[i]
-        out.append((item["branch"], await load(repo, item["id"], model_clients=clients, secrets=secrets, **load_options)))
-    return out
+        teams.append(await load(repo, snap.id, model_clients=clients, secrets=secrets, **load_options))
+    branches = repo.fork(spec, n, prefix=prefix)
+    return [(item["branch"], team) for item, team in zip(branches, teams, strict=True)]

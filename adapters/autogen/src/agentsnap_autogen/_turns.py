@@ -33,9 +33,9 @@ from typing import Any
 import autogen_agentchat
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, InvalidInput
-from autogen_core import DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime
+from autogen_core import DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime, TopicId
 
-from ._team import _commit, capture_layers, kind_of
+from ._team import _check_branch, _commit, capture_layers, kind_of
 
 #: the oldest and newest autogen-agentchat releases whose private parts this module uses (nox runs both)
 TESTED_AUTOGEN = ("0.7.0", "0.7.5")
@@ -50,6 +50,18 @@ class UntestedAutoGen(AgentSnapError):
             f"agentsnap_autogen.TurnSnapshots is tested with autogen-agentchat {TESTED_AUTOGEN[0]} to "
             f"{TESTED_AUTOGEN[1]}, not {version}: it reads the group chat's private request event, which may have "
             f"changed. Install autogen-agentchat=={TESTED_AUTOGEN[1]}, or upgrade agentsnap-autogen"
+        )
+
+
+class TurnSnapshotFailed(AgentSnapError):
+    """A between-turns snapshot could not be taken; the run was stopped at that boundary."""
+
+    def __init__(self, n: int, speaker: str, cause: BaseException) -> None:
+        self.n, self.speaker, self.cause = n, speaker, cause
+        super().__init__(
+            f"turn boundary {n} (next speaker {speaker!r}) could not be snapshotted, so the run was stopped there "
+            f"before {speaker!r} spoke: {type(cause).__name__}: {cause}. The snapshots taken before it are in "
+            "TurnSnapshots.snapshots; restore the last one (agentsnap_autogen.load) to continue"
         )
 
 
@@ -89,10 +101,19 @@ class TurnSnapshots(DefaultInterventionHandler):
     """
 
     def __init__(self, repo: Repo, *, branch: str | None = None, message: str = "turn {n}: next {speakers}") -> None:
+        if branch is not None:
+            _check_branch(branch)
+        try:
+            message.format(n=0, speakers="")
+        except (KeyError, IndexError, ValueError, AttributeError) as exc:
+            raise InvalidInput(f"TurnSnapshots message {message!r} is not a valid template ({type(exc).__name__}: "
+                               f"{exc}); it may use {{n}} and {{speakers}} only") from None
         self.repo = repo
         self.branch = branch
         self.message = message
         self.snapshots: list[Snapshot] = []
+        #: the failure that stopped the run (a :class:`TurnSnapshotFailed`), or None
+        self.error: TurnSnapshotFailed | None = None
         self._team: Any = None
         self._topics: dict[str, str] = {}
         self._request_type = _request_publish_type()  # fails loudly on an untested AutoGen
@@ -129,12 +150,35 @@ class TurnSnapshots(DefaultInterventionHandler):
         topic = message_context.topic_id
         if isinstance(message, self._request_type) and topic is not None and topic.type in self._topics:
             speaker = self._topics[topic.type]
-            layers = await capture_layers(self._team, _between_turns={"next_speakers": [speaker]})
-            _rewind_selection(layers["state"]["state"], speaker, list(self._topics.values()))
             n = len(self.snapshots)
-            text = self.message.format(n=n, speakers=speaker)
-            self.snapshots.append(_commit(self.repo, self._team, layers, text, branch=self.branch))
+            try:
+                layers = await capture_layers(self._team, _between_turns={"next_speakers": [speaker]})
+                _rewind_selection(layers["state"]["state"], speaker, list(self._topics.values()))
+                text = self.message.format(n=n, speakers=speaker)
+                self.snapshots.append(_commit(self.repo, self._team, layers, text, branch=self.branch))
+            except Exception as exc:  # noqa: BLE001 - raised here, the run would hang (see _stop_run)
+                self.error = TurnSnapshotFailed(n, speaker, exc)
+                return await self._stop_run(self.error, topic.source)
         return message
+
+    async def _stop_run(self, error: TurnSnapshotFailed, team_id: str) -> Any:
+        """End the team's run with ``error``, the way AutoGen ends it when a participant fails; return what
+        to deliver to the speaker instead of the request.
+
+        An exception raised from ``on_publish`` (or a ``DropMessage`` returned) makes AutoGen 0.7's runtime skip
+        the message without marking it done in its queue, so ``stop_when_idle()`` - which ``team.run()`` awaits
+        on the way out - never returns: the run hung forever. Instead the manager is sent AutoGen's
+        ``GroupChatError`` (``run()`` raises it) and the speaker gets an empty ``GroupChatStart``, which its
+        container handles as a no-op: the speaker does not speak.
+        """
+        from autogen_agentchat.teams._group_chat._events import GroupChatError, GroupChatStart, SerializableException
+
+        manager_topic = self._team._group_chat_manager_topic_type
+        await self._team._runtime.publish_message(
+            GroupChatError(error=SerializableException(error_type=type(error).__name__, error_message=str(error))),
+            topic_id=TopicId(type=manager_topic, source=team_id),
+        )
+        return GroupChatStart(messages=None)
 
 
 def _rewind_selection(state: dict[str, Any], speaker: str, names: list[str]) -> None:
