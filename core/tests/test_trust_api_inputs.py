@@ -110,3 +110,34 @@ def test_a_branch_or_tag_name_that_is_not_a_str_is_one_clear_error(tmp_path: Pat
         with pytest.raises(InvalidRefName, match=f"a name is a str, not a {type(bad).__name__}"):
             make(bad)  # type: ignore[arg-type]
     assert set(repo.branches()) == {"main"} and repo.tags() == {}
+
+
+@pytest.mark.parametrize("ref", ["refs/heads/bad..name", "refs/heads/-f", "refs/heads/two words", "refs/tags/a b"])
+def test_snapshot_to_a_branch_no_verb_accepts_is_refused_and_writes_nothing(tmp_path: Path, ref: str) -> None:
+    """Before: ``repo.snapshot(ref="refs/heads/two words")`` (what adapters' ``branch=`` options pass on, e.g.
+    AutoGen's ``snapshot(team, branch=...)``) made that branch, which every verb then refused to name
+    ("invalid name 'two words'"): a snapshot reachable only by its id. The name is checked first."""
+    from agentsnap_core import Repo
+    from agentsnap_core.errors import InvalidRefName
+
+    (tmp_path / "a.txt").write_text("a")
+    repo = Repo.init(tmp_path)
+    repo.snapshot("one")
+    before = repo.refs.list_refs("refs/")
+    with pytest.raises(InvalidRefName):
+        repo.snapshot("two", ref=ref)
+    assert repo.refs.list_refs("refs/") == before
+
+
+@pytest.mark.parametrize("n", ["3", 2.0, True, None])
+def test_a_fork_count_that_is_not_a_whole_number_is_one_clear_error(tmp_path: Path, n: object) -> None:
+    """Before: ``repo.fork(n="3")`` raised ``TypeError: '<' not supported between instances of 'str' and 'int'``
+    (``True`` made one fork, ``2.0`` two)."""
+    from agentsnap_core import Repo
+
+    (tmp_path / "a.txt").write_text("a")
+    repo = Repo.init(tmp_path)
+    repo.snapshot("one")
+    with pytest.raises(InvalidInput, match="fork count must be a whole number"):
+        repo.fork(n=n)  # type: ignore[arg-type]
+    assert set(repo.branches()) == {"main"}

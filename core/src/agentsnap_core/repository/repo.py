@@ -847,6 +847,9 @@ class Repo:
         ``same_as`` (restore's undo snapshot): when what was captured is exactly that snapshot's state
         (:func:`_same_state`), no snapshot is made: the ref moves to it and it is returned.
         """
+        for kind in ("refs/heads/", "refs/tags/"):  # a branch every other verb would refuse is never made
+            if ref is not None and ref.startswith(kind):
+                check_ref_name(ref[len(kind):])
         with self.tree_lock("snapshot") if capture_world else nullcontext(), self.batch():  # one tree writer
             b: _Batch = self._batch_tl.batch
             symref, head_oid = b.head if b.head is not None else self.refs.get_head(self.worktree)
@@ -1051,8 +1054,8 @@ class Repo:
         ``effects_policy`` (allow / block / defer) says what irreversible effects do on the new branches
         (see :mod:`agentsnap_core.layers.effects`); the default defers them until a branch is merged or promoted.
         """
-        if n < 1 or n > 10_000:
-            raise InvalidInput(f"fork count must be between 1 and 10000, not {n}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 10_000:
+            raise InvalidInput(f"fork count must be a whole number between 1 and 10000, not {n!r}")
         oid = self.resolve(spec)
         _refuse_dead(self, self.get(oid), "forked")  # (its layers are reclaimed: no branch could be worked on)
         check_ref_name(prefix)
