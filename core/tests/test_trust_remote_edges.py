@@ -198,3 +198,50 @@ def test_a_refused_tag_push_gives_advice_that_works(tmp_path: Path) -> None:
         code, out, err = cli(root, "push", remote_url, "v1", *extra)
         assert code == 2 and "refs/tags/v1" in err and "another tag name" in err, err
         assert "agentsnap pull" not in err and "--force-with-lease" not in err, err
+
+
+@pytest.mark.parametrize("kind", ["file", "s3"])
+def test_a_plain_checkout_pushing_into_an_encrypted_remote_seals_what_it_sends(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Old: a teammate's checkout without encryption pushed into the team's encrypted remote and its files landed
+    there in clear, readable by anyone with the bucket or directory, with no warning - even when the push was then
+    rejected (objects travel before refs: a rejected push left the plaintext behind). Now a push into an encrypted
+    store seals each object on the way (the key is needed: without it the push is refused before anything is
+    sent), which is also how docs/SECURITY.md's "re-push into a fresh encrypted store to convert" works."""
+    crypto = pytest.importorskip("agentsnap_core.format.crypto")
+    monkeypatch.setattr(objects, "encrypted_opener", None)
+    key = crypto.generate_key()
+    monkeypatch.setenv(crypto.KEY_ENV, key)
+    url = (tmp_path / "remote").as_uri() if kind == "file" else str(request.getfixturevalue("s3_url"))
+    team = Repo.init(tmp_path / "team")
+    crypto.enable_encryption(team)
+    (team.root / "plan.txt").write_text("the team's plan\n")
+    team.snapshot("encrypted")
+    push(team, url)
+    team.close()
+    monkeypatch.delenv(crypto.KEY_ENV)
+    monkeypatch.setattr(objects, "encrypted_opener", None)
+    mine = Repo.init(tmp_path / "mine")  # a plain checkout of its own (no key in this process)
+    (mine.root / "notes.txt").write_text("my plaintext passwords\n" * 10)
+    mine.snapshot("plain work")
+    mine.create_branch("mine")
+    add_remote(mine, "origin", url)
+    remote = open_store(url)
+    before = set(remote.objects.iter_oids())
+    for refs in (None, ["mine"]):
+        with pytest.raises(Exception, match=crypto.KEY_ENV):
+            push(mine, refs=refs)
+    assert set(remote.objects.iter_oids()) == before  # nothing sent
+    monkeypatch.setenv(crypto.KEY_ENV, key)
+    with pytest.raises(Exception, match="rejected"):  # not a fast-forward of the team's main: objects travel first
+        push(mine)
+    push(mine, refs=["mine"])
+    stored = b"".join(remote.objects.get_stored(o) for o in remote.objects.iter_oids())
+    assert b"plaintext passwords" not in stored and b"plain work" not in stored
+    remote.close()
+    mine.close()
+    copy, _ = clone(url, tmp_path / "copy", branch="mine")
+    assert (copy.root / "notes.txt").read_text() == "my plaintext passwords\n" * 10
+    assert copy.verify()["ok"]
+    copy.close()

@@ -155,6 +155,10 @@ class EncryptedObjects:
         return oid
 
     def put_stored(self, oid: str, stored: bytes) -> None:
+        """Copy an object in as it is stored elsewhere (push, fetch); in clear there (a store that does not encrypt,
+        or written before it did), it is sealed on the way: an encrypted store never receives plain text."""
+        if self.encrypt_writes and not (len(stored) > 5 and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED):
+            _, stored = seal(self.key, *objects.decode(oid, stored))
         self.inner.put_stored(oid, stored)
 
 

@@ -444,6 +444,12 @@ def push(
             for key in (crypto.CONFIG_KEY_ID, crypto.CONFIG_ENCRYPT):  # bound to it seals what it writes, as here)
                 dst.refs.set_config(key, repo.refs.get_config(key) or "")
     try:
+        if dst.refs.get_config(crypto.CONFIG_ENCRYPT) == "aes-gcm":  # what arrives in clear is sealed on the way in
+            if crypto.load_key() is None:
+                raise InvalidInput(f"{mask_url(url)} keeps its snapshots encrypted and this process has no key: set "
+                                   f"{crypto.KEY_ENV} (or {crypto.KEY_FILE_ENV}) to its key and push again (what is "
+                                   "sent is encrypted on the way); nothing was sent")
+            dst.objects = crypto.encryption_wrapper(dst.objects, dst.refs)  # (a wrong key: refused, naming both)
         transfer(repo.store, dst, [t for t in tips.values() if t], jobs=jobs, progress=progress, result=result)
         sync_ledger(_repo_ledger(repo), ledger_of(dst), result)  # before refs: snapshots name ledger positions
         updates: list[RefUpdate] = []
