@@ -245,3 +245,29 @@ def test_a_plain_checkout_pushing_into_an_encrypted_remote_seals_what_it_sends(
     assert (copy.root / "notes.txt").read_text() == "my plaintext passwords\n" * 10
     assert copy.verify()["ok"]
     copy.close()
+
+
+def test_a_push_retried_after_being_killed_at_the_very_end_repairs_the_remote_tracking_ref(tmp_path: Path) -> None:
+    """Old: a push killed after the remote's branch moved but before ``origin/main`` did left ``origin/main`` at the
+    old snapshot; the retry said "up to date" and left it there, so ``status``/``log`` showed the remote behind, and
+    the next ``push --force-with-lease`` was refused ("stale lease ... fetch first") for a remote nobody else
+    touched. The retry now moves ``origin/main`` to what the remote holds."""
+    from agentsnap_core.stores.base import ANY, RefUpdate
+
+    repo = Repo.init(tmp_path / "a")
+    (repo.root / "f.txt").write_text("one\n")
+    first = repo.snapshot("one").id
+    add_remote(repo, "origin", (tmp_path / "remote").as_uri())
+    push(repo)
+    (repo.root / "f.txt").write_text("two\n")
+    second = repo.snapshot("two").id
+    push(repo)
+    # what a push killed between the remote's ref update and this side's leaves behind
+    repo.refs.update_refs([RefUpdate("refs/remotes/origin/main", first, ANY)], "as a killed push left it")
+    again = push(repo)
+    assert again.up_to_date == ["refs/heads/main"]
+    assert repo.refs.get_ref("refs/remotes/origin/main") == second
+    (repo.root / "f.txt").write_text("three\n")
+    repo.snapshot("three")
+    push(repo, force_with_lease=True)  # the lease holds: nobody else moved the remote
+    repo.close()

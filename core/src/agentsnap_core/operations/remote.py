@@ -457,6 +457,9 @@ def push(
             old = dst.refs.get_ref(ref)
             if old == new:
                 result.up_to_date.append(ref)
+                tracking = _tracking(name, ref)  # (a push killed after the remote moved, before this side's ref did)
+                if tracking and repo.refs.get_ref(tracking) != new:
+                    repo.refs.update_refs([RefUpdate(tracking, new, ANY)], f"push: {mask_url(url)} (already there)")
                 continue
             tracking = _tracking(name, ref)
             if force_with_lease:
