@@ -271,3 +271,28 @@ def test_a_push_retried_after_being_killed_at_the_very_end_repairs_the_remote_tr
     repo.snapshot("three")
     push(repo, force_with_lease=True)  # the lease holds: nobody else moved the remote
     repo.close()
+
+
+def test_pull_of_another_remote_branch_merges_into_the_current_one_and_says_so(tmp_path: Path) -> None:
+    """Old: on main, ``pull origin feature`` merged origin/feature into main (as git does) but wrote the merge as
+    "merge refs/remotes/origin/feature into feature": the log named the wrong branch. It names the one that moved."""
+    repo = Repo.init(tmp_path / "a")
+    (repo.root / "f.txt").write_text("one\n")
+    repo.snapshot("one")
+    add_remote(repo, "origin", (tmp_path / "remote").as_uri())
+    push(repo)
+    repo.create_branch("feature")
+    repo.switch("feature")
+    (repo.root / "g.txt").write_text("feature work\n")
+    repo.snapshot("feature work")
+    push(repo, refs=["feature"])
+    repo.switch("main")
+    (repo.root / "h.txt").write_text("main work\n")
+    repo.snapshot("main work")
+    from agentsnap_core.operations.remote import pull
+
+    pull(repo, "origin", "feature")
+    head = repo.get("HEAD")
+    assert repo.current_branch() == "main" and head.message == "merge refs/remotes/origin/feature into main"
+    assert repo.branches()["main"] == head.id and (repo.root / "g.txt").exists()
+    repo.close()

@@ -562,10 +562,11 @@ def pull(
     name, url = resolve_remote(repo, remote)
     if name is None:  # (before the fetch: a refused pull copies nothing)
         raise InvalidInput("pull needs a named remote (agentsnap remote add NAME URL)")
+    here = repo.current_branch()  # what the pull brings up to date, whichever remote branch it names (as git)
+    if here is None:
+        raise InvalidInput("HEAD is detached; switch to the branch to pull into (agentsnap switch NAME), then pull")
     result = fetch(repo, remote, jobs=jobs, progress=progress)
-    branch = branch or repo.current_branch()
-    if branch is None:
-        raise InvalidInput("HEAD is detached; name the branch to pull")
+    branch = branch or here
     remote_ref = f"refs/remotes/{name}/{branch}"
     theirs = repo.refs.get_ref(remote_ref)
     if theirs is None:  # a typo, or a branch never pushed: never "up to date" in silence
@@ -579,12 +580,12 @@ def pull(
         return result  # we are ahead
     if ours is None and repo.working_entries():
         raise InvalidInput(
-            f"branch {branch} has no snapshot here but the working tree has files; "
+            f"branch {here} has no snapshot here but the working tree has files; "
             "snapshot them first (then pull merges), or clone into an empty directory"
         )
     if ours is None and repo.messages():  # (the fast-forward replaces the working trace with the snapshot's)
         raise InvalidInput(
-            f"branch {branch} has no snapshot here but the working trace has {len(repo.messages())} message(s) not "
+            f"branch {here} has no snapshot here but the working trace has {len(repo.messages())} message(s) not "
             "in any snapshot; snapshot them first (then pull merges)"
         )
     if ours is None or is_ancestor(repo.objects, ours, theirs):
@@ -592,14 +593,14 @@ def pull(
             from agentsnap_core.operations.merge import _require_clean  # fast-forward replaced it in silence)
 
             _require_clean(repo, f"pulling (fetched: {remote_ref} is at {theirs[:12]})")
-        result.notes += _fast_forward(repo, f"refs/heads/{branch}", ours, theirs)
+        result.notes += _fast_forward(repo, f"refs/heads/{here}", ours, theirs)
         result.merge = {"status": "fast-forward", "snapshot": theirs}
         return result
     try:
         from agentsnap_core.operations.merge import merge as merge_snapshots
     except ImportError:  # pragma: no cover - the merge engine ships with core
-        raise Diverged(branch, ours, theirs) from None
-    merged = merge_snapshots(repo, remote_ref, message=f"merge {remote_ref} into {branch}")
+        raise Diverged(here, ours, theirs) from None
+    merged = merge_snapshots(repo, remote_ref, message=f"merge {remote_ref} into {here}")
     result.merge = merged.as_dict()
     return result
 
