@@ -296,3 +296,25 @@ def test_pull_of_another_remote_branch_merges_into_the_current_one_and_says_so(t
     assert repo.current_branch() == "main" and head.message == "merge refs/remotes/origin/feature into main"
     assert repo.branches()["main"] == head.id and (repo.root / "g.txt").exists()
     repo.close()
+
+
+def test_force_with_lease_by_url_says_it_needs_a_named_remote(tmp_path: Path) -> None:
+    """Old: ``push URL --force-with-lease`` over a branch the remote has was refused "stale lease (remote has X, we
+    last saw -); fetch first" - and no fetch could help: a fetch by URL makes no remote-tracking refs, so the lease
+    was never there. The refusal says what does work."""
+    url = (tmp_path / "remote").as_uri()
+    repo = Repo.init(tmp_path / "a")
+    (repo.root / "f.txt").write_text("one\n")
+    repo.snapshot("one")
+    push(repo, url)
+    (repo.root / "f.txt").write_text("two\n")
+    repo.snapshot("two")
+    with pytest.raises(Exception, match="needs a named remote") as err:
+        push(repo, url, force_with_lease=True)
+    assert "fetch first" not in str(err.value)
+    add_remote(repo, "origin", url)
+    from agentsnap_core.operations.remote import fetch
+
+    fetch(repo, "origin")
+    push(repo, "origin", force_with_lease=True)
+    repo.close()

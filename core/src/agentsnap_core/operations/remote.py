@@ -464,6 +464,10 @@ def push(
             tracking = _tracking(name, ref)
             if force_with_lease:
                 lease = repo.refs.get_ref(tracking) if tracking else None
+                if name is None and old is not None:  # (a push by URL: a fetch by URL makes no remote-tracking refs)
+                    result.rejected[ref] = ("--force-with-lease needs a named remote, whose remote-tracking refs are "
+                                            "the lease: 'agentsnap remote add NAME URL', fetch NAME, then push NAME")
+                    continue
                 if lease != old:
                     result.rejected[ref] = f"stale lease (remote has {_short(old)}, we last saw {_short(lease)}); fetch first"
                     continue
