@@ -162,6 +162,8 @@ def attach(
     """
     if not is_interpreter(interpreter):
         raise InvalidInput(f"attach() takes an OpenInterpreter, not {type(interpreter).__name__}")
+    if repo is not None:
+        _check_repo(repo)
     existing = getattr(interpreter, "_agentsnap", None)
     if isinstance(existing, Session):
         if repo is not None and repo is not existing.repo:
@@ -178,6 +180,8 @@ def attach(
     interpreter._agentsnap = session
 
     def _snapshot(name: str = "", *, world: bool = True, tag: str | None = None) -> Snapshot:
+        if not isinstance(name, str):
+            raise InvalidInput(f"interpreter.snapshot() takes a name or message (a str), not {type(name).__name__}")
         if session.repo is None:
             raise AgentSnapError("attach(interpreter, repo) with a repository before calling interpreter.snapshot()")
         if tag is None and name:
@@ -197,6 +201,13 @@ def attach(
     interpreter.snapshot = _snapshot
     interpreter.checkout = _checkout
     return interpreter
+
+
+def _check_repo(repo: Any) -> None:
+    from agentsnap_core.repository.repo import Repo
+
+    if not isinstance(repo, Repo):
+        raise InvalidInput(f"repo must be an agentsnap_core.Repo (Repo.open(path)), not {type(repo).__name__}")
 
 
 def _classified(session: Session, cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -249,8 +260,12 @@ def snapshot(
         raise InvalidInput(f"snapshot() takes an OpenInterpreter, not {type(interpreter).__name__}")
     if tag is not None:
         check_ref_name(tag)
-    if getattr(interpreter, "responding", False):
-        raise AgentSnapError("the interpreter is responding; snapshot between chat() calls")
+    _check_repo(repo)
+    session = getattr(interpreter, "_agentsnap", None)
+    busy = session.busy() if isinstance(session, Session) else (
+        "the interpreter is responding; snapshot between chat() calls" if getattr(interpreter, "responding", False) else None)
+    if busy:
+        raise AgentSnapError(busy)
     snap = repo.capture(interpreter, message, agent="openinterpreter", world_=world)
     if tag is not None:
         repo.update_refs([RefUpdate(f"refs/tags/{tag}", snap.id, ANY)], f"openinterpreter: {tag}")
@@ -279,6 +294,7 @@ def restore(
 
     Returns a :class:`RestoreReport` (``report.interpreter`` is the interpreter).
     """
+    _check_repo(repo)
     if replay not in REPLAY_MODES:
         raise InvalidInput(f"replay must be one of {', '.join(REPLAY_MODES)}, not {replay!r}")
     if interpreter is not None and not is_interpreter(interpreter):
@@ -340,6 +356,8 @@ def restore_layers(interpreter: Any, layers: dict[str, Any], context: dict[str, 
     report = RestoreReport(snapshot=snap.id if snap is not None else "", interpreter=interpreter, replay=session.replay)
 
     interpreter.computer.terminate()  # kernels from after the snapshot must not leak into it
+    interpreter.computer._has_imported_computer_api = False  # fresh kernels: import it again (as reset() does)
+    interpreter.computer._has_imported_skills = False
     interpreter.messages = plain_messages(trace)
     report.messages = len(trace)
     report.settings, kept = restore_settings(interpreter, state.get("settings", {}))

@@ -85,8 +85,15 @@ class Session:
         else:
             self.fx = Effects(repo, on_divergence=on_divergence) if repo is not None and effects else None
         self._step: int | None = None
+        #: chat generators and cells in progress (``responding`` stays True after a ``chat(stream=True)``)
+        self.chatting = 0
+        self.running = 0
         self._original_run = interpreter.computer.run
         interpreter.computer.run = self.run
+        self._original_streaming_chat = interpreter._streaming_chat
+        interpreter._streaming_chat = self._streaming_chat
+        self._original_reset = interpreter.reset
+        interpreter.reset = self.reset
         self._register()
 
     # ------------------------------------------------------------------ identity
@@ -102,6 +109,33 @@ class Session:
 
     def _register(self) -> None:
         register_tool(self.tool_name, self.run_unguarded)
+
+    def _streaming_chat(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """Wraps ``OpenInterpreter._streaming_chat``: counts the chats in progress. Open Interpreter 0.4.3's
+        ``chat(stream=True)`` never sets ``responding`` back to False; the end of the stream does it here."""
+        self.chatting += 1
+        try:
+            yield from self._original_streaming_chat(*args, **kwargs)
+        finally:
+            self.chatting -= 1
+            if self.chatting == 0:
+                self.interpreter.responding = False
+
+    def reset(self) -> Any:
+        """Wraps ``OpenInterpreter.reset`` (kernels terminated, messages cleared): a new conversation, so the
+        cells of the old one are neither replayed into a snapshot taken after it nor matched in the ledger."""
+        result = self._original_reset()
+        self.cells = []
+        self.set_conversation(uuid.uuid4().hex)
+        return result
+
+    def busy(self) -> str | None:
+        """Why a snapshot now would catch the session half-way, or None."""
+        if self.chatting:
+            return "the interpreter is responding; snapshot between chat() calls"
+        if self.running:
+            return "a code cell is running (interpreter.computer.run); snapshot when it has finished"
+        return None
 
     def rebind(self, repo: Repo | None) -> None:
         """Use ``repo``'s ledger from now on (after a restore, whose branch may have moved)."""
@@ -168,16 +202,20 @@ class Session:
                 return iter(out) if stream else out
         if stream:
             return self._stream(language, code, display, cell, call)
+        self.running += 1
         try:
             result = list(self._original_run(language, code, stream=False, display=display))
         except Exception as exc:
             self._finish(cell, call, [], exc)
             raise
+        finally:
+            self.running -= 1
         self._finish(cell, call, result, None)
         return result
 
     def _stream(self, language: str, code: str, display: bool, cell: dict[str, Any], call: EffectCall | None) -> Iterator[Any]:
         chunks: list[dict[str, Any]] = []
+        self.running += 1
         try:
             for chunk in self._original_run(language, code, stream=True, display=display):
                 chunks.append(copy.deepcopy(chunk))
@@ -189,6 +227,8 @@ class Session:
         except Exception as exc:
             self._finish(cell, call, chunks, exc)
             raise
+        finally:
+            self.running -= 1
         self._finish(cell, call, chunks, None)
 
     @staticmethod
