@@ -85,6 +85,8 @@ def resolve_cmd(ctx: click.Context, key: str, action: str | None, result_json: s
 
     if action is None:
         raise AgentSnapError("say --done (it happened) or --retry (it did not)")
+    if result_json is not None and action != "done":
+        raise AgentSnapError("--result goes with --done (the result callers get back); --retry runs the call again")
     result: Any = None
     if result_json is not None:
         try:
@@ -124,7 +126,9 @@ def apply_cmd(ctx: click.Context, branch: str, into: str | None, modules: tuple[
             click.echo(f"pending: {p['key']} (tool {p['tool']} not loaded; pass --import MODULE)")
         for k in rep["in_doubt"]:
             click.echo(f"in doubt: {k} (resolve it first)")
-    if rep["pending"] or rep["in_doubt"]:
+        for f in rep["failed"]:
+            click.echo(f"FAILED: {f['key']} ({f['error']}); still deferred, apply again to retry")
+    if rep["pending"] or rep["in_doubt"] or rep["failed"]:
         ctx.exit(1)
 
 

@@ -104,7 +104,7 @@ def fanout(ctx: click.Context, spec: str | None, count: int, run_cmd: str, score
     else:
         res = fanout_mod.fanout(repo, count, run_cmd, on_event=_print_done, **kw)
     merged = res.merge or {}
-    failed = not res.winner or merged.get("status") == "conflict"
+    failed = not res.winner or merged.get("status") == "conflict" or bool(merged.get("effects_failed"))
     if as_json:
         emit({"v": JSON_VERSION, **res.to_dict()})
         ctx.exit(1 if failed else 0)
@@ -145,6 +145,9 @@ def _print_ranking(res: fanout_mod.FanoutResult) -> None:
     click.echo(f"merged {win.branch}: {m['status']} -> {short(m['snapshot'])}")
     if m.get("effects_applied"):
         click.echo(f"deferred effects applied: {len(m['effects_applied'])}")
+    for f in m.get("effects_failed") or []:
+        click.echo(f"deferred effect FAILED, not sent: {f['key']} ({f['error']}); retry with "
+                   f"'agentsnap effects apply {win.branch} --import MODULE'")
     if m.get("effects_pending"):
         click.echo(f"deferred effects still pending (tool not loaded; pass --import MODULE or run "
                    f"'agentsnap effects apply {win.branch} --import MODULE'): {len(m['effects_pending'])}")

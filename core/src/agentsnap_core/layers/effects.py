@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import inspect
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -139,12 +140,19 @@ class EffectAlreadyApplied(AgentSnapError):
 
 
 # ---------------------------------------------------------------------------------------------- helpers
+#: the memory address in a default ``repr`` (``<app.Client object at 0x7f...>``): a new one in every process
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
 def _plain(value: Any, depth: int = 0) -> Any:
-    """A msgpack-able copy of ``value`` (objects become their ``model_dump()`` or ``repr``)."""
+    """A msgpack-able copy of ``value`` (objects become their ``model_dump()`` or ``repr``, without the memory
+    address a default ``repr`` holds: the same client object passed after a restore is the same argument)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(1 << 63) <= value < 1 << 64:
+        return repr(value)  # (msgpack's integers are 64-bit)
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
     if depth > 32:
-        return repr(value)
+        return _ADDRESS.sub("", repr(value))
     if isinstance(value, dict):
         return {str(k) if not isinstance(k, (str, int, float, bytes)) else k: _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -157,7 +165,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
             return _plain(dump(), depth + 1)
         except Exception:
             pass
-    return repr(value)
+    return _ADDRESS.sub("", repr(value))
 
 
 def args_digest(args: dict[str, Any]) -> str:
@@ -223,7 +231,7 @@ def _storable(value: Any) -> tuple[Any, bool]:
     try:
         pack(value)
         return value, False
-    except AgentSnapError:
+    except (AgentSnapError, RecursionError):  # (a value that holds itself: the tool's work is done, keep its result)
         return _plain(value), True
 
 
@@ -288,6 +296,7 @@ class EffectCall:
     result: Any = None
     divergence: dict[str, Any] | None = None
     _session: Effects | None = field(default=None, repr=False)
+    _claim: tuple[str, int] | None = field(default=None, repr=False)  #: (tool, ordinal) it holds in the step
 
     def __enter__(self) -> EffectCall:
         return self
@@ -297,9 +306,14 @@ class EffectCall:
             return
         if et is None:
             self._session._record_result(self.key, self.result)
-        elif isinstance(exc, Exception):
-            self._session._record_error(self.key, exc)
-        # a BaseException (crash, KeyboardInterrupt) leaves the intent alone: the call is in doubt
+            return
+        if isinstance(exc, Exception):  # failed: the position stays taken, so a replay of the step makes the same
+            self._session._record_error(self.key, exc)  # calls in the same order (a retry takes the next one, and
+            return  # a replay of that retry matches the position where the call did happen first: _claim_ordinal)
+        # a BaseException (crash, KeyboardInterrupt) leaves the intent alone: the call is in doubt, and its position
+        # is free again: the agent's retry in this step meets it (EffectInDoubt), never runs at a new position
+        if self._claim is not None:
+            self._session._release(*self._claim)
 
 
 class Effects:
@@ -374,6 +388,17 @@ class Effects:
         ukey = spec.key(**bound) if callable(spec.key) else spec.key
         digest = args_digest(bound)
         ordinal = self._claim_ordinal(spec.name, digest)
+        try:
+            call = self._begin_at(spec, bound, simulate, ukey, digest, ordinal)
+        except BaseException:  # in doubt, diverged, blocked...: a retry in this step must meet the same answer,
+            self._release(spec.name, ordinal)  # not take the next position and run there
+            raise
+        if call.run:
+            call._claim = (spec.name, ordinal)
+        return call
+
+    def _begin_at(self, spec: ToolSpec, bound: dict[str, Any], simulate: Callable[[], Any], ukey: Any, digest: str,
+                  ordinal: int) -> EffectCall:
         recorded_args = _plain(bound) if spec.record_args else None
         policy = spec.on_divergence or self.on_divergence
         led = self.ledger
@@ -451,21 +476,36 @@ class Effects:
             claimed = self._ordinals.setdefault(tool, set())
             led = self.ledger.sync()
             lineage = led.lineage_of(self.branch)
-            o = 0
+            o, failed, not_done = 0, None, set()
             while True:
                 found = led.lookup(lineage, position_key(lineage, self.step_no, tool, o), (self.step_no, tool, o))
                 if found is None:
                     break
                 rec = found.intent if isinstance(found, KeyState) else found.entry
+                did_fail = isinstance(found, KeyState) and found.status in ("failed", "retry")
+                if did_fail:
+                    not_done.add(o)
                 if o not in claimed and rec is not None and rec.get("digest") == digest:
-                    claimed.add(o)
-                    return o
+                    if not did_fail:
+                        claimed.add(o)
+                        return o
+                    failed = o if failed is None else failed  # (a call that did happen matches first)
                 o += 1
+            if failed is not None:  # the same call failed here before: it may run again, at the same position
+                claimed.add(failed)
+                return failed
+            # another call: never at a position where a call failed (the agent retried it at the next one; a
+            # regenerated retry must meet the call that happened there, not run anew in the failed one's place)
             o = 0
-            while o in claimed:
+            while o in claimed or o in not_done:
                 o += 1
             claimed.add(o)
             return o
+
+    def _release(self, tool: str, ordinal: int) -> None:
+        """Give back a position claimed by a call that did not complete at it (see :meth:`EffectCall.__exit__`)."""
+        with self._claim_lock:
+            self._ordinals.get(tool, set()).discard(ordinal)
 
     def _replay_value(self, found: KeyState | Deferred) -> Any:
         if isinstance(found, KeyState):
@@ -657,8 +697,20 @@ def apply_deferred(
     ("ran on both branches"). When the target is itself a deferring fork, the effects are deferred
     there instead. Tools come from ``tools`` or from ``@effect`` definitions imported in this process.
 
-    Returns ``{"applied", "deferred", "conflicts", "pending", "in_doubt"}`` (lists of keys / dicts).
+    A tool that raises an ``Exception`` is recorded as failed and reported under ``failed`` (the call stays
+    deferred, so applying again retries it); the other deferred calls still run.
+
+    Returns ``{"applied", "deferred", "conflicts", "pending", "in_doubt", "failed"}`` (lists of keys / dicts).
     """
+    if into is not None:  # (a typo would send the calls for real into a lineage nobody has, the target unguarded)
+        _require_branch(repo, Ledger.for_repo(repo).sync(), into)
+    return _apply_deferred(repo, branch, into, tools)
+
+
+def _apply_deferred(
+    repo: Repo, branch: str, into: str | None, tools: dict[str, Callable[..., Any]] | None = None
+) -> dict[str, Any]:
+    """:func:`apply_deferred` into a target lineage that is not checked (a merge's, as :func:`on_merge` found it)."""
     led = Ledger.for_repo(repo).sync()
     _require_branch(repo, led, branch)
     src = branch if branch in led.lineages else led.lineage_of(branch)
@@ -671,7 +723,8 @@ def apply_deferred(
         target = into if into in led.lineages else led.lineage_of(into)
     if target == src:
         raise InvalidInput("cannot apply a branch's deferred effects into itself")
-    report: dict[str, Any] = {"source": src, "target": target, "applied": [], "deferred": [], "conflicts": [], "pending": [], "in_doubt": []}
+    report: dict[str, Any] = {"source": src, "target": target, "applied": [], "deferred": [], "conflicts": [], "pending": [],
+                              "in_doubt": [], "failed": []}
     table = {**_TOOLS, **(tools or {})}
     for d in [d for d in led.deferred.values() if d.lineage == src and d.status == "deferred"]:
         e = d.entry
@@ -731,9 +784,11 @@ def _apply_one(
             import asyncio
 
             result = asyncio.run(result)  # type: ignore[arg-type]
-    except Exception as exc:
-        led.append({"kind": "result", "key": tkey, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
-        raise
+    except Exception as exc:  # a failure is not an effect: recorded, reported, and the call stays deferred (retried)
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        led.append({"kind": "result", "key": tkey, "ok": False, "error": error})
+        report["failed"].append({"key": d.key, "target": tkey, "tool": e.get("tool"), "error": error})
+        return
     stored, _ = _storable(result)
     led.append({"kind": "result", "key": tkey, "ok": True, **led.put_result(stored)})
     led.append({"kind": "applied", "lineage": d.lineage, "key": d.key, "status": "applied", "target": tkey})
@@ -778,15 +833,16 @@ def on_merge(repo: Repo, ours: str, theirs: str, branch: str | None) -> dict[str
     """
     led = Ledger.for_repo(repo).sync()
     if not led.entries:
-        return {"applied": [], "conflicts": [], "pending": [], "in_doubt": [], "deferred": [], "ran_on_both": []}
+        return {"applied": [], "conflicts": [], "pending": [], "in_doubt": [], "deferred": [], "failed": [], "ran_on_both": []}
     target = led.lineage_of(branch) if branch else (lineages_at(repo, led, ours) or ["main"])[0]
-    total: dict[str, Any] = {"applied": [], "conflicts": [], "pending": [], "in_doubt": [], "deferred": [], "ran_on_both": []}
+    total: dict[str, Any] = {"applied": [], "conflicts": [], "pending": [], "in_doubt": [], "deferred": [], "failed": [],
+                             "ran_on_both": []}
     for src in lineages_at(repo, led, theirs):
         if src == target:
             continue
         if any(d.lineage == src and d.status == "deferred" for d in led.deferred.values()):
-            rep = apply_deferred(repo, src, target)
-            for k in ("applied", "conflicts", "pending", "in_doubt", "deferred"):
+            rep = _apply_deferred(repo, src, target)
+            for k in ("applied", "conflicts", "pending", "in_doubt", "deferred", "failed"):
                 total[k] += rep[k]
         for mine, their in ran_on_both(led.sync(), target, src):
             if not any(n.get("note") == "ran-on-both" and n.get("key") == their for n in led.notes):
@@ -807,6 +863,10 @@ def merge_notes(report: dict[str, Any], branch: str, into: str | None) -> list[s
         notes.append(f"effects: {len(report['pending'])} deferred effect(s) of {branch} NOT run: tool(s) "
                      f"{', '.join(tools)} not loaded in this process; send them with "
                      f"'agentsnap effects apply {branch}{into_opt} --import MODULE' (MODULE defines the tools)")
+    if report.get("failed"):
+        into_opt = f" --into {into}" if into else ""
+        notes += [f"effects: FAILED, not applied: {f['key']} ({f['error']}); it stays deferred: retry with "
+                  f"'agentsnap effects apply {branch}{into_opt} --import MODULE'" for f in report["failed"]]
     if report.get("in_doubt"):
         notes.append(f"effects: in doubt, not run: {', '.join(report['in_doubt'])}; "
                      "check them and 'agentsnap effects resolve KEY'")

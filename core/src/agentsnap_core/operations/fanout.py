@@ -50,7 +50,7 @@ from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.layers import world
-from agentsnap_core.repository.repo import PRIMARY, STORE_DIR, Repo
+from agentsnap_core.repository.repo import PRIMARY, STORE_DIR, WORKTREE_PATH, Repo
 from agentsnap_core.stores.base import RefUpdate
 
 __all__ = ["BACKENDS", "FanoutResult", "ForkContext", "ForkResult", "fanout", "merge_winner", "run_id"]
@@ -184,6 +184,9 @@ def checkout(job: ForkJob, path: Path) -> Repo:
         repo.refs.set_head(PRIMARY, f"refs/heads/{job.branch}", None)
     else:  # a linked worktree of the local store
         (path / STORE_DIR).write_text(json.dumps({"store": job.store, "worktree": job.branch}) + "\n")
+        place = Path(job.store) / "wt" / job.branch  # where it is (Repo.checked_out_at): once the fork's directory
+        place.mkdir(parents=True, exist_ok=True)     # is removed, 'agentsnap branch -d' forgets it, as after fork
+        (place / WORKTREE_PATH).write_text(str(path) + "\n")
         repo = Repo(path, Path(job.store), job.branch)
         repo.refs.set_head(job.branch, f"refs/heads/{job.branch}", None)
     world.materialize(repo.objects, path, repo.world_entries(job.base), [], True)
@@ -291,7 +294,9 @@ def _score(job: ForkJob, ctx: ForkContext, returned: Any, env: dict[str, str],
         if timed_out:
             return None, "the score command did not finish in time; killed"
         value = _last_number(out)
-        return (value, None) if value is not None else (None, f"the score command printed no number (exit {code})")
+        if value is None:
+            return None, f"the score command printed no number (exit {code})"
+        return _as_score(value, "the score command")
     if job.score is not None:
         return _as_score(job.score(ctx), "the score callable")
     if returned is not None:
@@ -313,13 +318,13 @@ def _as_score(value: Any, what: str) -> tuple[float | None, str | None]:
 
 
 def _last_number(text: str) -> float | None:
+    """The last line of ``text`` that is a number; nan or inf there (a scorer that failed to compute) is the
+    score as given - the caller refuses it - never a way to fall back to an earlier number."""
     for line in reversed(text.strip().splitlines()):
         try:
-            f = float(line.strip())
+            return float(line.strip())
         except ValueError:
             continue
-        if math.isfinite(f):
-            return f
     return None
 
 
@@ -372,13 +377,29 @@ def _stop_now() -> None:
     os._exit(128 + signal.SIGTERM)
 
 
-def _child(job: ForkJob, conn: Any) -> None:
+def _child(job: ForkJob, conn: Any, parent: int) -> None:
     os.setsid()  # its own process group, out of the terminal's: the parent decides when it stops
     signal.signal(signal.SIGTERM, _on_stop)
+    _stop_with(parent)
     try:
         conn.send(run_fork(job))
     finally:
         conn.close()
+
+
+def _stop_with(parent: int) -> None:
+    """Get SIGTERM (:func:`_on_stop`) when the fan-out's process dies, even by SIGKILL (Linux ``PR_SET_PDEATHSIG``):
+    its own session keeps it out of the driver's process group, so a killed driver otherwise left every fork
+    running its agent, unwatched, to the end."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+    if os.getppid() != parent:  # it died before that took effect
+        _stop_now()
 
 
 def _run_local(jobs: list[ForkJob], parallel: int, on_result: Callable[[ForkResult], None],
@@ -392,7 +413,7 @@ def _run_local(jobs: list[ForkJob], parallel: int, on_result: Callable[[ForkResu
             while queue and len(running) < parallel:
                 job = queue.pop(0)
                 recv, send = mp.Pipe(duplex=False)
-                proc = mp.Process(target=_child, args=(job, send), daemon=False)
+                proc = mp.Process(target=_child, args=(job, send, os.getpid()), daemon=False)
                 proc.start()
                 send.close()
                 running[job.index] = (proc, recv, time.monotonic(), job)
@@ -574,8 +595,9 @@ def fanout(
         raise InvalidInput("give a command (non-empty string) or a callable to run in each fork")
     if score is not None and not (isinstance(score, str) and score.strip()) and not callable(score):
         raise InvalidInput("the score must be a command (non-empty string) or a callable")
-    if timeout is not None and not timeout > 0:
-        raise InvalidInput(f"the timeout must be a positive number of seconds, not {timeout!r}")
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):  # (inf: every fork failed, OverflowError)
+        raise InvalidInput(f"the timeout must be a positive, finite number of seconds, not {timeout!r} "
+                           "(leave it out for no timeout)")
     if parallel is not None and parallel < 1:
         raise InvalidInput(f"--parallel must be at least 1, not {parallel}")
     parallel = parallel or (n if backend == "ray" else max(1, os.cpu_count() or 1))
@@ -660,7 +682,14 @@ def merge_winner(repo: Repo, result: FanoutResult) -> dict[str, Any]:
     led = Ledger.for_repo(repo).sync()
     if led.entries:
         lineage = led.lineage_of(win.branch)
-        out["effects_pending"] = sorted(d.key for d in led.deferred.values() if d.lineage == lineage and d.status == "deferred")
+        failed = {}  # deferred calls the merge ran and whose tool raised: still deferred, but not "tool not loaded"
+        for st in led.keys.values():
+            src = (st.intent or {}).get("from")
+            if st.status == "failed" and isinstance(src, list) and len(src) == 2 and src[0] == lineage:
+                failed[src[1]] = {"key": src[1], "target": st.key, "error": (st.outcome or {}).get("error")}
+        waiting = [d.key for d in led.deferred.values() if d.lineage == lineage and d.status == "deferred"]
+        out["effects_pending"] = sorted(k for k in waiting if k not in failed)
+        out["effects_failed"] = [failed[k] for k in sorted(waiting) if k in failed]
         out["effects_applied"] = sorted(d.key for d in led.deferred.values() if d.lineage == lineage and d.status == "applied")
     return out
 
