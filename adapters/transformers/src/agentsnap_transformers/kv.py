@@ -6,6 +6,8 @@ of shape ``[kv_heads, end - start, head_dim]`` (batch 1), as raw bytes in the ca
 
 from __future__ import annotations
 
+import functools
+import json
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -49,6 +51,10 @@ def _layers(cache: DynamicCache) -> list[DynamicLayer]:
             raise InvalidInput(f"cache layer {i} is empty; run a prefill before capturing")
         if layer.keys.shape[0] != 1:
             raise InvalidInput(f"cache layer {i} has batch size {layer.keys.shape[0]}; capture one sequence at a time")
+        slots = {layer.keys.shape[-2], layer.values.shape[-2]}
+        if slots != {layers[0].keys.shape[-2]}:
+            raise InvalidInput(f"cache layer {i} holds {min(slots)} token slots but layer 0 holds "
+                               f"{layers[0].keys.shape[-2]}; the cache is inconsistent (a half-applied update?)")
     return layers
 
 
@@ -67,8 +73,41 @@ def layout(model: torch.nn.Module) -> str:
     return f"hf-dynamic/layer-kv-head-token-dim/{n_layers}x{kv_heads}x{head_dim}/{device}"
 
 
+#: config keys that do not change what a forward computes from given weights, besides those every config has
+#: (generation defaults, labels, token ids: :func:`_config_keys_ignored`)
+CONFIG_IGNORED = frozenset({"_name_or_path", "transformers_version", "architectures", "auto_map", "initializer_range",
+                            "use_cache", "dtype", "torch_dtype", "_commit_hash", "_attn_implementation_autoset"})
+
+
+@functools.cache
+def _config_keys_ignored() -> frozenset[str]:
+    """:data:`CONFIG_IGNORED`, the keys every config has, and the generation settings and token ids (in the base
+    config in transformers 4, in ``GenerationConfig`` only in 5, where setting one on a model config adds it)."""
+    base = getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig
+    generation = frozenset(transformers.GenerationConfig().to_dict())
+    token_ids = frozenset({"pad_token_id", "bos_token_id", "eos_token_id", "sep_token_id", "decoder_start_token_id"})
+    return CONFIG_IGNORED | frozenset(base().to_dict()) | generation | token_ids
+
+
+def config_digest(config: Any) -> str:
+    """A digest of the settings of ``config`` that shape the KV cache and are not parameters (RoPE base and
+    scaling, norm epsilon, activation, sliding window, ...), nested configs included; the keys every config has
+    (generation defaults, token ids, labels) and :data:`CONFIG_IGNORED` are left out."""
+    ignored = _config_keys_ignored()
+
+    def kept(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): kept(v) for k, v in value.items() if k not in ignored}
+        if isinstance(value, (list, tuple)):
+            return [kept(v) for v in value]
+        return value
+
+    text = json.dumps(kept(json.loads(config.to_json_string(use_diff=False))), sort_keys=True)
+    return blake3.blake3(text.encode()).hexdigest()[:32]
+
+
 def fingerprint(model: torch.nn.Module, *, weights: str | None = None, tokenizer: str = "none") -> dict[str, str]:
-    """What must match for a cache to be valid in another process: model, weights, dtype, engine, layout."""
+    """What must match for a cache to be valid in another process: model, config, weights, dtype, engine, layout."""
     cfg = model.config
     return kvcache.fingerprint(
         model=f"{cfg.model_type}:{getattr(cfg, 'name_or_path', '') or 'from-config'}",
@@ -77,7 +116,17 @@ def fingerprint(model: torch.nn.Module, *, weights: str | None = None, tokenizer
         tokenizer=tokenizer,
         engine=f"transformers=={transformers.__version__};torch=={torch.__version__}",
         layout=layout(model),
+        config=config_digest(cfg),
     )
+
+
+def expected_fingerprint(record: Mapping[str, Any], fp: Mapping[str, str]) -> dict[str, str]:
+    """``fp`` as a record is checked against: a record written before the config was part of the fingerprint has no
+    ``config`` field and is compared on the other fields, as it was then."""
+    fields = record.get("fingerprint") if isinstance(record, Mapping) else None
+    if isinstance(fields, Mapping) and "config" not in fields:
+        return {k: v for k, v in fp.items() if k != "config"}
+    return dict(fp)
 
 
 def write_cache(
@@ -131,7 +180,7 @@ def read_cache(
     each and put in place there (:func:`_read_staged`).
     """
     if fp is not None:
-        kvcache.check_fingerprint(record, fp)
+        kvcache.check_fingerprint(record, expected_fingerprint(record, fp))
     else:
         kvcache.check_record(record)
     meta = record["meta"]

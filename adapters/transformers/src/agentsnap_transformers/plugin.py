@@ -78,20 +78,22 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
     """Refuse a mismatched cache before any layer is applied; on any failure leave the session as it was."""
     if not _is_session(obj):
         return (yield)
-    from . import weights
+    from . import kv, weights
 
     saved = (obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths)
+    fingerprint = obj._fingerprint
     adapter = None
-    if layers.get("model") is not None and weights.is_peft(obj.model):
-        from peft import get_peft_model_state_dict
-
-        adapter = {k: v.clone() for k, v in get_peft_model_state_dict(obj.model).items()}
-        # weights first: the cache fingerprint covers them. Applied here, so the per-layer hook skips it.
-        weights.restore_adapter(context["repo"].objects, obj.model, layers.pop("model"))
-        obj._fingerprint = None
     try:
+        if layers.get("model") is not None and weights.is_peft(obj.model):
+            from peft import get_peft_model_state_dict
+
+            adapter = {k: v.clone() for k, v in get_peft_model_state_dict(obj.model).items()}
+            # weights first: the cache fingerprint covers them. Applied here, so the per-layer hook skips it.
+            # Inside the try: an adapter refused (or failing) half-way is put back like everything else.
+            obj._fingerprint = None
+            weights.restore_adapter(context["repo"].objects, obj.model, layers.pop("model"))
         if layers.get("cache") is not None:
-            kvcache.check_fingerprint(layers["cache"], obj.fingerprint())
+            kvcache.check_fingerprint(layers["cache"], kv.expected_fingerprint(layers["cache"], obj.fingerprint()))
         return (yield)
     except BaseException:
         obj.cache, obj.tokens, obj.last_logits, obj.base_record, obj.page_size, obj.forward_lengths = saved
@@ -99,7 +101,7 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
             from peft import set_peft_model_state_dict
 
             set_peft_model_state_dict(obj.model, adapter)
-            obj._fingerprint = None
+        obj._fingerprint = fingerprint
         raise
 
 

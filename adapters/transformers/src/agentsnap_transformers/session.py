@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 import torch
+from agentsnap_core import InvalidInput
 from transformers.cache_utils import DynamicCache
 
 from . import kv
@@ -27,6 +29,14 @@ class KVSession:
     def __init__(
         self, model: Any, *, page_size: int = kv.DEFAULT_PAGE_SIZE, tokenizer: str = "none", weights: str | None = None
     ) -> None:
+        if type(page_size) is not int or page_size <= 0:
+            raise InvalidInput(f"page_size must be a positive int, not {page_size!r}")
+        config = getattr(model, "config", None)
+        if not isinstance(model, torch.nn.Module) or config is None:
+            raise InvalidInput(f"KVSession needs a transformers causal LM (a torch module with a config), not {model!r:.80}")
+        if getattr(config, "is_encoder_decoder", False):
+            raise InvalidInput(f"{type(model).__name__} is an encoder-decoder model; KVSession holds the cache of a "
+                               "decoder-only causal LM (an EncoderDecoderCache is not supported)")
         self.model = model
         self.weights = weights
         self.page_size = page_size
@@ -53,10 +63,22 @@ class KVSession:
     @torch.no_grad()
     def feed(self, ids: Sequence[int]) -> torch.Tensor:
         """Run ``ids`` through the model on top of the cache (a prefill when many); return the next logits."""
+        ids = self._token_ids(ids)
         if not ids:
             raise ValueError("feed() needs at least one token")
-        input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        # a forward updates the cache layer by layer (each update makes new tensors): one that fails half-way
+        # (Ctrl-C, out of memory) leaves the first layers longer than the tokens, so the old tensors are put back
+        before = [(layer.keys, layer.values) for layer in self.cache.layers] if self.tokens else None
+        try:
+            out = self.model(input_ids=input_ids, past_key_values=self.cache, use_cache=True)
+        except BaseException:
+            if before is None:
+                self.cache = DynamicCache(config=self.model.config)
+            else:
+                for layer, (keys, values) in zip(self.cache.layers, before, strict=True):
+                    layer.keys, layer.values = keys, values
+            raise
         self.cache = out.past_key_values
         self.tokens.extend(int(t) for t in ids)
         self.forward_lengths.append(len(ids))
@@ -65,8 +87,35 @@ class KVSession:
 
     prefill = feed
 
+    def _token_ids(self, ids: Any) -> list[int]:
+        """``ids`` (a sequence or a 1-D tensor/array of token ids) as ints in the model's vocabulary, or InvalidInput."""
+        if hasattr(ids, "tolist") and not isinstance(ids, (list, tuple)):
+            if getattr(ids, "ndim", 1) != 1:
+                raise InvalidInput(f"feed() takes the token ids of one sequence (1-D), not shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        if isinstance(ids, (str, bytes)):
+            raise InvalidInput(f"feed() takes integer token ids, not a {type(ids).__name__}; tokenize the text first")
+        out = []
+        for i, t in enumerate(ids):
+            try:
+                if isinstance(t, bool):
+                    raise TypeError
+                out.append(operator.index(t))
+            except TypeError:
+                raise InvalidInput(f"token id {i} is {t!r}; token ids must be integers") from None
+        embeddings = self.model.get_input_embeddings() if hasattr(self.model, "get_input_embeddings") else None
+        vocab = getattr(embeddings, "num_embeddings", None)
+        if vocab is not None:
+            outside = [t for t in out if not 0 <= t < vocab]
+            if outside:
+                raise InvalidInput(f"token ids {outside[:5]} are outside the model's vocabulary of {vocab}")
+        return out
+
     def decode(self, n: int) -> list[int]:
         """Greedily generate ``n`` tokens (argmax of the last logits each step); return them."""
+        if isinstance(n, bool) or not hasattr(n, "__index__") or operator.index(n) < 0:
+            raise InvalidInput(f"decode() takes a number of tokens >= 0, not {n!r}")
+        n = operator.index(n)
         if self.last_logits is None:
             raise ValueError("decode() needs a prefill first")
         out = []

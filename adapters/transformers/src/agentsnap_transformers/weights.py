@@ -63,7 +63,7 @@ def adapter_state(store: ObjectStore, record: Mapping[str, Any]) -> dict[str, to
 
 def restore_adapter(store: ObjectStore, model: Any, record: Mapping[str, Any]) -> None:
     """Load a captured adapter into ``model`` (a peft model with the same adapter config)."""
-    from peft import set_peft_model_state_dict
+    from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
     modelweights.check_record(record)
     name = record["meta"].get("adapter_name", "default")
@@ -73,7 +73,18 @@ def restore_adapter(store: ObjectStore, model: Any, record: Mapping[str, Any]) -
     diffs = {k: (want.get(k), have.get(k)) for k in CONFIG_KEYS if want.get(k) != have.get(k)}
     if diffs:
         raise InvalidInput(f"adapter {name!r} is configured differently from the snapshot: {diffs}")
-    state = adapter_state(store, record)  # read everything before touching the model
+    state = adapter_state(store, record)  # read and check everything before touching the model
+    have_state = get_peft_model_state_dict(model, adapter_name=name)
+    unexpected = sorted(set(state) - set(have_state))
+    if unexpected:
+        raise InvalidInput(f"adapter tensors the model does not have: {unexpected[:5]}")
+    missing = sorted(set(have_state) - set(state))
+    if missing:
+        raise InvalidInput(f"the snapshot's adapter {name!r} lacks tensors the model has: {missing[:5]}")
+    shapes = {k: (list(t.shape), list(have_state[k].shape)) for k, t in state.items()
+              if t.shape != have_state[k].shape}
+    if shapes:
+        raise InvalidInput(f"adapter tensors shaped differently (snapshot, model): {dict(list(shapes.items())[:5])}")
     result = set_peft_model_state_dict(model, state, adapter_name=name)
     unexpected = getattr(result, "unexpected_keys", [])
     if unexpected:
