@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from agentsnap_core import plugins
 from agentsnap_core.errors import AgentSnapError, InvalidInput, RefConflict, StoreNotFound, UnknownSnapshot
-from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.repository.repo import Repo, Snapshot
 from agentsnap_core.repository.retention import SnapshotGone, bury, death_of, refuse_dead, tombstones
 
@@ -70,6 +70,37 @@ def _check_id(kind: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{kind} must be a non-empty string, not {value!r}")
     return value
+
+
+def _check_metadata(metadata: object) -> dict[str, Any]:
+    """``metadata`` if it comes back from the store exactly as given (plain data), else :class:`InvalidInput`."""
+    if not isinstance(metadata, dict):
+        raise InvalidInput(f"metadata must be a dict of plain data, not {type(metadata).__name__}")
+    try:
+        back = unpack(pack(metadata))
+    except AgentSnapError as exc:
+        raise InvalidInput(f"metadata must be plain data (str, numbers, lists, dicts): {exc}") from None
+    where = _changed(metadata, back, "metadata")
+    if where is not None:  # (a tuple comes back a list, an OrderedDict a dict: say so rather than store it changed)
+        raise InvalidInput(f"metadata must be plain data (str, numbers, bytes, None, lists, dicts): {where}")
+    return metadata
+
+
+def _changed(given: Any, back: Any, path: str) -> str | None:
+    """Where ``back`` (a store round-trip of ``given``) differs from it in value or type, or None."""
+    if type(given) is not type(back):
+        return f"{path} is a {type(given).__name__}, which would come back as a {type(back).__name__}"
+    if isinstance(given, dict):
+        for key, value in given.items():
+            where = _changed(value, back.get(key), f"{path}[{key!r}]") if key in back else f"{path}[{key!r}] would be lost"
+            if where is not None:
+                return where
+        return None
+    if isinstance(given, list):
+        return next((w for i, (a, b) in enumerate(zip(given, back, strict=True)) if (w := _changed(a, b, f"{path}[{i}]"))), None)
+    if given != back and not (isinstance(given, float) and given != given and back != back):  # (NaN is kept)
+        return f"{path} would come back as {back!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -191,18 +222,16 @@ class Client:
         _check_id("agent_id", agent_id)
         _check_id("session_id", session_id)
         meta: dict[str, Any] = {"session": session_id}
+        if not isinstance(world, bool):  # (world="sandbox/", as rollback takes it, would capture the whole tree)
+            raise InvalidInput(f"world must be True (capture the whole working tree) or False, not {world!r}")
         if ttl is not None:
             meta["expires_at"] = self._expiry(ttl)
-        if metadata:
-            if not isinstance(metadata, dict):
-                raise InvalidInput("metadata must be a dict of plain data")
-            try:
-                pack(metadata)
-            except AgentSnapError as exc:
-                raise InvalidInput(f"metadata must be plain data (str, numbers, lists, dicts): {exc}") from None
+        if metadata is not None and _check_metadata(metadata):
             meta["user"] = metadata
         if isinstance(tags, (str, bytes)):  # (iterable: "good" would be the tags g, o, o, d)
             raise InvalidInput(f"tags must be a list of strings, not the single {type(tags).__name__} {tags!r}")
+        if not isinstance(tags, (list, tuple, set, frozenset)):
+            raise InvalidInput(f"tags must be a list of strings, not {type(tags).__name__} {tags!r}"[:200])
         if tags:
             if not all(isinstance(t, str) and t for t in tags):
                 raise InvalidInput(f"tags must be non-empty strings, not {list(tags)!r}")
@@ -263,6 +292,10 @@ class Client:
         snapshot becomes the second parent.
         """
         _check_id("target_agent_id", target_agent_id)
+        if session_id is not None:
+            _check_id("session_id", session_id)
+        if metadata is not None:
+            _check_metadata(metadata)
         src = self._live(snapshot)
         src_meta = src.manifest.get("meta") or {}
         session = session_id or str(src_meta.get("session") or DEFAULT_SESSION)
@@ -304,6 +337,10 @@ class Client:
                  include_expired: bool = False) -> list[SnapshotInfo]:
         """Snapshots saved by the client, newest first, for one agent and/or session (default: all; ``limit``: at
         most that many, 0 or more)."""
+        if agent_id is not None:  # (a typo'd type would list every agent's snapshots, or raise TypeError)
+            _check_id("agent_id", agent_id)
+        if session_id is not None:
+            _check_id("session_id", session_id)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidInput(f"limit must be a whole number of snapshots (0 or more) or None, not {limit!r}")
         if limit == 0:
@@ -331,6 +368,8 @@ class Client:
 
     def latest(self, agent_id: str, session_id: str = DEFAULT_SESSION) -> SnapshotInfo | None:
         """The newest live snapshot of a session, or None."""
+        _check_id("agent_id", agent_id)  # (None would give the newest snapshot of ANY agent)
+        _check_id("session_id", session_id)
         found = self.timeline(agent_id, session_id, limit=1)
         return found[0] if found else None
 
@@ -361,6 +400,8 @@ class Client:
         """Reclaim the layers of dead snapshots (and anything unreachable) older than ``grace_seconds``."""
         from agentsnap_core.repository.maintenance import gc
 
+        if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not grace_seconds >= 0:
+            raise InvalidInput(f"grace_seconds must be a number of seconds, 0 or more, not {grace_seconds!r}")
         return gc(self.repo, grace_seconds, now=self.clock())
 
     def verify(self) -> dict[str, Any]:
@@ -384,6 +425,7 @@ class AsyncClient:
 
     def __init__(self, path: str | os.PathLike[str] = ".", **kwargs: Any) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentsnap-client")
+        self._closed = False
         self._client: Client = self._pool.submit(partial(Client, path, **kwargs)).result()
 
     @property
@@ -391,9 +433,13 @@ class AsyncClient:
         return self._client
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._closed:
+            raise AgentSnapError("this AsyncClient is closed; open a new one")
         return await asyncio.get_running_loop().run_in_executor(self._pool, partial(fn, *args, **kwargs))
 
     async def save(self, agent: Any, **kwargs: Any) -> str:
+        if self._closed:
+            raise AgentSnapError("this AsyncClient is closed; open a new one")
         layers = self._client.capture(agent)
         return await self._run(self._client._write, layers, agent, **kwargs)
 
@@ -436,7 +482,11 @@ class AsyncClient:
         return await self._run(self._client.verify)
 
     async def aclose(self) -> None:
+        """Close the store and the worker thread; closing again does nothing."""
+        if self._closed:
+            return
         await self._run(self._client.close)
+        self._closed = True
         self._pool.shutdown(wait=True)
 
     async def __aenter__(self) -> AsyncClient:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import math
 import os
 import threading
 import time
@@ -42,6 +43,26 @@ def _restore(agent: Any, layers: dict[str, Any], repo: Repo | None) -> None:
     # trust_pickle: the copy was made by this process
     if not plugins.restore(agent, copy.deepcopy(layers), repo, trust_pickle=True):
         raise AgentSnapError(f"rollback could not restore {type(agent).__name__}")
+    from agentsnap_core.format.snapshottable import ENVELOPE
+
+    state = layers.get("state")
+    if isinstance(state, dict) and state.get("format") == ENVELOPE:
+        _drop_added(agent, state.get("state"))
+
+
+def _drop_added(obj: Any, encoded: Any) -> None:
+    """Remove the public attributes a failed block added to a Snapshottable (and its nested ones, loaded in place):
+    loading the entry state sets the attributes it holds and leaves any other one where it was."""
+    from agentsnap_core.format.snapshottable import TAG, Snapshottable
+
+    if not (isinstance(obj, Snapshottable) and type(obj).__snapshot_fields__ is None and isinstance(encoded, dict)
+            and TAG not in encoded):
+        return
+    for key in [k for k in vars(obj) if not k.startswith("_") and k not in encoded]:
+        delattr(obj, key)
+    for key, value in encoded.items():
+        if isinstance(value, dict) and value.get(TAG) == "obj":
+            _drop_added(getattr(obj, key, None), value.get("v"))
 
 
 class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollback(agent):`
@@ -60,6 +81,8 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollb
 
     def __init__(self, agent: Any, *, world: str | os.PathLike[str] | None = None, repo: Repo | None = None,
                  message: str = "") -> None:
+        if agent is None and world is None:  # (an agent variable not set yet: the block would be protected by nothing)
+            raise InvalidInput("rollback needs an agent or world= (files to put back); it was given neither")
         self.agent, self.world, self.repo, self.message = agent, world, repo, message
         self.snapshot: str | None = None
         self.undo: str | None = None
@@ -100,10 +123,12 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollb
         try:
             if et is None:
                 return
-            if self._layers is not None:
-                _restore(self.agent, self._layers, self.repo)
-            if self.snapshot is not None and self.repo is not None:
-                self.undo = self._restore_world()
+            try:
+                if self._layers is not None:
+                    _restore(self.agent, self._layers, self.repo)
+            finally:  # (an agent that cannot be loaded back must not leave the files half restored too)
+                if self.snapshot is not None and self.repo is not None:
+                    self.undo = self._restore_world()
             self.rolled_back = True  # returning None: the exception propagates
         finally:
             if self._own_repo and self.repo is not None:
@@ -132,12 +157,14 @@ class AutoSnapshot:
     """The ``auto_snapshot`` policy: due every ``every`` calls and/or every ``seconds`` seconds, per agent."""
 
     def __init__(self, every: int | None = None, seconds: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if callable(every):  # `@checkpoint` without its parentheses: every is the decorated function
+            raise InvalidInput("use @agentsnap_core.checkpoint(every=N) and/or (seconds=T), with the parentheses")
         if every is None and seconds is None:
             raise InvalidInput("give every=N (calls) and/or seconds=T")
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise InvalidInput(f"every must be a positive number of calls, not {every!r}")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0):
-            raise InvalidInput(f"seconds must be a positive number, not {seconds!r}")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf):
+            raise InvalidInput(f"seconds must be a positive, finite number, not {seconds!r}")
         self.every, self.seconds, self.clock = every, seconds, clock
         self._lock = threading.Lock()
         self._weak: weakref.WeakKeyDictionary[Any, list[float]] = weakref.WeakKeyDictionary()

@@ -36,25 +36,51 @@ def version_key(version: str) -> tuple[Any, ...]:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.\-+]", str(version)))
 
 
+def _same_version(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` name one version, trailing zero parts aside ("1" is "1.0" is "1.0.0")."""
+    return _canonical(a) == _canonical(b)
+
+
+def _canonical(version: str) -> tuple[Any, ...]:
+    key = list(version_key(version))
+    while len(key) > 1 and key[-1] == (0, 0, ""):
+        key.pop()
+    return tuple(key)
+
+
+def _check_version(what: str, version: object) -> str:
+    # (a float loses digits: 1.10 is 1.1; a class or None would be registered under a name no state ever has)
+    if isinstance(version, bool) or not isinstance(version, (str, int)) or not str(version):
+        raise AgentSnapError(f"register_migration: {what} must be a version str such as '1.10', not {version!r}"
+                             + (" (a float loses digits: 1.10 is 1.1)" if isinstance(version, float) else ""))
+    return str(version)
+
+
 def register_migration(
-    name: str, from_version: str, fn: Migration | None = None, *, to: str | None = None
+    name: str | type, from_version: str, fn: Migration | None = None, *, to: str | None = None
 ) -> Any:
     """Register ``fn(state) -> state`` upgrading ``name``'s state from ``from_version``; usable as a decorator.
 
     Args:
-        name: the class name (or its ``__snapshot_name__``).
+        name: the class name (or its ``__snapshot_name__``), or the class itself.
         from_version: the version the function reads.
         fn: the migration; it gets and returns the decoded state dict (tuples, datetimes... as Python values).
         to: the version it writes (default: the next registered version, else the class's current one).
     """
-    if not name or not from_version:
-        raise AgentSnapError("register_migration needs a class name and a from_version")
+    if isinstance(name, type):
+        from agentsnap_core.format.snapshottable import snapshot_name
+
+        name = snapshot_name(name)
+    if not isinstance(name, str) or not name:
+        raise AgentSnapError(f"register_migration needs a class name (a str) or the class, not {name!r}")
+    from_version = _check_version("from_version", from_version)
+    to = None if to is None else _check_version("to", to)
 
     def add(func: Migration) -> Migration:
         if not callable(func):
             raise AgentSnapError(f"migration for {name} {from_version} must be callable")
         with _lock:
-            _registry.setdefault(name, {})[str(from_version)] = (func, None if to is None else str(to))
+            _registry.setdefault(name, {})[from_version] = (func, to)
         return func
 
     return add if fn is None else add(fn)
@@ -71,23 +97,24 @@ def clear_migrations(name: str | None = None) -> None:
 
 def migrate(name: str, stored: str, state: Any, current: str, path: str | None = None) -> Any:
     """``state`` (of version ``stored``) brought to version ``current`` through the registered chain."""
-    if stored == current:
+    if _same_version(stored, current):
         return state
     where = f" (at {path})" if path and path != name else ""
     with _lock:
-        steps = dict(_registry.get(name, {}))
-    if version_key(stored) > version_key(current):
+        registered = dict(_registry.get(name, {}))
+    steps = {_canonical(v): (v, *step) for v, step in registered.items()}  # ("1" and "1.0" are one version)
+    if _canonical(stored) > _canonical(current):
         raise MigrationError(name, stored, current, f"the snapshot is newer than this code{where}; upgrade the agent's code to load it")
-    ordered = sorted(steps, key=version_key)
+    ordered = sorted(registered, key=version_key)
     version, seen = stored, set()
-    while version != current:
-        if version in seen or version not in steps:
+    while not _same_version(version, current):
+        if _canonical(version) in seen or _canonical(version) not in steps:
             hint = f"register one with agentsnap_core.register_migration({name!r}, {version!r}, fn)"
             raise MigrationError(name, stored, current, f"no migration from version {version}{where}; {hint}")
-        seen.add(version)
-        fn, target = steps[version]
+        seen.add(_canonical(version))
+        version, fn, target = steps[_canonical(version)]
         if target is None:
-            later = [v for v in ordered if version_key(v) > version_key(version) and version_key(v) <= version_key(current)]
+            later = [v for v in ordered if _canonical(v) > _canonical(version) and _canonical(v) <= _canonical(current)]
             target = later[0] if later else current
         try:
             state = fn(state)
@@ -96,6 +123,6 @@ def migrate(name: str, stored: str, state: Any, current: str, path: str | None =
         if not isinstance(state, dict):
             raise MigrationError(name, stored, current, f"the {version} -> {target} migration returned {type(state).__name__}, not a dict")
         version = target
-        if version_key(version) > version_key(current):
+        if _canonical(version) > _canonical(current):
             raise MigrationError(name, stored, current, f"the chain overshoots to {version}{where}")
     return state

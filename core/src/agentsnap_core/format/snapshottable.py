@@ -47,6 +47,9 @@ ENVELOPE_VERSION = 1
 TAG = "$t"
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _TYPES: dict[str, type] = {}
+#: builtins stored as themselves or by a tag; a subclass of one (OrderedDict, Counter, numpy.float64...) is not one
+_PLAIN: tuple[type, ...] = (dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float, complex, dt.datetime,
+                             dt.date, dt.time, dt.timedelta, Decimal, uuid.UUID)
 T = TypeVar("T")
 S = TypeVar("S", bound="Snapshottable")
 
@@ -56,8 +59,11 @@ class UnsupportedValue(AgentSnapError):
 
     def __init__(self, path: str, value: object) -> None:
         self.path, self.type_name = path, f"{type(value).__module__}.{type(value).__qualname__}"
+        base = next((b for b in _PLAIN if isinstance(value, b)), None)
+        why = (f" (a subclass of {base.__name__}: it would come back as a plain {base.__name__}; store "
+               f"{base.__name__}(value), or set __snapshot_pickle__ = True)") if base is not None else ""
         super().__init__(
-            f"cannot snapshot {path}: values of type {self.type_name} are not supported "
+            f"cannot snapshot {path}: values of type {self.type_name} are not supported{why} "
             "(plain data, tuples, sets, bytes, datetimes, Decimal, UUID, paths, enums, dataclasses, "
             "pydantic models and Snapshottable objects are); make the attribute private (_name), list "
             "__snapshot_fields__, or give the class state_dict()/load_state_dict()"
@@ -126,7 +132,7 @@ class Snapshottable:
         for key, value in vars(self).items():
             if key.startswith("_"):
                 setattr(twin, key, value)
-        state = decode_value(encode_value(self.state_dict(), cls.__name__, allow_pickle=_pickles(self)), cls.__name__, trust_pickle=True)
+        state = decode_value(_encode_state(self, cls.__name__), cls.__name__, trust_pickle=True)
         twin.load_state_dict(state)
         return twin
 
@@ -178,53 +184,58 @@ def _find_class(name: object, path: str) -> type:
 # ---------------------------------------------------------------------------------------------- encoding
 def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False) -> Any:
     """``value`` as plain msgpack data (tagged maps for richer types); raises :class:`UnsupportedValue`."""
-    if value is None or isinstance(value, (bool, str, float)) and not isinstance(value, enum.Enum):
+    # exact types: a subclass (OrderedDict, Counter, a str subclass...) would come back as the base type, silently
+    kind = type(value)
+    if value is None or kind in (bool, str, float):
         return value
     if isinstance(value, enum.Enum):
-        return {TAG: "enum", "cls": _class_name(type(value)), "name": value.name}
-    if isinstance(value, int):
+        doc: dict[str, Any] = {TAG: "enum", "cls": _class_name(kind), "name": value.name}
+        if value.name is None or kind.__members__.get(value.name) is not value:  # a combined Flag (READ|WRITE), Flag(0)
+            doc["value"] = encode_value(value.value, path, allow_pickle=allow_pickle)
+        return doc
+    if kind is int:
         if _INT_MIN <= value <= _INT_MAX:
-            return int(value)
-        return {TAG: "int", "v": str(int(value))}
-    if isinstance(value, bytes):
-        return bytes(value)
-    if isinstance(value, bytearray):
+            return value
+        return {TAG: "int", "v": str(value)}
+    if kind is bytes:
+        return value
+    if kind is bytearray:
         return {TAG: "bytearray", "v": bytes(value)}
-    if isinstance(value, list):
+    if kind is list:
         return [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
-    if isinstance(value, tuple):
+    if kind is tuple or isinstance(value, tuple) and hasattr(kind, "_fields"):
         items = [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
-        if hasattr(type(value), "_fields") and type(value) is not tuple:  # a namedtuple
-            return {TAG: "namedtuple", "cls": _class_name(type(value)), "v": items}
+        if kind is not tuple:  # a namedtuple
+            return {TAG: "namedtuple", "cls": _class_name(kind), "v": items}
         return {TAG: "tuple", "v": items}
-    if isinstance(value, dict):
-        if all(isinstance(k, str) for k in value) and TAG not in value:
+    if kind is dict:
+        if all(type(k) is str for k in value) and TAG not in value:
             return {k: encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle) for k, v in value.items()}
         pairs = [
             [encode_value(k, f"{path} key {k!r}", allow_pickle=allow_pickle), encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle)]
             for k, v in value.items()
         ]
         return {TAG: "dict", "v": sorted(pairs, key=lambda p: pack(p[0]))}
-    if isinstance(value, (set, frozenset)):
+    if kind in (set, frozenset):
         items = sorted((encode_value(v, f"{path} item {v!r}", allow_pickle=allow_pickle) for v in value), key=pack)
-        return {TAG: "frozenset" if isinstance(value, frozenset) else "set", "v": items}
-    if isinstance(value, dt.datetime):
+        return {TAG: "frozenset" if kind is frozenset else "set", "v": items}
+    if kind is dt.datetime:
         return _with_zone({TAG: "datetime", "v": value.isoformat(), **({"fold": 1} if value.fold else {})}, value.tzinfo)
-    if isinstance(value, dt.date):
+    if kind is dt.date:
         return {TAG: "date", "v": value.isoformat()}
-    if isinstance(value, dt.time):
+    if kind is dt.time:
         return _with_zone({TAG: "time", "v": value.isoformat()}, value.tzinfo)
-    if isinstance(value, dt.timedelta):
+    if kind is dt.timedelta:
         return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-    if isinstance(value, Decimal):
+    if kind is Decimal:
         return {TAG: "decimal", "v": str(value)}
-    if isinstance(value, uuid.UUID):
+    if kind is uuid.UUID:
         return {TAG: "uuid", "v": value.hex}
     if isinstance(value, PurePath):
         flavour = "windows" if isinstance(value, PureWindowsPath) else "posix"
-        kind = "purepath" if type(value) in (PurePosixPath, PureWindowsPath) else "path"
-        return {TAG: kind, "flavour": flavour, "v": str(value)}
-    if isinstance(value, complex):
+        tag = "purepath" if kind in (PurePosixPath, PureWindowsPath) else "path"
+        return {TAG: tag, "flavour": flavour, "v": str(value)}
+    if kind is complex:
         return {TAG: "complex", "v": [value.real, value.imag]}
     if is_typed(value):
         state = value.state_dict()
@@ -251,7 +262,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
 
 def _encode_attrs(state: Any, path: str, allow_pickle: bool) -> Any:
     """A state dict, its entries named as attributes in error paths (``Agent.memory[2]``)."""
-    if isinstance(state, dict) and all(isinstance(k, str) for k in state) and TAG not in state:
+    if type(state) is dict and all(type(k) is str for k in state) and TAG not in state:
         return {k: encode_value(v, f"{path}.{k}", allow_pickle=allow_pickle) for k, v in state.items()}
     return encode_value(state, path, allow_pickle=allow_pickle)
 
@@ -324,6 +335,8 @@ def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pick
         cls = _find_class(data.get("cls"), path)
         if not issubclass(cls, enum.Enum):
             raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not an Enum")
+        if "value" in data:  # a value that is no single member (a combined Flag)
+            return cls(sub(data["value"]))
         return cls[data["name"]]
     if tag == "dataclass":
         cls = _find_class(data.get("cls"), path)
@@ -372,13 +385,18 @@ def _blank(cls: Any) -> Any:
 def dump_state(obj: Any) -> dict[str, Any]:
     """The state layer of a typed object: an envelope with its class name, schema version and encoded state."""
     name = snapshot_name(obj)
+    return {"format": ENVELOPE, "v": ENVELOPE_VERSION, "class": name, "version": snapshot_version(obj),
+            "state": _encode_state(obj, name)}
+
+
+def _encode_state(obj: Any, name: str) -> Any:
+    """``obj.state_dict()`` encoded, its entries named as ``name.attr`` in errors."""
     try:
-        state = _encode_attrs(obj.state_dict(), name, _pickles(obj))
+        return _encode_attrs(obj.state_dict(), name, _pickles(obj))
     except RecursionError:  # (an object that holds itself, or data nested thousands deep: never a bare RecursionError)
         raise AgentSnapError(f"cannot snapshot {name}: its state holds a reference cycle (an object that contains "
                              "itself, e.g. self.me = self) or nests deeper than can be encoded; break the cycle or "
                              "make that attribute private (_name)") from None
-    return {"format": ENVELOPE, "v": ENVELOPE_VERSION, "class": name, "version": snapshot_version(obj), "state": state}
 
 
 def load_state(obj: Any, layer: Any, *, trust_pickle: bool = False) -> None:
