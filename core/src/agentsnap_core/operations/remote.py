@@ -464,7 +464,8 @@ def push(
             tracking = _tracking(name, ref)
             if force_with_lease:
                 lease = repo.refs.get_ref(tracking) if tracking else None
-                if name is None and old is not None:  # (a push by URL: a fetch by URL makes no remote-tracking refs)
+                if name is None and old is not None and ref.startswith("refs/heads/"):  # (a branch pushed by URL:
+                    # a fetch by URL makes no remote-tracking refs; a tag is never moved, whatever the lease)
                     result.rejected[ref] = ("--force-with-lease needs a named remote, whose remote-tracking refs are "
                                             "the lease: 'agentsnap remote add NAME URL', fetch NAME, then push NAME")
                     continue
