@@ -19,8 +19,9 @@ from agentsnap_core.repository import retention
 def prune_cmd(ctx: click.Context, keep_last: int | None, keep_daily: int | None, keep_tagged: bool, dry_run: bool, as_json: bool) -> None:
     """Mark snapshots outside the keep policy as pruned; 'agentsnap gc' then reclaims their layers.
 
-    Snapshots a branch, a session, an undo ref or a worktree HEAD points at are always kept;
-    pruned snapshots that others descend from stay as tombstones (manifest only).
+    Snapshots a branch, a session, an undo ref or a worktree HEAD points at are always kept, and so are
+    the points two branches forked from (merging them needs it); pruned snapshots that others descend
+    from stay as tombstones (manifest only).
     """
     repo = open_repo(ctx)
     res = retention.prune(repo, keep_last=keep_last, keep_daily=keep_daily, keep_tagged=keep_tagged, dry_run=dry_run)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.format import content
 from agentsnap_core.format.objects import Kind, is_oid, unpack_chunk_list
 from agentsnap_core.layers import world
@@ -68,7 +69,8 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: flo
         try:
             m = repo.manifest(oid)
         except AgentSnapError as exc:
-            problems.append({"kind": "snapshot", "id": oid, "where": where, "error": str(exc)})
+            named = "" if where.startswith("parent of ") else f" (named by {where})"  # which ref to mend or delete
+            problems.append({"kind": "snapshot", "id": oid, "where": where, "error": f"{exc}{named}"})
             continue
         seen.add(oid)
         for p in m["parents"]:
@@ -143,6 +145,9 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     an object written or re-touched after that is kept however long the walk and the sweep take and however short
     the grace period (``--prune now``): the ref naming it may be committed after the walk read the refs.
     """
+    if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, (int, float)) or not math.isfinite(grace_seconds) \
+            or grace_seconds < 0:  # NaN compares false and a negative grace reaches past now: both deleted young objects
+        raise InvalidInput(f"the gc grace period must be 0 or more seconds, not {grace_seconds!r}")
     problems: list[dict[str, Any]] = []
     cutoff = writers.fs_now(repo.store_dir)  # before reading the markers: a session starting later is newer
     oldest = writers.oldest_live_session(repo.store_dir)
@@ -154,6 +159,7 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     if problems:
         raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
     removed = kept_young = 0
+    kept_loose: set[str] = set()
     iter_loose = getattr(repo.objects, "iter_loose", None)  # packed objects: pack_live below
     for oid in list(iter_loose() if iter_loose is not None else repo.objects.iter_oids()):
         if oid in live:
@@ -161,6 +167,7 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
         try:
             if time.time() - repo.objects.age(oid) > cutoff - grace_seconds:  # modified after the cutoff's grace
                 kept_young += 1
+                kept_loose.add(oid)
                 continue
         except AgentSnapError:
             continue
@@ -171,6 +178,9 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     if pack_live is not None:  # unreachable packed objects go only when no writer runs (one may re-use them)
         packs = pack_live(live, None if oldest is not None else cutoff - grace_seconds)
         removed += packs.get("dropped", 0)  # unreachable objects taken out of packs count as removed too
+        # unreachable objects left in a pack (it was re-used within the grace period, or a writer runs) are kept
+        # for now, as young loose ones are: said, or a prune then gc looks as if it freed everything
+        kept_young += len(set(repo.objects.packs.oids_in_order()) - live - kept_loose)
         after = repo.objects.footprint()
         report["packs"] = {
             "written": packs.get("written", 0),  # packs this gc wrote (0: nothing to do)

@@ -136,13 +136,52 @@ def _protected(repo: Repo) -> set[str]:
     return keep
 
 
+def _merge_bases(repo: Repo, known: dict[str, dict[str, Any]]) -> set[str]:
+    """The snapshots a merge of two branches (local or remote-tracking, or a worktree's detached HEAD) starts from.
+
+    A fork's point is no branch's tip once both sides moved on; pruned, gc reclaims its layers and the merge of the
+    fork back is refused ("snapshot ... was pruned"). Kept: every snapshot two tips reach that no single child of it
+    leads both of them to (their lowest common ancestors; a criss-cross may keep one more). ``known``: manifests
+    already read.
+    """
+    tips = {oid for name, oid in repo.refs.list_refs().items() if name.startswith(("refs/heads/", "refs/remotes/"))}
+    tips |= {oid for _sym, oid in repo.refs.list_heads().values() if oid}
+    parents: dict[str, list[str]] = {}
+
+    def parents_of(oid: str) -> list[str]:
+        if oid not in parents:
+            try:
+                m = known[oid] if oid in known else repo.manifest(oid)
+                parents[oid] = [p for p in m["parents"] if isinstance(p, str)]
+            except AgentSnapError:
+                parents[oid] = []  # unreadable: its history is not walked (verify reports it)
+        return parents[oid]
+
+    reach: dict[str, int] = {}  # snapshot -> bit set of the tips it is an ancestor of (or is)
+    for bit, tip in enumerate(sorted(tips)):
+        stack = [tip]
+        while stack:
+            oid = stack.pop()
+            if reach.get(oid, 0) >> bit & 1:
+                continue
+            reach[oid] = reach.get(oid, 0) | 1 << bit
+            stack.extend(parents_of(oid))
+    children: dict[str, list[str]] = defaultdict(list)
+    for oid in reach:
+        for p in parents_of(oid):
+            children[p].append(oid)
+    return {oid for oid, mask in reach.items() if oid not in tips and mask & (mask - 1)
+            and not any(reach[c] == mask for c in children[oid])}
+
+
 def prune(repo: Repo, *, keep_last: int | None = None, keep_daily: int | None = None, keep_tagged: bool = False,
           dry_run: bool = False, now: float | None = None) -> dict[str, Any]:
     """Mark snapshots outside the policy as pruned (per agent); ``gc`` then reclaims their layers.
 
     Kept, per agent: the ``keep_last`` newest; the newest of each of the ``keep_daily`` most recent UTC days
     that have snapshots; with ``keep_tagged``, every tagged one (a tag ref or ``meta["tags"]``). Snapshots a
-    branch, session ref, undo ref or worktree HEAD points at are always kept.
+    branch, session ref, undo ref or worktree HEAD points at are always kept, and so are the merge bases of the
+    branches (a fork's point, which merging the fork back needs).
     """
     if keep_last is None and keep_daily is None and not keep_tagged:
         raise AgentSnapError("prune needs at least one of --keep-last, --keep-daily, --keep-tagged (it would remove everything)")
@@ -151,7 +190,7 @@ def prune(repo: Repo, *, keep_last: int | None = None, keep_daily: int | None = 
             raise AgentSnapError(f"{label} must be 0 or more, not {n}")
     now = time.time() if now is None else now
     rows = _live_rows(repo, now)
-    protected = _protected(repo)
+    protected = _protected(repo) | _merge_bases(repo, {r[0]: r[3] for r in rows})
     tagged = set(repo.refs.list_refs("refs/tags/").values())
     groups: dict[str, list[tuple[str, float, str, dict[str, Any]]]] = defaultdict(list)
     for row in rows:
