@@ -9,6 +9,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentsnap_core import Repo
@@ -130,3 +131,80 @@ def test_prune_keeps_the_fork_point_a_merge_of_the_fork_needs(tmp_path: Path) ->
     assert code == 0, (out, err)
     assert (root / "f.txt").read_text() == "A\nb\nc\nd\nE\n"
     assert cli(root, "verify")[0] == 0
+
+
+def test_gc_after_prune_frees_what_it_says_it_dropped(tmp_path: Path) -> None:
+    """``prune --keep-last 1`` then ``gc --prune now``: gc said the objects were dropped, but a block whose first
+    objects were dropped was copied whole for the live ones after it, dead bytes included (the pack stayed 3.25x
+    its live content: 321 KB for 99 KB)."""
+    root = new_work(tmp_path, {})
+    for turn in range(8):
+        for i in range(30):
+            (root / f"f{i}.bin").write_bytes(os.urandom(3000))
+        assert cli(root, "snapshot", "-m", f"turn {turn}")[0] == 0
+    assert cli(root, "gc", "--prune", "now")[0] == 0
+    assert cli(root, "prune", "--keep-last", "1")[0] == 0
+    code, out, err = cli(root, "gc", "--prune", "now", "--json")
+    assert code == 0, err
+    with Repo.open(root) as repo:
+        stored = sum(len(repo.objects.get_stored(o)) for o in repo.objects.iter_oids())
+    on_disk = sum(p.stat().st_size for p in (root / ".agentsnap" / "objects").rglob("*") if p.is_file())
+    assert on_disk < stored * 1.1 + 4096, (on_disk, stored, json.loads(out)["packs"])
+
+
+def test_gc_prune_now_during_a_merge_keeps_the_merged_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old: the merge wrote its planned content outside a writer session, so a ``gc --prune now`` in another shell
+    between the plan and the merge snapshot deleted it: the merge failed "object ... is missing from the store"."""
+    from agentsnap_core.operations import merge as merge_mod
+
+    root = new_work(tmp_path, {"f.txt": "a\nb\nc\nd\ne\n"})
+    snapshots(root, ["a\nb\nc\nd\ne"], path="f.txt")
+    assert cli(root, "fork", "-n", "1")[0] == 0
+    snapshots(root, ["A\nb\nc\nd\ne"], path="f.txt")
+    assert cli(root, "switch", "attempt-1")[0] == 0
+    snapshots(root, ["a\nb\nc\nd\nE"], path="f.txt")
+    assert cli(root, "switch", "main")[0] == 0
+    real = merge_mod.plan_merge
+
+    def plan_then_gc(*a: Any, **k: Any) -> Any:
+        plan = real(*a, **k)
+        with Repo.open(root) as other:
+            other.gc(0)
+        return plan
+
+    monkeypatch.setattr(merge_mod, "plan_merge", plan_then_gc)
+    with Repo.open(root) as repo:
+        merge_mod.merge(repo, "attempt-1")
+        assert repo.verify()["ok"]
+    assert (root / "f.txt").read_text() == "A\nb\nc\nd\nE\n"
+
+
+def test_gc_prune_now_while_an_effect_result_is_recorded_keeps_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old: a large tool result went to the object store, then into the ledger; a ``gc --prune now`` between the two
+    deleted it, so the ledger named a missing object: verify failed and a replay could not return the result."""
+    from agentsnap_core.layers import effects_ledger
+    from agentsnap_core.layers.effects import Effects, effect
+
+    root = new_work(tmp_path, {"a.txt": "x\n"})
+    snapshots(root, ["x"])
+    real = effects_ledger.Ledger.append
+
+    def gc_then_append(self: Any, rec: dict[str, Any], *a: Any, **k: Any) -> Any:
+        if rec.get("result_ref"):
+            with Repo.open(root) as other:
+                other.gc(0)
+        return real(self, rec, *a, **k)
+
+    monkeypatch.setattr(effects_ledger.Ledger, "append", gc_then_append)
+    with Repo.open(root) as repo:
+        fx = Effects(repo)
+
+        @effect(session=fx)
+        def send(n: int) -> dict[str, str]:
+            return {"body": "y" * 200_000}
+
+        with fx.step(0):
+            send(1)
+        monkeypatch.undo()
+        report = repo.verify()
+        assert report["ok"], report["problems"]

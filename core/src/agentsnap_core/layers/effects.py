@@ -25,7 +25,7 @@ import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -166,6 +166,12 @@ def _plain(value: Any, depth: int = 0) -> Any:
         except Exception:
             pass
     return _ADDRESS.sub("", repr(value))
+
+
+def _writing(led: Ledger) -> AbstractContextManager[Any]:
+    """A writer session around a large result's object and the ledger entry naming it: a ``gc --prune now`` in
+    between would take the object (the entry would name a missing one, and a replay could not return it)."""
+    return led.repo.writer_sessions.session() if led.repo is not None else nullcontext()
 
 
 def args_digest(args: dict[str, Any]) -> str:
@@ -532,10 +538,11 @@ class Effects:
 
     def _record_result(self, key: str, value: Any) -> None:
         stored, lossy = _storable(value)
-        rec = {"kind": "result", "key": key, "ok": True, **self.ledger.put_result(stored)}
-        if lossy:
-            rec["lossy"] = True
-        self.ledger.append(rec)
+        with _writing(self.ledger):
+            rec = {"kind": "result", "key": key, "ok": True, **self.ledger.put_result(stored)}
+            if lossy:
+                rec["lossy"] = True
+            self.ledger.append(rec)
 
     def _record_error(self, key: str, exc: Exception) -> None:
         self.ledger.append({"kind": "result", "key": key, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
@@ -639,9 +646,10 @@ def resolve(repo: Repo, key: str, action: str, result: Any = None, *, ledger: Le
     if st.status != "intent":
         raise InvalidInput(f"effect {key} is {st.status}, not in doubt; nothing to resolve")
     rec: dict[str, Any] = {"kind": "resolve", "key": key, "action": action}
-    if action == "done":
-        rec.update(led.put_result(_storable(result)[0]))
-    entry = led.append(rec)
+    with _writing(led):
+        if action == "done":
+            rec.update(led.put_result(_storable(result)[0]))
+        entry = led.append(rec)
     return {"key": key, "action": action, "entry": entry["i"]}
 
 
@@ -790,7 +798,8 @@ def _apply_one(
         report["failed"].append({"key": d.key, "target": tkey, "tool": e.get("tool"), "error": error})
         return
     stored, _ = _storable(result)
-    led.append({"kind": "result", "key": tkey, "ok": True, **led.put_result(stored)})
+    with _writing(led):
+        led.append({"kind": "result", "key": tkey, "ok": True, **led.put_result(stored)})
     led.append({"kind": "applied", "lineage": d.lineage, "key": d.key, "status": "applied", "target": tkey})
     report["applied"].append(tkey)
 

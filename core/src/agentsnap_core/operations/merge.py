@@ -36,6 +36,7 @@ from agentsnap_core.layers import world
 from agentsnap_core.operations import merge_layers
 from agentsnap_core.operations.merge_world import WorldMerge, has_markers, merge_worlds
 from agentsnap_core.plugins.hookspecs import HookContext
+from agentsnap_core.repository.repo import _writing
 from agentsnap_core.stores.base import RefUpdate
 
 if TYPE_CHECKING:
@@ -333,6 +334,7 @@ def _require_clean(repo: Repo, doing: str = "merging") -> None:
                              f"'agentsnap snapshot' (or restore) before {doing}")
 
 
+@_writing  # a writer session: a 'gc --prune now' elsewhere never takes the objects the plan wrote before a ref names them
 def merge(
     repo: Repo,
     spec: str,
@@ -428,6 +430,7 @@ def _move_head(repo: Repo, symref: str | None, old: str, new: str, message: str)
         repo.refs.set_head(repo.worktree, None, new)
 
 
+@_writing  # (as merge: the objects it writes are named by a ref only at its end)
 def merge_continue(repo: Repo, *, message: str | None = None, layers: dict[str, Any] | None = None) -> MergeResult:
     """Finish a conflicted merge after the user resolved it; make the two-parent snapshot.
 

@@ -665,7 +665,9 @@ class PackSet:
                 at = 0
                 while at < len(listed):
                     oid, loc = listed[at]
-                    if copy_blocks and loc[2] != PLAIN:  # a block copied whole when every object in it goes along
+                    # a block copied whole when every object in it goes along: tried at its first object only (from
+                    # a later one, a tail of live objects would copy the whole frame, dropped objects' bytes too)
+                    if copy_blocks and loc[2] != PLAIN and (at == 0 or listed[at - 1][1][0] != loc[0]):
                         end = at
                         while end < len(listed) and listed[end][1][0] == loc[0]:
                             end += 1
