@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -164,9 +165,12 @@ def points_cmd(directory: str | None, session: str | None, as_json: bool) -> Non
     """List the points a session can be rewound to (oldest first)."""
     with _project_repo(directory) as repo:
         pts = points(repo, session)
+        others = sorted({str(p.meta.get("session_id")) for p in points(repo, "*")}) if session and not pts else []
     if as_json:
         _emit([p.as_dict() for p in pts])
         return
+    if others:  # (a mistyped id: say so rather than "no snapshots ... yet")
+        raise InvalidInput(f"no snapshots of session {session!r} in this project; sessions with snapshots: {', '.join(others)}")
     _echo_points(pts)
 
 
@@ -182,16 +186,20 @@ def _echo_points(pts: list[Any]) -> None:
 @_point_options
 @click.option("-C", "directory", default=None, type=click.Path(file_okay=False), help="Project directory (default: here).")
 @click.option("--path", "more_paths", multiple=True, help="Restore only these paths (repeatable).")
+@click.option("--current-session", default=None, hidden=True,
+              help="The session /agentsnap:restore runs in (${CLAUDE_SESSION_ID}): its points, when it has any, not the newest session's.")
 @click.option("--json", "as_json", is_flag=True)
 def restore_cmd(
     args: tuple[str, ...], last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None,
-    directory: str | None, more_paths: tuple[str, ...], as_json: bool,
+    directory: str | None, more_paths: tuple[str, ...], current_session: str | None, as_json: bool,
 ) -> None:
     """Put the project's files (or PATHS) back as they were at SPEC or a point; undoable. ARGS: [SPEC] [PATHS]...
 
     The conversation is left alone (``rewind`` forks it too).
     """
     point_given = last_destructive or before_call is not None or before_prompt is not None
+    if session is None and current_session and point_given:
+        session = _own_session(directory, current_session, quiet_stdout=True)
     spec, paths = (None, [*args, *more_paths]) if point_given else (args[0] if args else None, [*args[1:], *more_paths])
     with _project_repo(directory) as repo:
         oid = _pick(repo, spec, last_destructive, before_call, before_prompt, session)
@@ -203,6 +211,20 @@ def restore_cmd(
     click.echo(f"restored the files of {oid[:12]} in {root}; undo with: {undo_command(res['undo'], root)}")
 
 
+def _own_session(directory: str | None, current: str, *, quiet_stdout: bool) -> str | None:
+    """``current`` when that session has points; else None (the newest session's), with a note saying so: a session
+    resumed from a fork, or one that has snapshotted nothing yet. Another session at work in the same project (another
+    terminal) has newer points than the one /agentsnap:rewind is typed in, and must not be rewound to instead."""
+    try:
+        with _project_repo(directory) as repo:
+            if points(repo, current):
+                return current
+    except AgentSnapError:
+        return None
+    click.echo(f"note: this session ({current}) has no snapshots of its own; using the newest session's points", err=quiet_stdout)
+    return None
+
+
 @main.command()
 @click.argument("spec", required=False)
 @_point_options
@@ -212,11 +234,15 @@ def restore_cmd(
 @click.option("--keep-dangling", is_flag=True, help="Keep a trailing tool call that has no result.")
 @click.option("--cwd", "resume_cwd", default=None, type=click.Path(file_okay=False), help="Resume in this directory (e.g. a fork worktree) instead of the session's own.")
 @click.option("--in-session", is_flag=True, help="As run by /agentsnap:rewind inside Claude Code: with no point, list the points; after the rewind, name the /resume command.")
+@click.option("--current-session", default=None, hidden=True,
+              help="The session /agentsnap:rewind runs in (${CLAUDE_SESSION_ID}): its points, when it has any, not the newest session's.")
 @click.option("--json", "as_json", is_flag=True)
 def rewind(
-    spec: str | None, last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, in_session: bool, as_json: bool
+    spec: str | None, last_destructive: bool, before_call: int | None, before_prompt: int | None, session: str | None, directory: str | None, no_files: bool, session_id: str | None, keep_dangling: bool, resume_cwd: str | None, in_session: bool, current_session: str | None, as_json: bool
 ) -> None:
     """Restore the files of SPEC (or a point) and fork its conversation for `claude --resume`."""
+    if session is None and current_session and spec is None:
+        session = _own_session(directory, current_session, quiet_stdout=as_json or not in_session)
     if in_session and spec is None and not last_destructive and before_call is None and before_prompt is None:
         try:
             with _project_repo(directory) as repo:
@@ -258,4 +284,4 @@ def rewind(
         click.echo(f"dropped {report.dropped_dangling} unanswered tool call line(s), {report.dropped_invalid} invalid line(s)")
     if in_session:
         click.echo(f"switch to the fork in Claude Code with: /resume {report.session_id}   (this conversation stays as it is)")
-    click.echo(f"continue with: cd {cwd} && claude --resume {report.session_id}")
+    click.echo(f"continue with: cd {shlex.quote(cwd)} && claude --resume {report.session_id}")

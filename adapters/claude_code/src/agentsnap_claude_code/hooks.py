@@ -285,6 +285,11 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
         if not isinstance(target, str) or not (Path(cwd) / target).is_file():
             return HookResult()  # a new file: nothing to lose
+        where = Path(os.path.realpath(Path(cwd) / target))
+        if root not in where.parents:  # a snapshot of the project would be listed as a point before this edit,
+            log.write(event="PreToolUse", action="outside-project", tool=tool, file=target)  # and bring nothing back
+            return _notice(f"agentsnap: {target} is outside the project {root}: no snapshot of it is taken, "
+                           f"this {tool} cannot be undone with agentsnap")
         label = f"before {tool}: {target}"
         meta = {"tool": tool, "file": target}
         destructive = False

@@ -14,12 +14,27 @@ from typing import Any
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 
+#: user lines Claude Code writes that the user did not type: a local command's output, a `!` command's output, an
+#: interruption notice (a slash command's expanded text and the local-command caveat are marked ``isMeta``)
+_NOT_TYPED = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>", "<bash-stdout>",
+              "<bash-stderr>", "[Request interrupted by user")
+
+
+def _is_prompt(e: dict[str, Any]) -> bool:
+    """Whether a normalised transcript entry is something the user typed (a prompt, a slash command, a `!` line)."""
+    if e.get("role") != "user" or e.get("type") != "user" or e.get("tool_results") or not e.get("content"):
+        return False
+    return not e.get("is_meta") and not str(e["content"]).lstrip().startswith(_NOT_TYPED)
+
 
 def positions(entries: list[dict[str, Any]], tool_use_id: str | None) -> dict[str, int]:
-    """``{"prompt": prompts so far, "call": number of the pending tool call}`` from normalised transcript entries."""
+    """``{"prompt": prompts so far, "call": number of the pending tool call}`` from normalised transcript entries.
+
+    A prompt is what the user typed: a slash command counts once, although Claude Code writes it as two user lines
+    (the command and its expanded text, ``isMeta``), and the output lines of local commands do not count."""
     prompts, calls = 0, []
     for e in entries:
-        if e.get("role") == "user" and e.get("type") == "user" and not e.get("tool_results") and e.get("content"):
+        if _is_prompt(e):
             prompts += 1
         for c in e.get("tool_calls") or []:
             if c.get("id") not in calls:

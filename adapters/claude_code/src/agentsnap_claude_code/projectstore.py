@@ -86,6 +86,12 @@ def open_project_repo(cwd: str | os.PathLike[str], settings: Settings, *, create
     """The plugin's store for the project holding ``cwd``; created when ``auto_init`` allows (or ``create``)."""
     root = project_root_for(str(cwd))
     store = store_dir_for(root, settings)
+    if create is not False and (store == root or root in store.parents):  # (the CLI still reads such a store)
+        raise AgentSnapError(
+            f"the store {store} would be inside the project {root} (setting store_dir {settings['store_dir']!r}): "
+            "`git clean -fdx` or `rm -rf` there would delete the snapshots along with the files; "
+            "set store_dir to a folder outside the project"
+        )
     if not (store / "format.json").exists():
         if not (settings["auto_init"] if create is None else create):
             raise AgentSnapError(

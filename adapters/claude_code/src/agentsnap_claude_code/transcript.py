@@ -133,6 +133,8 @@ def _entry(index: int, raw: str, obj: Any) -> dict[str, Any]:
     if kind == "summary":
         text = str(obj.get("summary", ""))[:TEXT_LIMIT]
     entry["content"] = text
+    if obj.get("isMeta") is True:  # (written by Claude Code, not typed: e.g. a slash command's expanded text)
+        entry["is_meta"] = True
     if calls:
         entry["tool_calls"] = calls
     if results:
@@ -140,9 +142,34 @@ def _entry(index: int, raw: str, obj: Any) -> dict[str, Any]:
     return entry
 
 
+#: a lone surrogate: from bytes that are not UTF-8 (decoded with surrogateescape) or a ``\\udXXX`` escape of half a pair
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings replaced by U+FFFD (the store keeps UTF-8 text only)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_no_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
+    return value
+
+
 def transcript_entries(data: bytes, path: str = "") -> Transcript:
-    """Parse transcript bytes; never raises for malformed content."""
-    text = data.decode("utf-8", errors="surrogateescape")
+    """Parse transcript bytes; never raises for malformed content.
+
+    A line that is not UTF-8 (a last line cut in the middle of a character while Claude Code writes it, or a
+    damaged one) counts as a truncated tail or a bad line, its ``raw`` with U+FFFD for the bytes that are not text:
+    the store keeps UTF-8 text only, and one such line must not make every snapshot of the session fail. Half a
+    surrogate pair escaped in a valid line (``"\\ud83d"``, a JavaScript string cut between the two) keeps its
+    ``raw`` as written; only the normalised fields get U+FFFD.
+    """
+    try:
+        text, undecodable = data.decode("utf-8"), False
+    except UnicodeDecodeError:
+        text, undecodable = data.decode("utf-8", errors="surrogateescape"), True
     lines = text.split("\n")
     ends_with_newline = text.endswith("\n")
     if ends_with_newline:
@@ -152,6 +179,9 @@ def transcript_entries(data: bytes, path: str = "") -> Transcript:
         if not raw.strip():
             continue
         try:
+            if undecodable and _SURROGATE.search(raw):
+                raw = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                raise ValueError("not UTF-8")
             obj = json.loads(raw)
         except ValueError:
             last = i == len(lines) - 1
@@ -162,6 +192,8 @@ def transcript_entries(data: bytes, path: str = "") -> Transcript:
                 t.bad_lines.append(i + 1)
                 t.entries.append({"id": f"bad-line-{i + 1}", "role": "claude-code:unparsed", "type": None, "raw": raw, "invalid": True})
             continue
+        if "\\ud" in raw or "\\uD" in raw:  # (cheap test first: a lone surrogate can only come from such an escape)
+            obj = _no_surrogates(obj)
         if isinstance(obj, dict):
             t.session_id = obj.get("sessionId") or t.session_id
             t.cwd = obj.get("cwd") or t.cwd
