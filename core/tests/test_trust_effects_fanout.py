@@ -20,7 +20,7 @@ from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.layers.effects import EffectInDoubt, Effects, effect
 from agentsnap_core.operations.fanout import fanout
-from trust_kit import cli
+from trust_kit import cli, new_work
 
 
 @pytest.fixture(autouse=True)
@@ -33,10 +33,7 @@ def own_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _work(tmp_path: Path) -> Path:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("a\n")
-    assert cli(work, "init")[0] == 0
+    work = new_work(tmp_path, {"a.txt": "a\n"})  # (trust_kit's: the work tree with its store)
     assert cli(work, "snapshot", "-m", "base")[0] == 0
     return work
 
