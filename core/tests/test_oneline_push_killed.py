@@ -112,8 +112,12 @@ def test_postgres_killed_mid_push_says_rerun_resumes(tmp_path: Path) -> None:
                                capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr
         report = json.loads(again.stdout)
-        assert report["present"] > 0 and report["objects"] < FILES + 2, report  # it resumed: what was there stayed
-        assert count() >= FILES and sent > 0
+        # it resumed: every object the remote held when the push was frozen is still there and is not sent again
+        # (a push caught after its first two objects once made "fewer than FILES + 2 sent" false on a busy machine:
+        # the bound is what was there, not a fixed number)
+        total = count()
+        assert report["present"] >= sent > 0, (sent, report)
+        assert report["objects"] == total - report["present"] and total >= FILES, (sent, total, report)
     finally:
         server.stop()
 
