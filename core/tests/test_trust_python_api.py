@@ -278,3 +278,57 @@ def test_rollback_puts_the_files_back_even_when_the_agent_cannot_be_restored(tmp
     assert isinstance(err.value.__context__, ValueError)
     assert (sandbox / "plan.txt").read_text() == "v1\n" and not (sandbox / "tmp.txt").exists()
     assert rb.undo is not None and not rb.rolled_back
+
+
+@pytest.mark.parametrize("bad", [5, b"work", ""])
+def test_a_store_path_that_is_not_a_path_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            bad: object) -> None:
+    """Was: ``Client(5)``, ``AsyncClient(5)``, ``Repo.open(5)`` / ``Repo.init(5)``: bare ``TypeError: expected str,
+    bytes or os.PathLike object, not int`` (``b"work"``: "argument should be a str object or an os.PathLike object
+    returning str"); ``Client("")`` opened (or made) a store in whatever the current directory was."""
+    monkeypatch.chdir(tmp_path)
+    for make in (lambda: Client(bad), lambda: agentsnap_core.Repo.open(bad), lambda: agentsnap_core.Repo.init(bad),
+                 lambda: asyncio.run(AsyncClient(bad).save(Bot(), agent_id="a"))):
+        with pytest.raises(InvalidInput, match="path"):
+            make()
+    assert list(tmp_path.iterdir()) == []  # nothing made anywhere
+
+
+def test_rollback_world_or_repo_of_the_wrong_type_is_refused_before_the_block(tmp_path: Path) -> None:
+    """Was: ``rollback(agent, world=5)`` raised a bare ``TypeError`` from ``Path(5)`` on entry; ``repo=5`` was
+    accepted and failed inside the snapshot with ``AttributeError: 'int' object has no attribute 'head'``."""
+    with pytest.raises(InvalidInput, match="world must be a path"):
+        agentsnap_core.rollback(Bot(), world=5)
+    with pytest.raises(InvalidInput, match="repo must be an open agentsnap_core.Repo"):
+        agentsnap_core.rollback(Bot(), world=str(tmp_path), repo=5)
+
+
+def test_client_repo_or_clock_of_the_wrong_type_is_refused_when_made(tmp_path: Path) -> None:
+    """Was: ``Client(repo=5)`` was made and failed at its first use (``AttributeError``); ``Client(clock=5)`` at the
+    first ``save(ttl=...)`` with ``TypeError: 'int' object is not callable``."""
+    with pytest.raises(InvalidInput, match="repo must be"):
+        Client(repo=5)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="clock must be"):
+        Client(tmp_path, clock=5)  # type: ignore[arg-type]
+
+
+def test_saving_the_class_instead_of_an_instance_is_one_clear_error(client: Client) -> None:
+    """Was: ``client.save(Bot, agent_id="a")``: ``TypeError: Snapshottable.state_dict() missing 1 required
+    positional argument: 'self'``; ``rollback(Bot)`` the same on entry."""
+    with pytest.raises(InvalidInput, match="the class Bot itself: pass an instance"):
+        client.save(Bot, agent_id="a")
+    with pytest.raises(InvalidInput, match="the class Bot itself"), agentsnap_core.rollback(Bot):
+        pass
+    assert client.timeline("a") == []
+
+
+@pytest.mark.parametrize("bad", [5, None, b"msg", ["a"]])
+def test_a_snapshot_message_that_is_not_a_str_is_refused_and_nothing_is_written(client: Client, bad: object) -> None:
+    """Was: ``client.save(agent, agent_id="a", message=5)`` and ``repo.snapshot(None)`` were kept and ``agentsnap
+    log`` showed "5" / "None" / "b'msg'"; ``repo.snapshot(["a"])`` failed late, in the index,
+    with ``sqlite3.ProgrammingError: Error binding parameter 4: type 'list' is not supported``."""
+    with pytest.raises(InvalidInput, match="message must be a str"):
+        client.save(Bot(), agent_id="a", message=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="message must be a str"):
+        client.repo.snapshot(bad)  # type: ignore[arg-type]
+    assert client.timeline("a") == [] and client.repo.head()[1] is None

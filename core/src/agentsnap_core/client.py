@@ -161,6 +161,10 @@ class Client:
         clock: Callable[[], float] = time.time,
         trust_pickle: bool = False,
     ) -> None:
+        if repo is not None and not isinstance(repo, Repo):
+            raise InvalidInput(f"repo must be an open agentsnap_core.Repo, not {type(repo).__name__} {repo!r}"[:200])
+        if not callable(clock):
+            raise InvalidInput(f"clock must be a function returning seconds since the epoch, not {clock!r}"[:200])
         self._own = repo is None
         if repo is None:
             try:

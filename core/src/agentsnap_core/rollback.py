@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from agentsnap_core import plugins
 from agentsnap_core.errors import AgentSnapError, InvalidInput
-from agentsnap_core.repository.repo import Repo
+from agentsnap_core.repository.repo import Repo, check_path
 
 __all__ = ["AutoSnapshot", "auto_snapshot", "checkpoint", "rollback"]
 
@@ -83,6 +83,10 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollb
                  message: str = "") -> None:
         if agent is None and world is None:  # (an agent variable not set yet: the block would be protected by nothing)
             raise InvalidInput("rollback needs an agent or world= (files to put back); it was given neither")
+        if world is not None:
+            check_path("world", world)
+        if repo is not None and not isinstance(repo, Repo):
+            raise InvalidInput(f"repo must be an open agentsnap_core.Repo, not {type(repo).__name__} {repo!r}"[:200])
         self.agent, self.world, self.repo, self.message = agent, world, repo, message
         self.snapshot: str | None = None
         self.undo: str | None = None

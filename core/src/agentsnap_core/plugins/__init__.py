@@ -156,6 +156,7 @@ def capture(obj: Any, repo: Any, **extra: Any) -> dict[str, Any] | None:
 
     The one entry point for capturing an object: Repo.capture / capture_many, Client.capture and rollback use it.
     """
+    _check_instance(obj, "snapshot")
     context = hook_context(repo, **extra)
     layers = context["pm"].hook.agentsnap_capture(obj=obj, context=context)
     return None if layers is None else dict(layers)
@@ -166,8 +167,18 @@ def restore(obj: Any, layers: dict[str, Any], repo: Any, **extra: Any) -> bool:
 
     The one entry point for restoring an object: Repo.restore_into / restore_many, Client and rollback use it.
     """
+    _check_instance(obj, "restore")
     context = hook_context(repo, **extra)
     return bool(context["pm"].hook.agentsnap_restore(obj=obj, layers=layers, context=context))
+
+
+def _check_instance(obj: Any, verb: str) -> None:
+    """A class given for an agent (``client.save(MyAgent, ...)``) is one clear error, not the bare ``TypeError:
+    state_dict() missing 1 required positional argument: 'self'`` a Snapshottable class gave."""
+    if isinstance(obj, type):
+        from agentsnap_core.errors import InvalidInput
+
+        raise InvalidInput(f"cannot {verb} the class {obj.__name__} itself: pass an instance of it (an agent object)")
 
 
 def reset_plugin_manager() -> None:

@@ -122,8 +122,21 @@ def check_ref_name(name: str) -> str:
 MAX_REF_PART = 200
 
 
+def check_path(label: str, value: object) -> str:
+    """``value`` as a str path, or :class:`InvalidInput` naming ``label`` (a bare ``TypeError`` from ``Path(5)``
+    or ``Path(b"dir")`` told a caller of ``Client(5)`` or ``rollback(agent, world=5)`` nothing about which argument)."""
+    raw = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(raw, str):
+        raise InvalidInput(f"{label} must be a path (str or os.PathLike), not {type(value).__name__} {value!r}"[:200])
+    if not raw or "\0" in raw:
+        raise InvalidInput(f"{label} must be a non-empty path without NUL characters, not {raw!r}"[:200])
+    return raw
+
+
 def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, str]:
     """Find ``(work root, store dir, worktree id)`` from ``start`` upward, or ``AGENTSNAP_DIR``."""
+    if start is not None:
+        start = check_path("path", start)
     env = os.environ.get("AGENTSNAP_DIR")
     if env and start is None:
         store = Path(env)
@@ -272,7 +285,7 @@ class Repo:
     def init(
         cls, path: str | os.PathLike[str] = ".", branch: str = DEFAULT_BRANCH, store_url: str | None = None
     ) -> Repo:
-        root = Path(path).resolve()
+        root = Path(check_path("path", path)).resolve()
         root.mkdir(parents=True, exist_ok=True)
         store_dir = root / STORE_DIR
         if store_dir.is_file():
@@ -847,6 +860,11 @@ class Repo:
         ``same_as`` (restore's undo snapshot): when what was captured is exactly that snapshot's state
         (:func:`_same_state`), no snapshot is made: the ref moves to it and it is returned.
         """
+        for label, text in (("message", message), ("agent", agent)):  # (5 or None was kept and logged as "5", "None")
+            if not isinstance(text, str):
+                raise InvalidInput(f"snapshot {label} must be a str, not {type(text).__name__} {text!r}"[:200])
+        if ref is not None and not isinstance(ref, str):
+            raise InvalidInput(f"snapshot ref must be a str, not {type(ref).__name__} {ref!r}"[:200])
         for kind in ("refs/heads/", "refs/tags/"):  # a branch every other verb would refuse is never made
             if ref is not None and ref.startswith(kind):
                 check_ref_name(ref[len(kind):])
