@@ -90,3 +90,25 @@ def test_the_ui_answers_410_gone_for_a_reclaimed_snapshot_not_500(reclaimed: Pat
         srv.shutdown()
         srv.server_close()
         repo.close()
+
+
+@pytest.mark.parametrize("verb", [["restore", "HEAD~1"], ["switch", "old"]])
+def test_the_undo_of_a_restore_from_an_expired_tip_is_a_live_snapshot(tmp_path: Path, verb: list[str]) -> None:
+    """``expire HEAD`` with the tree left as HEAD has it, then ``restore HEAD~1``: the restore reused the expired tip
+    as its undo (the tree was exactly that snapshot's state) and printed "undo with: agentsnap restore <tip>", which
+    restore then refused ("snapshot ... was expired ... cannot be restored"); after ``gc --prune now`` the tree as
+    it was before the restore was gone. The undo is now a new, live snapshot of that tree."""
+    root = new_work(tmp_path, {"a.txt": "one\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    assert cli(root, "branch", "old")[0] == 0
+    (root / "a.txt").write_text("two\n")
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    assert cli(root, "expire", "HEAD")[0] == 0
+    code, out, err = cli(root, *verb, "--json")
+    assert code == 0, err
+    undo = json.loads(out)["undo"]
+    assert (root / "a.txt").read_text() == "one\n"
+    assert cli(root, "gc", "--prune", "now")[0] == 0
+    code, _out, err = cli(root, "restore", undo)
+    assert code == 0, err
+    assert (root / "a.txt").read_text() == "two\n"

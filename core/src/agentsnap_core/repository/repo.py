@@ -901,7 +901,7 @@ class Repo:
 
             bind_snapshot(self, manifest_layers, target_ref, parents, meta)
             if same_as is not None and _same_state(manifest_layers, same_as.layers) and vault.holds_as_they_are(
-                    self, same_as.id, manifest_layers.get("world"), self.root):
+                    self, same_as.id, manifest_layers.get("world"), self.root) and not _dead(self, same_as):
                 if target_ref and (move_head or ref):
                     b.updates.append((RefUpdate(target_ref, same_as.id, expected), f"snapshot: {message}"[:200]))
                     b.refs[target_ref] = same_as.id
@@ -1415,6 +1415,15 @@ def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) 
     gone = [n for n in names if (paths is None or _under(n, paths)) and not os.path.isdir(dest / n)]
     git, stores = world.split_stores(gone)
     return {**({"git_not_restored": git} if git else {}), **({"stores_not_restored": stores} if stores else {})}
+
+
+def _dead(repo: Repo, snap: Snapshot) -> bool:
+    """An expired, pruned or deleted snapshot: never reused as an undo (gc reclaims its layers, so the state it
+    stands for would be lost: a restore after ``expire HEAD`` printed 'undo with: agentsnap restore ID' for an ID
+    restore refuses)."""
+    from agentsnap_core.repository.retention import death_of
+
+    return death_of(repo, snap.id, snap.manifest) is not None
 
 
 def _refuse_dead(repo: Repo, snap: Snapshot, doing: str = "restored") -> None:
