@@ -57,3 +57,14 @@ def test_include_secrets_switch_captures_them(work: Path, tmp_path: Path) -> Non
     assert code == 0, err
     assert json.loads(out)["world"]["left_out"] == []
     assert set(TREE) <= _restored(work, tmp_path / "copy")
+
+
+def test_turning_secret_capture_on_for_the_store_says_what_it_means(work: Path) -> None:
+    """``agentsnap config world.include_secrets true`` printed only "world.include_secrets = true": nothing said that
+    from then on ``.env`` and private keys are stored as plain files and go to the remote with every push
+    (``world.include_git`` says what it changes)."""
+    code, out, err = cli(work, "config", "world.include_secrets", "true")
+    assert code == 0 and out.strip() == "world.include_secrets = true", (out, err)
+    assert "credential files" in err and "push" in err and "agentsnap scan" in err, err
+    code, _out, err = cli(work, "config", "world.include_secrets", "false")
+    assert code == 0 and err == "", err

@@ -56,6 +56,9 @@ def config_command(ctx: click.Context, key: str | None, value: str | None, unset
         if key == "world.include_git" and now == "true":
             click.echo("the next snapshot captures .git directories; a restore of an earlier snapshot (taken without "
                        "them) leaves them as they are", err=True)
+        if key == "world.include_secrets" and now == "true":  # (was said nowhere: .env then travels with every push)
+            click.echo("the next snapshots capture credential files (.env, private keys) as plain files, and a push "
+                       "sends them to the remote; run 'agentsnap scan' before 'agentsnap push'", err=True)
 
 
 def _one_line(value: str) -> str:
