@@ -107,3 +107,57 @@ def test_lost_ledger_is_detected_when_the_tool_runs_again(mail, tmp_path: Path, 
     finally:
         repo.close()
     assert len(_sent(tmp_path)) == 2, "the email was sent a second time"
+
+
+FLAKY = textwrap.dedent(
+    """
+    import os
+    from agentsnap_core.layers.effects import effect
+
+    @effect(name="charge_card", simulate=lambda amount: {"status": "deferred"})
+    def charge_card(amount):
+        if os.environ.get("CARD_DOWN"):
+            raise ConnectionError("payment gateway unreachable")
+        return {"status": "charged", "amount": amount}
+    """
+)
+
+
+@pytest.mark.parametrize("down", [True, False], ids=["tool-fails", "tool-runs"])
+def test_a_three_way_merge_says_what_the_deferred_effects_did(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               down: bool) -> None:
+    """A merge that made a merge snapshot (main had moved on) ran the fork's deferred calls with the tool loaded
+    and then dropped what happened: ``MergeResult.notes`` (and the CLI's notes) said neither "effects: applied KEY"
+    nor "effects: FAILED, not applied: KEY (ConnectionError ...)" - a fast-forward said both."""
+    from agentsnap_core.operations.merge import merge
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY", raising=False)
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY_FILE", raising=False)
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "trust_cardtool.py").write_text(FLAKY)
+    monkeypatch.syspath_prepend(str(mods))
+    sys.modules.pop("trust_cardtool", None)
+    card = importlib.import_module("trust_cardtool")
+    work = tmp_path / "work"
+    with Repo.init(work) as repo:
+        (work / "plan.txt").write_text("plan\n")
+        base = repo.snapshot("before the charge")
+        branch = repo.fork(base.id, 1, effects_policy="defer")[0]["branch"]
+        fx = Effects(repo, branch)
+        with fx, fx.step(1):
+            assert card.charge_card(5) == {"status": "deferred"}
+        repo.snapshot("charged (deferred)", ref=f"refs/heads/{branch}", capture_world=False)
+        (work / "main.txt").write_text("main moved on\n")
+        repo.snapshot("main moves on")
+        if down:
+            monkeypatch.setenv("CARD_DOWN", "1")
+        result = merge(repo, branch)
+    assert result.status == "merged", result
+    said = "\n".join(result.notes)
+    if down:
+        assert "effects: FAILED, not applied" in said and "payment gateway unreachable" in said, said
+        assert f"agentsnap effects apply {branch}" in said, said
+    else:
+        assert "effects: applied" in said, said

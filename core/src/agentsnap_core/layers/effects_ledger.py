@@ -24,6 +24,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -430,6 +432,22 @@ def _alive(intent: dict[str, Any]) -> bool:
 CORE_PAYLOAD = "agentsnap-effects"
 
 
+#: where :func:`bind_snapshot` puts what :func:`~agentsnap_core.layers.effects.on_merge` did (see :func:`merge_reports`)
+_MERGE_REPORTS: ContextVar[list[dict[str, Any]] | None] = ContextVar("agentsnap_merge_reports", default=None)
+
+
+@contextmanager
+def merge_reports() -> Iterator[list[dict[str, Any]]]:
+    """Collect the reports of the deferred effects a merge snapshot made in this block ran (applied, failed, not
+    run again...), for the merge to say them: they run once, inside :meth:`Repo.snapshot`, which returns a snapshot."""
+    sink: list[dict[str, Any]] = []
+    token = _MERGE_REPORTS.set(sink)
+    try:
+        yield sink
+    finally:
+        _MERGE_REPORTS.reset(token)
+
+
 def bind_snapshot(
     repo: Repo,
     manifest_layers: dict[str, Any],
@@ -449,7 +467,10 @@ def bind_snapshot(
     if parents and len(parents) == 2 and "merge" in meta and not meta.get("merge_pending"):
         from agentsnap_core.layers.effects import on_merge
 
-        on_merge(repo, parents[0], parents[1], branch)
+        report = on_merge(repo, parents[0], parents[1], branch)
+        sink = _MERGE_REPORTS.get()
+        if sink is not None:
+            sink.append(report)
     store = store_for(repo)
     given = manifest_layers.get("effects")
     if store.count() == 0 and given is None:

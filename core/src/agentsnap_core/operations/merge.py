@@ -32,7 +32,7 @@ from agentsnap_core import plugins
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.files import write_replacing
-from agentsnap_core.layers import world
+from agentsnap_core.layers import effects_ledger, world
 from agentsnap_core.operations import merge_layers
 from agentsnap_core.operations.merge_world import WorldMerge, has_markers, merge_worlds
 from agentsnap_core.plugins.hookspecs import HookContext
@@ -400,9 +400,11 @@ def merge(
         if has_world and plan.world is not None:
             _apply_world(repo, plan.world.entries)
             repo.set_messages(plan.trace)
-        snap = repo.snapshot(message, layers=plan.layers, trace=plan.trace, capture_world=has_world,
-                             parents=[ours, theirs], meta=meta)
-        return MergeResult("merged", ours, theirs, plan.base, snap.id, [], plan.resolved, plan.notes)
+        with effects_ledger.merge_reports() as reports:
+            snap = repo.snapshot(message, layers=plan.layers, trace=plan.trace, capture_world=has_world,
+                                 parents=[ours, theirs], meta=meta)
+        notes = plan.notes + _effects_outcome(reports, plan.notes, spec, branch)
+        return MergeResult("merged", ours, theirs, plan.base, snap.id, [], plan.resolved, notes)
     pending = repo.snapshot(f"merge in progress: {message}", layers=plan.layers, trace=plan.trace, capture_world=False,
                             parents=[ours, theirs], ref=_pending_ref(repo), move_head=False,
                             meta={**meta, "merge_pending": True})
@@ -463,11 +465,29 @@ def merge_continue(repo: Repo, *, message: str | None = None, layers: dict[str, 
     trace = repo.messages() if state["world"] else (repo.read_layer(pending, "trace") or [])
     meta = {"merge": {"base": state["base"], "ours": ours, "theirs": theirs, "strategy": state["strategy"],
                       "notes": state["notes"], "resolved": len(state["resolved"]), "conflicts": len(state["conflicts"])}}
-    snap = repo.snapshot(message or state["message"], layers=values, trace=trace, capture_world=bool(state["world"]),
-                         parents=[ours, theirs], meta=meta)
+    with effects_ledger.merge_reports() as reports:
+        snap = repo.snapshot(message or state["message"], layers=values, trace=trace,
+                             capture_world=bool(state["world"]), parents=[ours, theirs], meta=meta)
     _clear_state(repo, state["pending"])
+    labels = state.get("labels") or []
+    spec = str(labels[1]) if len(labels) == 2 else theirs[:12]
     return MergeResult("merged", ours, theirs, state["base"], snap.id, [], state["resolved"],
-                       state["notes"] + [f"resolved {len(state['conflicts'])} conflict(s) by hand"])
+                       state["notes"] + [f"resolved {len(state['conflicts'])} conflict(s) by hand"]
+                       + _effects_outcome(reports, state["notes"], spec, repo.current_branch()))
+
+
+def _effects_outcome(reports: list[dict[str, Any]], planned: list[str], spec: str, branch: str | None) -> list[str]:
+    """What the merge snapshot's deferred effects did (applied, FAILED, not run again...), as notes: a fast-forward
+    said so, a merge snapshot dropped it. Calls the plan already named as waiting for tools not loaded here are
+    not named twice."""
+    from agentsnap_core.layers.effects import merge_notes
+
+    notes: list[str] = []
+    for report in reports:
+        if any("tools not loaded here" in n for n in planned):
+            report = {**report, "pending": []}
+        notes += merge_notes(report, spec, branch)
+    return notes
 
 
 def merge_abort(repo: Repo) -> dict[str, Any]:
