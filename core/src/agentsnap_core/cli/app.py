@@ -518,6 +518,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
         for p in rep["problems"]:
             click.echo(f"problem: {p.get('kind')} {short(p.get('id'))}: {p.get('error')}", err=True)
         click.echo(f"checked {rep['objects']} objects, {rep['refs']} refs: {'ok' if rep['ok'] else 'PROBLEMS FOUND'}")
+        _say_foreign(rep.get("foreign_files") or [])
     if not rep["ok"]:
         ctx.exit(1)
 
@@ -544,6 +545,14 @@ def gc(ctx: click.Context, prune: str, as_json: bool) -> None:
                        f"{pk['dropped']} dropped); {pk['packs']} pack(s) hold {pk['objects_in_packs']} objects; "
                        f"objects {_mib(pk['bytes_before'])} in {pk['files_before']} files before, "
                        f"{_mib(pk['bytes_after'])} in {pk['files_after']} files after")
+        _say_foreign(rep.get("foreign_files") or [])
+
+
+def _say_foreign(names: list[str]) -> None:
+    if names:
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        click.echo(f"note: {len(names)} file(s) in .agentsnap/objects are not agentsnap objects, left as they are "
+                   f"(move them out of the store): {shown}", err=True)
 
 
 def _mib(n: int) -> str:

@@ -131,8 +131,15 @@ def verify(repo: Repo, now: float | None = None) -> dict[str, Any]:
         "reachable": len(live),
         "refs": len(repo.refs.list_refs()),
         "temp_files": len(repo.objects.temp_files()),
+        "foreign_files": foreign_files(repo),
         "problems": problems,
     }
+
+
+def foreign_files(repo: Repo) -> list[str]:
+    """Files in the store's object directories that are not objects (left alone by every verb, named by verify/gc)."""
+    find = getattr(repo.objects, "foreign_files", None)
+    return find() if find is not None else []
 
 
 def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, Any]:
@@ -209,4 +216,5 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     from agentsnap_core.repository import vault  # secret files kept for snapshots that are gone now
 
     report["vault_dropped"] = vault.prune(repo, cutoff - grace_seconds)
+    report["foreign_files"] = foreign_files(repo)
     return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}
