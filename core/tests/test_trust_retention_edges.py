@@ -208,3 +208,21 @@ def test_gc_prune_now_while_an_effect_result_is_recorded_keeps_it(tmp_path: Path
         monkeypatch.undo()
         report = repo.verify()
         assert report["ok"], report["problems"]
+
+
+def test_prune_says_which_pruned_snapshots_a_tag_names(tmp_path: Path) -> None:
+    """``tag v1 HEAD~4; prune --keep-last 2`` printed "pruned cb7dca5023ac" among the others and nothing more; then
+    ``restore v1`` was refused ("snapshot ... was pruned"): the release the user had named was gone in silence. Now
+    the line names the tags, a warning says what it means and how to keep them, ``--json`` has ``pruned_tagged``."""
+    root = new_work(tmp_path, {"a.txt": "0\n"})
+    ids = snapshots(root, [f"{i}\n" for i in range(1, 7)])
+    for tag in ("v1", "rc1"):
+        assert cli(root, "tag", tag, ids[1])[0] == 0
+    code, out, err = cli(root, "prune", "--keep-last", "2", "--dry-run")
+    assert code == 0 and f"would prune {ids[1][:12]} (tag rc1, v1)" in out, out
+    assert "tagged (rc1, v1)" in err and "--keep-tagged" in err, err
+    code, out, err = cli(root, "prune", "--keep-last", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["pruned_tagged"] == {ids[1]: ["rc1", "v1"]}, out
+    code, out, err = cli(root, "prune", "--keep-last", "2")  # nothing left to prune: nothing to say
+    assert code == 0 and err == "", err

@@ -29,9 +29,16 @@ def prune_cmd(ctx: click.Context, keep_last: int | None, keep_daily: int | None,
         emit({"v": JSON_VERSION, **res})
         return
     verb = "would prune" if dry_run else "pruned"
+    tags = res.get("pruned_tagged") or {}
     for oid in res["pruned"]:
-        click.echo(f"{verb} {short(oid)}")
+        click.echo(f"{verb} {short(oid)}" + (f" (tag {', '.join(tags[oid])})" if oid in tags else ""))
     click.echo(f"{verb} {len(res['pruned'])} snapshot(s), kept {res['kept']}" + ("" if dry_run else "; run 'agentsnap gc' to reclaim space"))
+    if tags:  # (was silent: 'restore v1' then refused a release the user had named)
+        named = ", ".join(n for oid in res["pruned"] for n in tags.get(oid, []))
+        click.echo(f"agentsnap: warning: {len(tags)} of them tagged ({named}): "
+                   + ("they would be pruned (restore refuses a pruned snapshot); --keep-tagged keeps tagged snapshots"
+                      if dry_run else "restore refuses them now; 'agentsnap prune --keep-tagged' keeps tagged "
+                      "snapshots next time"), err=True)
 
 
 @click.command("du")

@@ -191,7 +191,8 @@ def prune(repo: Repo, *, keep_last: int | None = None, keep_daily: int | None = 
     now = time.time() if now is None else now
     rows = _live_rows(repo, now)
     protected = _protected(repo) | _merge_bases(repo, {r[0]: r[3] for r in rows})
-    tagged = set(repo.refs.list_refs("refs/tags/").values())
+    tag_refs = repo.refs.list_refs("refs/tags/")
+    tagged = set(tag_refs.values())
     groups: dict[str, list[tuple[str, float, str, dict[str, Any]]]] = defaultdict(list)
     for row in rows:
         groups[row[2]].append(row)
@@ -214,9 +215,14 @@ def prune(repo: Repo, *, keep_last: int | None = None, keep_daily: int | None = 
         keep |= kept_here
         report_groups[agent or "-"] = {"kept": len(kept_here), "pruned": len(items) - len(kept_here)}
     doomed = [r[0] for r in rows if r[0] not in keep]
+    names: dict[str, list[str]] = defaultdict(list)  # a tag is a name a user gave: its pruning is said, never silent
+    for ref, oid in sorted(tag_refs.items()):
+        if oid in doomed:
+            names[oid].append(ref[len("refs/tags/"):])
     if not dry_run and doomed:
         bury(repo, doomed, "prune")
-    return {"kept": len(keep), "pruned": doomed, "groups": report_groups, "dry_run": dry_run}
+    return {"kept": len(keep), "pruned": doomed, "groups": report_groups, "dry_run": dry_run,
+            "pruned_tagged": dict(names)}
 
 
 # ---------------------------------------------------------------------------------------------- du
