@@ -265,3 +265,20 @@ def test_in_session_rewind_uses_this_conversations_points_while_another_session_
     [fork] = [p for p in forks if "switch to the fork" not in p.read_text() and p.stem in sent]
     text = fork.read_text()
     assert "session A: clean up" in text and "session B" not in text
+
+
+def test_half_a_surrogate_pair_in_a_destructive_command_still_gets_its_snapshot(home: Path, project: Path,
+                                                                              transcript: Path) -> None:
+    """Claude Code's hook input is JSON, which can escape half a surrogate pair (``"\\ud800"``). Old behaviour: the
+    command went into the snapshot's message as it was, the store refused it ("value cannot be stored: 'utf-8' codec
+    can't encode character '\\ud800' ... surrogates not allowed"), and ``rm -rf src`` was put to the user as
+    "agentsnap could not snapshot the project before this destructive command" - the project was fine to snapshot."""
+    from agentsnap_claude_code.cli import main as cli
+    from click.testing import CliRunner
+
+    call = {"tool_name": "Bash", "tool_input": {"command": "rm -rf src # caf\ud800"}, "tool_use_id": "toolu_01Rm7bZ2"}
+    out = json.loads(run_hook(payload(project, transcript, "PreToolUse", **call)).stdout or "{}")
+    assert "hookSpecificOutput" not in out, out
+    assert "undo with: agentsnap-claude-code restore" in out["systemMessage"], out
+    listing = CliRunner().invoke(cli, ["points", "-C", str(project)]).output
+    assert "rm -rf src # caf?" in listing, listing

@@ -254,6 +254,12 @@ def undo_command(snap_id: str, root: str | Path) -> str:
     return f"agentsnap-claude-code restore {snap_id[:12]} -C {shlex.quote(str(root))}"
 
 
+def _storable(text: str) -> str:
+    """``text`` as the store can keep it: a lone surrogate (JSON input may escape half a pair, ``"\\ud800"``) becomes
+    ``?``. Only the record of the call changes, never what runs."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> HookResult:
     tool = payload.get("tool_name")
     tool_input: dict[str, Any] = payload["tool_input"] if isinstance(payload.get("tool_input"), dict) else {}
@@ -278,8 +284,10 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
                 "after it, nothing could be undone. Approve only if you mean to delete them."
             )
         lost = unrestorable(findings, cwd, root)
-        label = f"before Bash: {command.strip()[:120]}"
-        meta = {"tool": "Bash", "command": command[:2000], "findings": [str(f) for f in findings], "destructive": True}
+        said = _storable(command)  # (the store keeps UTF-8: half a surrogate pair made the snapshot fail, and ask)
+        label = f"before Bash: {said.strip()[:120]}"
+        meta = {"tool": "Bash", "command": said[:2000], "findings": [_storable(str(f)) for f in findings],
+                "destructive": True}
         destructive = True
     elif tool in EDIT_TOOLS and settings["snapshot_on_edit"]:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
@@ -290,8 +298,8 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
             log.write(event="PreToolUse", action="outside-project", tool=tool, file=target)  # and bring nothing back
             return _notice(f"agentsnap: {target} is outside the project {root}: no snapshot of it is taken, "
                            f"this {tool} cannot be undone with agentsnap")
-        label = f"before {tool}: {target}"
-        meta = {"tool": tool, "file": target}
+        label = f"before {tool}: {_storable(target)}"
+        meta = {"tool": tool, "file": _storable(target)}
         destructive = False
     else:
         return HookResult()
