@@ -125,3 +125,24 @@ def test_the_python_api_never_forgets_a_worktree_without_saying_so(forked: tuple
     repo.create_branch("attempt-2", "main~1", force=True, notes=notes)
     assert notes and "forgot the worktree 'attempt-2'" in notes[0]
     assert "attempt-2" not in _heads(root)
+
+
+def test_deleting_the_only_name_of_unmerged_work_says_how_to_get_it_back(tmp_path: Path) -> None:
+    """``branch -d feat`` of a branch whose snapshots no other branch has printed "deleted branch feat" and nothing
+    else: the work was left only in the reflog, which no verb shows, and the id was not printed anywhere. Now the
+    line gives the id (as git's "Deleted branch feat (was 1a2b3c4)") and a note says how to bring it back; deleting
+    a branch whose tip another branch has says no more than the id."""
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    assert cli(root, "branch", "merged")[0] == 0
+    assert cli(root, "switch", "-c", "feat")[0] == 0
+    (root / "f.txt").write_text("feature work\n")
+    tip = cli(root, "snapshot", "-m", "feature work")[1].strip()
+    assert cli(root, "switch", "main")[0] == 0
+    code, out, err = cli(root, "branch", "-d", "feat")
+    assert code == 0 and out.strip() == f"deleted branch feat (was {tip[:12]})", out
+    assert f"'agentsnap branch feat {tip[:12]}' brings it back" in err, err
+    code, out, err = cli(root, "branch", "feat", tip[:12])
+    assert code == 0, err
+    code, out, err = cli(root, "branch", "-d", "merged")
+    assert code == 0 and out.startswith("deleted branch merged (was ") and err == "", (out, err)

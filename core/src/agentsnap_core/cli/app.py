@@ -424,13 +424,14 @@ def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, f
         raise InvalidInput("name the branch to delete (agentsnap branch -d NAME)")
     repo = open_repo(ctx)
     if name is not None and delete:
+        was = repo.refs.get_ref(f"refs/heads/{name}") if isinstance(name, str) and name else None
         notes = repo.delete_branch(name, force=force)
         for note in notes:
             click.echo(note, err=True)
         if as_json:
             emit({"v": JSON_VERSION, "deleted": name, "notes": notes})
         else:
-            click.echo(f"deleted branch {name}")
+            click.echo(f"deleted branch {name}" + (f" (was {short(was)})" if was else ""))
         return
     if name is not None:  # (an empty name is refused by its check, not taken for "list")
         notes = []

@@ -440,7 +440,29 @@ class Repo:
             self.refs.delete_head(wt)
             notes.append(f"forgot the worktree {wt!r}, which had {name!r} checked out")
         self.update_refs([RefUpdate(ref, None, old)], f"branch: delete {name}")
+        if not self._named_elsewhere(old):  # (was silent: the work was left only in the reflog, found by nothing)
+            notes.append(f"branch {name!r} was the only name for snapshot {old[:12]} (no other branch, tag or HEAD "
+                         f"has it in its history); 'agentsnap branch {name} {old[:12]}' brings it back")
         return notes
+
+    def _named_elsewhere(self, oid: str) -> bool:
+        """Whether ``oid`` is in the history of a branch, tag, remote-tracking ref or worktree HEAD (the index's
+        parent links: one query, no manifest read)."""
+        tips = [o for n, o in self.refs.list_refs().items() if n.startswith(("refs/heads/", "refs/tags/", "refs/remotes/"))]
+        tips += [o for _sym, o in self.refs.list_heads().values() if o]
+        if oid in tips:
+            return True
+        parents = {row.id: row.parents for row in self.refs.list_snapshots()}
+        seen: set[str] = set()
+        stack = list(tips)
+        while stack:
+            x = stack.pop()
+            if x == oid:
+                return True
+            if x not in seen:
+                seen.add(x)
+                stack.extend(parents.get(x, ()))
+        return False
 
     def checked_out_at(self, ref: str, notes: list[str] | None = None) -> list[tuple[str, Path | None]]:
         """The other worktrees of this store that have branch ``ref`` checked out: ``(worktree id, directory)``, the
