@@ -61,6 +61,13 @@ static void become_script(char **argv) {
     exit(127);
 }
 
+/* become_script with the signals blocked while the command was handed over let through first: one that came
+ * meanwhile ends this process as it would have then (nothing ran) */
+static void unblocked_script(char **argv, const sigset_t *old_mask) {
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    become_script(argv);
+}
+
 static struct buf req;
 
 static void field(const char *s) { buf_add(&req, s, strlen(s) + 1); }
@@ -138,7 +145,20 @@ int main(int argc, char **argv) {
 
     signal(SIGPIPE, SIG_IGN); /* (a closed connection is an error return, not the end of this process) */
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s >= 0 && s <= 2) { /* a standard stream is closed and the socket took its number: it would be the */
+        close(s);           /* command's stream (its output sent into this very connection); the script runs it */
+        become_script(argv);
+    }
     if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr)) become_script(argv);
+    /* Ctrl-C, SIGTERM and SIGHUP wait (blocked) until the command runs in a child (its PID line), then reach it:
+     * once the request is sent a child may run it, so dying here would leave it running unseen (and a signal
+     * before the request was taken ends this process as before, nothing having run) */
+    sigset_t stops, old_mask;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stops, &old_mask);
     int fds[3] = {0, 1, 2};
     union {
         char raw[CMSG_SPACE(sizeof fds)];
@@ -160,11 +180,11 @@ int main(int argc, char **argv) {
     ssize_t sent;
     do sent = sendmsg(s, &msg, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
-    if (sent < 0) become_script(argv); /* nothing ran: e.g. a standard stream is closed */
+    if (sent < 0) unblocked_script(argv, &old_mask); /* nothing ran */
     while ((size_t)sent < req.len) {
         ssize_t k = send(s, req.data + sent, req.len - (size_t)sent, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) become_script(argv);
+        if (k <= 0) unblocked_script(argv, &old_mask);
         sent += k;
     }
     shutdown(s, SHUT_WR);
@@ -186,12 +206,13 @@ int main(int argc, char **argv) {
             sigaction(SIGINT, &sa, NULL);
             sigaction(SIGTERM, &sa, NULL);
             sigaction(SIGHUP, &sa, NULL);
+            sigprocmask(SIG_SETMASK, &old_mask, NULL); /* (a signal that came meanwhile is forwarded now) */
         }
         char *ex = strstr(r, "\nEXIT ");
         if (child && ex && r[rl - 1] == '\n') return atoi(ex + 6);
         if (rl == sizeof r - 1) break;
     }
-    if (!child) become_script(argv); /* nothing ran (STALE, refused, or it went away) */
+    if (!child) unblocked_script(argv, &old_mask); /* nothing ran (STALE, refused, or it went away) */
     char *sg = strstr(r, "\nSIG ");
     if (sg) {
         int sig = atoi(sg + 5);

@@ -20,9 +20,12 @@ else and neither side uses it) and a call from another user id is refused (``SO_
 ``AGENTSNAP_RESIDENT_IDLE`` seconds (default 900) without a call. ``agentsnap resident stop`` ends it.
 
 What the child does not share with a fresh process: modules are imported once, when the resident process starts
-(an agentsnap module edited since, or a ``sys.path`` folder changed by an install, makes it stale, see above);
-everything else a command depends on (arguments, directory, environment, umask, standard
-streams and their encodings) is the caller's.
+(an agentsnap module edited since, or a ``sys.path`` folder changed by an install, makes it stale, see above), and
+the interpreter's own settings are the resident process's: a command whose environment sets those otherwise
+(``PYTHONPATH`` naming a checkout or plugins, ``PYTHONHOME``, ``PYTHONWARNINGS``...: :data:`INTERPRETER_ENV`) is
+not served, the script runs it; everything else a command depends on (arguments, directory, environment, umask,
+standard streams and their encodings) is the caller's. A standard stream the caller has closed is never handed over
+(the script runs that command), and a signal that comes while a command is handed over waits for its child.
 
 The change journal: the resident process watches the working trees its commands captured (inotify,
 :mod:`agentsnap_core.layers.journal`), reading events while it waits and before each fork, so a child's capture
@@ -114,25 +117,35 @@ def call(args: list[str]) -> int | None:
         payload = _encode(args)
     except (OSError, ValueError):
         return None  # e.g. the working directory is gone: the ordinary path says so
+    import _signal  # not `signal`: it imports enum, a tenth of this script's start
+
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
+        if sock.fileno() <= 2:  # a standard stream is closed and the socket took its number: it would be the
+            return None  # command's stream (its output sent into this very connection); run it here
         try:
             sock.connect(os.path.join(d, socket_name()))
         except OSError:
             spawn()
             return None
+        # Ctrl-C, SIGTERM and SIGHUP wait (blocked) until the command runs in a child (its PID line), then reach it
+        # (_wait): once the request is sent a child may run it, so ending here would leave it running unseen
+        blocked = _signal.pthread_sigmask(_signal.SIG_BLOCK, (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP))
         try:
-            fds = b"".join(i.to_bytes(4, sys.byteorder, signed=True) for i in (0, 1, 2))
-            sock.sendmsg([payload], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-            sock.shutdown(_socket.SHUT_WR)
-        except OSError:
-            return None  # nothing ran: e.g. a standard stream is closed
-        return _wait(sock)
+            try:
+                fds = b"".join(i.to_bytes(4, sys.byteorder, signed=True) for i in (0, 1, 2))
+                sock.sendmsg([payload], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+                sock.shutdown(_socket.SHUT_WR)
+            except OSError:
+                return None  # nothing ran: e.g. a standard stream is closed
+            return _wait(sock, blocked)
+        finally:  # (a signal that came while nothing ran yet is taken now, as it would have been then)
+            _signal.pthread_sigmask(_signal.SIG_SETMASK, blocked)
     finally:
         sock.close()
 
 
-def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
+def _wait(sock, blocked: object = None) -> int | None:  # type: ignore[no-untyped-def]
     """Read the replies: ``PID n`` once the child runs, then ``EXIT n`` (the child) or ``SIG n`` (the resident
     process, when the child was killed); ``STALE`` or nothing before ``PID``: None (nothing ran).
 
@@ -140,8 +153,11 @@ def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
     and its output flushed): that is answered at once, without waiting for the child's exit and the resident
     process's close of the connection (about 2 ms of a 10-file ``status``'s ~10 ms there). What the child still
     holds then (open files, its store connection) is let go at its exit, a moment later: the next command's
-    locks wait for such holders (``Repo.tree_lock``, SQLite's busy timeout), they never fail on them."""
-    import _signal  # not `signal`: it imports enum, a tenth of this script's start
+    locks wait for such holders (``Repo.tree_lock``, SQLite's busy timeout), they never fail on them.
+
+    ``blocked``: the signal mask to set back once the child's ``PID`` came and the signals are forwarded to it
+    (:func:`call` blocks them until then)."""
+    import _signal
 
     data, child = b"", 0
     previous = {}
@@ -163,6 +179,8 @@ def _wait(sock) -> int | None:  # type: ignore[no-untyped-def]
                 child = int(data[4 : data.index(b"\n")])
                 for sig in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP):
                     previous[sig] = _signal.signal(sig, forward)
+                if blocked is not None:
+                    _signal.pthread_sigmask(_signal.SIG_SETMASK, blocked)  # (one that came meanwhile: forwarded)
             if child and b"\nEXIT " in data and data.endswith(b"\n"):
                 break
     finally:
@@ -254,6 +272,18 @@ def _preload() -> None:
     from agentsnap_core.format import objects
 
     objects._cdc()  # the chunker of large files, and of every tree past 64 KiB: ~6 ms of imports in each child
+
+
+#: what a fresh interpreter reads at its start, which a child of the resident process cannot take from the caller:
+#: where code and plugins come from (a checkout on PYTHONPATH, a user site), warnings, optimisation, hashing, UTF-8
+INTERPRETER_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONSAFEPATH", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONPLATLIBDIR",
+                   "PYTHONOPTIMIZE", "PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONHASHSEED", "PYTHONUTF8")
+
+
+def interpreter_env(env: dict[str, str] | os._Environ[str]) -> list[str | None]:
+    """The values of :data:`INTERPRETER_ENV` in ``env``: a command whose values are not the resident process's is
+    not served (the script runs it, as a fresh interpreter set up the way the caller asked)."""
+    return [env.get(k) or None for k in INTERPRETER_ENV]
 
 
 def peer_uid(conn) -> int | None:  # type: ignore[no-untyped-def]
@@ -452,16 +482,17 @@ def _child(conn, fds: list[int], request: bytes, others: list) -> int:  # type: 
     main = type(sys)("__main__")  # the caller's program, as click names it in usage lines
     main.__package__ = package
     sys.modules["__main__"] = main
-    conn.sendall(b"PID %d\n" % os.getpid())
-    from agentsnap_core.cli import _FAST_VERBS, run
-
-    if _FAST_VERBS.intersection(args[:3]):  # status, snapshot, restore, fork: over in a moment, then this process
-        import gc  # ends (os._exit): the cyclic collector would only walk the tree's entries (no garbage among them)
-
-        gc.disable()  # (~80 ms of a 100k-file snapshot's ~330 ms); the long-running verbs (ui, ...) keep it
-
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # (the client passes Ctrl-C on once it has the PID
+    conn.sendall(b"PID %d\n" % os.getpid())  # line, maybe at once: it ends the command with 130 in the try below)
     code: int = 0
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        from agentsnap_core.cli import _FAST_VERBS, run
+
+        if _FAST_VERBS.intersection(args[:3]):  # status, snapshot, restore, fork: over in a moment, then this
+            import gc  # process ends (os._exit): the cyclic collector would only walk the tree's entries (none of
+
+            gc.disable()  # them garbage; ~80 ms of a 100k-file snapshot's ~330 ms); long-running verbs (ui...) keep it
         run(args, resident=False)
     except SystemExit as exc:
         if exc.code is None:
@@ -471,13 +502,15 @@ def _child(conn, fds: list[int], request: bytes, others: list) -> int:  # type: 
         else:
             sys.stderr.write(f"{exc.code}\n")
             code = 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # (before the command's own handling began: nothing ran)
+        sys.stderr.write("agentsnap: interrupted; the store is unchanged past the last completed step\n")
         code = 130
     except BaseException:  # noqa: BLE001 - as the interpreter would: the traceback, status 1
         import traceback
 
         traceback.print_exc()
         code = 1
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over: a late Ctrl-C must not lose its EXIT line
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -501,6 +534,7 @@ def serve(idle: float | None = None) -> int:
 
     journal.serving()  # the trees our commands capture are watched (inotify): see layers/journal.py
     sources = module_files() + [p for p in sys.path if p and os.path.isdir(p)]  # code edited, packages installed
+    interpreter = interpreter_env(os.environ)
     started = fingerprint(sources)
     children: dict[int, socket.socket] = {}
     ended: list[int] = []  # children whose requests for watches are still to be taken
@@ -567,6 +601,9 @@ def serve(idle: float | None = None) -> int:
                     conn.sendall(b"STALE\n")
                     sys.stderr.write(f"agentsnap resident {os.getpid()}: exiting, agentsnap changed on disk\n")
                     return 0
+                if interpreter_env(_parse(request)[5]) != interpreter:
+                    conn.close()  # another interpreter setup (PYTHONPATH...: other code, other plugins): the
+                    continue  # client runs the command itself (nothing ran here)
                 take_ended()  # then read what changed, and keep the stat caches a child wrote whole
                 world.load_kept()
                 journal.drain_all()
