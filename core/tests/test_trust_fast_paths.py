@@ -217,3 +217,31 @@ def test_a_command_whose_pythonpath_names_other_code_is_not_served_by_the_reside
         results.append((proc.returncode, proc.stdout, proc.stderr))
     assert results[0][2] == b"the checkout's code ran\n"
     assert results[1] == results[0]
+
+
+def test_a_snapshot_name_that_is_not_utf8_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """``agentsnap restore $'\\xff'`` (also fork, log, show) ended in ``UnicodeEncodeError ... surrogates not allowed``
+    from the ref store, a traceback and exit 1; now the one-line "unknown snapshot" (exit 2)."""
+    env = dict(os.environ, AGENTSNAP_RESIDENT="0")
+    for args in (["init"], ["snapshot", "-m", "x"]):
+        subprocess.run([sys.executable, "-c", SCRIPT, *args], cwd=tmp_path, check=True, capture_output=True, env=env)
+    for verb in ("restore", "fork", "log", "show"):
+        proc = subprocess.run([os.fsencode(sys.executable), b"-c", SCRIPT.encode(), verb.encode(), b"\xff"],
+                              cwd=tmp_path, capture_output=True, env=env, timeout=120)
+        assert proc.returncode == 2 and b"Traceback" not in proc.stderr, (verb, proc.stderr[-300:])
+        assert proc.stderr.count(b"\n") == 1 and proc.stderr.startswith(b"agentsnap: error: "), (verb, proc.stderr)
+
+
+def test_a_snapshot_with_standard_error_closed_is_made(tmp_path: Path) -> None:
+    """``agentsnap snapshot -m x 2>&-`` exited 1 and made no snapshot (the progress display asked ``sys.stderr``,
+    which is None then, whether it is a terminal); whichever path ran it."""
+    env = dict(os.environ, AGENTSNAP_RESIDENT="0")
+    subprocess.run([sys.executable, "-c", SCRIPT, "init"], cwd=tmp_path, check=True, capture_output=True, env=env)
+    (tmp_path / "a.txt").write_text("a\n")
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, "snapshot", "-m", "x"], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, env=env, timeout=120, pass_fds=(), close_fds=True,
+                          preexec_fn=lambda: os.close(2))
+    assert proc.returncode == 0 and len(proc.stdout.strip()) == 64, proc
+    log = subprocess.run([sys.executable, "-c", SCRIPT, "log", "--json"], cwd=tmp_path, capture_output=True, env=env,
+                         text=True, timeout=120)
+    assert [e["message"] for e in json.loads(log.stdout)] == ["x"], log

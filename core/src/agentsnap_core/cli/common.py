@@ -372,7 +372,7 @@ def fork_lines(out: list[dict[str, Any]], as_json: bool) -> list[tuple[str, bool
 @contextmanager
 def progress(repo: Repo, label: str, enabled: bool) -> Iterator[None]:
     """A byte counter on a TTY; silent otherwise."""
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or sys.stderr is None or not sys.stderr.isatty():  # (2>&-: stderr is None, not a stream)
         yield
         return
     from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn, TransferSpeedColumn

@@ -348,6 +348,10 @@ class Repo:
             raise InvalidInput("an empty snapshot name: name a snapshot, branch or tag (HEAD for the current one)")
         elif not isinstance(spec, str):  # (the Python API: never an AttributeError from deep inside)
             raise InvalidInput(f"a snapshot is named by a str (id, branch, tag, HEAD~N), not {type(spec).__name__}")
+        try:  # (bytes that are not UTF-8 on the command line: a traceback from deep in the ref store before)
+            spec.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnknownSnapshot(spec) from None
         base, _, back = spec.partition("~")
         steps = 0
         if _:
