@@ -17,6 +17,18 @@ class StoreNotFound(AgentSnapError):
         super().__init__(f"no agentsnap store found at or above {path!r}; run 'agentsnap init' first")
 
 
+class StoreGone(AgentSnapError):
+    """The store directory (or its index) an open store handle uses was deleted or replaced since it was opened:
+    what it wrote now would go into deleted files, or half into another store."""
+
+    def __init__(self, path: str, what: str = "") -> None:
+        self.path = path
+        super().__init__(
+            what or f"the store {path} was deleted or replaced while it was open here; nothing more is written to it. "
+            "Open the store again (a new Repo / Client) to go on"
+        )
+
+
 class UnsupportedFormat(AgentSnapError):
     def __init__(self, what: str, version: object, supported: object) -> None:
         self.what, self.version, self.supported = what, version, supported

@@ -19,13 +19,16 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     _UNCHANGED,
     CLI_LOCK_WAIT,
     JSON_VERSION,
+    OPENED,
     _is_remote,
     end_quietly_on_closed_output,
     environment_error_line,
     fork_lines,
     git_shield_notes,
+    interrupted_line,
     json_line,
     left_out_line,
+    open_notes,
     output_closed,
     progress,
     refuse_snapshot_during_merge,
@@ -76,7 +79,7 @@ class _Group(click.Group):
             click.echo(f"agentsnap: error: {exc}", err=True)
             ctx.exit(2)
         except KeyboardInterrupt:
-            click.echo("agentsnap: interrupted; the store is unchanged past the last completed step", err=True)
+            click.echo(interrupted_line(), err=True)
             ctx.exit(130)
         except (OSError, sqlite3.Error, MemoryError) as exc:  # the world said no: one line, never a traceback
             if output_closed(exc):  # `agentsnap log | head`: the reader left; not an error (as git)
@@ -103,7 +106,8 @@ def in_dir(ctx: click.Context, path: str) -> str:
 def open_repo(ctx: click.Context) -> Repo:
     path = ctx.obj.get("dir") if ctx.obj else None
     repo = Repo.open(path)
-    for note in git_shield_notes(repo.git_shield):  # (a store made before git init ran above it)
+    OPENED.append(repo)  # (what an interrupt says it made)
+    for note in open_notes(repo):  # (a store made before git init ran above it; a lost index)
         click.echo(note, err=True)
     if not os.environ.get("AGENTSNAP_LOCK_WAIT"):
         repo.lock_wait = CLI_LOCK_WAIT  # a hook's snapshot beside the user's: the second waits, then runs

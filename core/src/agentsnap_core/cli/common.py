@@ -43,6 +43,37 @@ def git_shield_notes(shielded: dict[str, str]) -> list[str]:
     return notes
 
 
+#: the stores this command opened (the click application's ``open_repo``, the fast path): what an interrupt made
+OPENED: list[Repo] = []
+
+
+def interrupted_line() -> str:
+    """What a Ctrl-C says: the snapshots the command had committed by then, by id (a snapshot whose manifest was
+    written is committed even when the interrupt came after: "unchanged" alone read as "not made"), else that the
+    store is unchanged."""
+    made = [m for repo in OPENED for m in getattr(repo, "made", ())]
+    if not made:
+        return "agentsnap: interrupted; the store is unchanged past the last completed step"
+    shown = ", ".join(f"{oid[:12]} ({message!r})" if message else oid[:12] for oid, message in made[-3:])
+    more = f" and {len(made) - 3} earlier" if len(made) > 3 else ""
+    return (f"agentsnap: interrupted after it made snapshot {shown}{more} (in 'agentsnap log'); the store is "
+            "unchanged past that")
+
+
+def open_notes(repo: Repo) -> list[str]:
+    """What opening the store did that the user must hear of: keeping it out of git (:func:`git_shield_notes`), and
+    a lost ``index.sqlite`` indexed again from the objects (its branch names are gone: the snapshots got new ones)."""
+    notes = git_shield_notes(repo.git_shield)
+    recovered = getattr(repo.store, "recovered", None)
+    if recovered:
+        shown = ", ".join(name.removeprefix("refs/heads/") for name in recovered[:5])
+        more = f" and {len(recovered) - 5} more" if len(recovered) > 5 else ""
+        notes.append(f"warning: the store's index ({repo.store_dir}/index.sqlite) was missing; its snapshots were "
+                     f"indexed again from the objects and named by the branches {shown}{more} (branch and tag names, "
+                     "HEADs and config were in the lost index): 'agentsnap log --all' lists them")
+    return notes
+
+
 def environment_error_line(exc: BaseException) -> str:
     """One line for a failure of the machine, disk or network (not of agentsnap): what happened and what to do."""
     if isinstance(exc, MemoryError):

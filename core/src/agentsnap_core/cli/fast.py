@@ -131,15 +131,18 @@ def _run(directory: str | None, work: Callable[[Repo], Lines]) -> int:
     from agentsnap_core.cli.common import (
         _REMOTE_CLIENT_MODULES,
         CLI_LOCK_WAIT,
+        OPENED,
         environment_error_line,
-        git_shield_notes,
+        interrupted_line,
+        open_notes,
     )
     from agentsnap_core.errors import AgentSnapError
     from agentsnap_core.repository.repo import Repo
 
     try:
         repo = Repo.open(directory)
-        for note in git_shield_notes(repo.git_shield):  # (a store made before git init ran above it)
+        OPENED.append(repo)  # (what an interrupt says it made)
+        for note in open_notes(repo):  # (a store made before git init ran above it; a lost index)
             print(note, file=sys.stderr)
         try:
             if not os.environ.get("AGENTSNAP_LOCK_WAIT"):
@@ -150,7 +153,7 @@ def _run(directory: str | None, work: Callable[[Repo], Lines]) -> int:
     except AgentSnapError as exc:
         return _error(str(exc))
     except KeyboardInterrupt:
-        _echo("agentsnap: interrupted; the store is unchanged past the last completed step", err=True)
+        _echo(interrupted_line(), err=True)
         return 130
     except (OSError, sqlite3.Error, MemoryError) as exc:
         return _error(environment_error_line(exc))

@@ -6,7 +6,7 @@ import click
 
 from agentsnap_core.cli.app import JSON_VERSION, emit, fmt_time, json_opt, open_repo, register, short, subject
 from agentsnap_core.errors import InvalidInput
-from agentsnap_core.repository import retention
+from agentsnap_core.repository import maintenance, retention
 
 
 @click.command("prune")
@@ -62,11 +62,30 @@ def du_cmd(ctx: click.Context, by: str, warn_bytes: int | None, as_json: bool) -
 
 
 @click.command("expire")
-@click.argument("specs", nargs=-1, required=True)
+@click.argument("specs", nargs=-1)
+@click.option("--reflog", is_flag=True, help="Expire the reflog instead: drop entries older than --older-than, "
+              "forget ids of snapshots that are gone (a deleted branch's snapshots are then reclaimed by gc).")
+@click.option("--older-than", default=None, metavar="SECONDS|now",
+              help=f"With --reflog: the age past which entries go (default {int(maintenance.REFLOG_AGE)}, 90 days).")
+@click.option("--dry-run", "-n", is_flag=True, help="With --reflog: say what would go; change nothing.")
 @json_opt
 @click.pass_context
-def expire_cmd(ctx: click.Context, specs: tuple[str, ...], as_json: bool) -> None:
-    """Expire snapshots now: they leave queries, restore refuses them, gc reclaims their layers."""
+def expire_cmd(ctx: click.Context, specs: tuple[str, ...], reflog: bool, older_than: str | None, dry_run: bool,
+               as_json: bool) -> None:
+    """Expire snapshots now: they leave queries, restore refuses them, gc reclaims their layers.
+
+    With --reflog, expire the reflog: what keeps a deleted branch's snapshots and old undo points alive.
+    """
+    if reflog:
+        if specs:
+            raise InvalidInput("expire --reflog takes no snapshots: it expires reflog entries by age (--older-than)")
+        _expire_reflog(ctx, older_than, dry_run, as_json)
+        return
+    if not specs:
+        raise InvalidInput("name the snapshots to expire (agentsnap expire SPEC...), or expire the reflog "
+                           "(agentsnap expire --reflog)")
+    if older_than is not None or dry_run:
+        raise InvalidInput("--older-than and --dry-run go with --reflog (snapshots named are expired at once)")
     repo = open_repo(ctx)
     ids = [repo.resolve(s) for s in specs]
     new = retention.bury(repo, ids, "expire")
@@ -75,6 +94,32 @@ def expire_cmd(ctx: click.Context, specs: tuple[str, ...], as_json: bool) -> Non
         return
     for oid in ids:
         click.echo(f"expired {short(oid)}" + ("" if oid in new else " (already)"))
+
+
+def _expire_reflog(ctx: click.Context, older_than: str | None, dry_run: bool, as_json: bool) -> None:
+    age = maintenance.REFLOG_AGE
+    if older_than is not None:
+        try:
+            age = 0.0 if older_than == "now" else float(older_than)
+        except ValueError:
+            raise InvalidInput(f"--older-than takes seconds or 'now', not {older_than!r}") from None
+    res = maintenance.expire_reflog(open_repo(ctx), age, dry_run=dry_run)
+    if as_json:
+        emit({"v": JSON_VERSION, **res})
+        return
+    verb = "would drop" if dry_run else "dropped"
+    click.echo(f"{verb} {res['dropped']} reflog entries older than {_age(age)}, kept {res['kept']}"
+               + ("" if dry_run or not res["dropped"] else "; run 'agentsnap gc' to reclaim what only they kept"))
+    if res["stale"]:
+        click.echo(f"{'would forget' if dry_run else 'forgot'} {len(res['stale'])} snapshot(s) the reflog named that "
+                   f"are gone: {', '.join(short(o) for o in res['stale'][:5])}"
+                   + (f" and {len(res['stale']) - 5} more" if len(res["stale"]) > 5 else ""))
+
+
+def _age(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{int(seconds // 86400)} day(s)"
+    return f"{seconds:g} second(s)"
 
 
 @click.command("timeline")

@@ -12,7 +12,7 @@ from agentsnap_core.format import content
 from agentsnap_core.format.objects import Kind, is_oid, unpack_chunk_list
 from agentsnap_core.layers import world
 from agentsnap_core.repository import writers
-from agentsnap_core.repository.retention import TOMBSTONES, Graveyard
+from agentsnap_core.repository.retention import TOMBSTONES, Graveyard, bury
 
 if TYPE_CHECKING:
     from agentsnap_core.repository.repo import Repo
@@ -49,7 +49,8 @@ def _content(repo: Repo, oid: str) -> tuple[list[str], int]:
     return [oid], len(raw)
 
 
-def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: float | None = None) -> set[str]:
+def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: float | None = None,
+              grave: Graveyard | None = None) -> set[str]:
     """Ids of all objects reachable from the roots; problems found on the way are appended.
 
     Expired, pruned and deleted snapshots (:mod:`agentsnap_core.repository.retention`) are tombstones: kept as a manifest
@@ -58,7 +59,7 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: flo
     problems = problems if problems is not None else []
     seen: set[str] = set()
     sizes: dict[str, int] = {}  # content id of a world file -> bytes it holds
-    grave = Graveyard(repo, now)
+    grave = Graveyard(repo, now) if grave is None else grave
     stack = [(oid, where) for oid, where in roots(repo).items() if not grave.skip_root(oid, where)]
     manifests_seen: set[str] = set()
     while stack:
@@ -70,6 +71,8 @@ def reachable(repo: Repo, problems: list[dict[str, Any]] | None = None, now: flo
             m = repo.manifest(oid)
         except AgentSnapError as exc:
             named = "" if where.startswith("parent of ") else f" (named by {where})"  # which ref to mend or delete
+            if where.startswith("reflog") and not repo.objects.has(oid):  # (was: no way to let it go)
+                named += "; 'agentsnap expire --reflog' forgets snapshots that are gone"
             problems.append({"kind": "snapshot", "id": oid, "where": where, "error": f"{exc}{named}"})
             continue
         seen.add(oid)
@@ -142,6 +145,91 @@ def foreign_files(repo: Repo) -> list[str]:
     return find() if find is not None else []
 
 
+#: ``agentsnap expire --reflog`` drops reflog entries older than this by default (90 days, as git's reflog expiry)
+REFLOG_AGE = 90 * 86400.0
+
+
+def expire_reflog(repo: Repo, older_than: float = REFLOG_AGE, *, dry_run: bool = False,
+                  now: float | None = None) -> dict[str, Any]:
+    """Drop reflog entries older than ``older_than`` seconds, and forget the ids of snapshots that are gone.
+
+    The reflog is a root: a deleted branch's snapshots, an old undo point, stay until their entries go, and an entry
+    naming a snapshot that no longer exists (lost, or reclaimed before gc marked what it reclaims) made every verify
+    fail and every gc refuse, with no way out. Such an id is forgotten at any age (the entry stays while it names
+    another snapshot that exists). The marks of expired, pruned and deleted snapshots are kept (they say why).
+    Returns ``{"dropped", "stale", "kept", "dry_run"}``: entries removed, ids forgotten, entries left.
+    """
+    if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or math.isnan(older_than) \
+            or older_than < 0:
+        raise InvalidInput(f"the reflog age must be 0 or more seconds, not {older_than!r}")
+    edit = getattr(repo.refs, "edit_reflog", None)
+    if edit is None:
+        raise AgentSnapError("this store keeps its reflog for good: expiring it works on a directory store")
+    cutoff = (time.time() if now is None else now) - older_than
+    drop: list[int] = []
+    clear_old: list[int] = []
+    clear_new: list[int] = []
+    stale: dict[str, None] = {}
+    kept = 0
+    exists: dict[str, bool] = {}
+
+    def gone(oid: str | None) -> bool:
+        if not oid:
+            return False
+        if oid not in exists:
+            exists[oid] = is_oid(oid) and repo.objects.has(oid)
+        return not exists[oid]
+
+    for e in repo.refs.reflog():
+        if e.name.startswith(TOMBSTONES):
+            continue
+        old_gone, new_gone = gone(e.old), gone(e.new)
+        stale.update(dict.fromkeys(o for o, g in ((e.old, old_gone), (e.new, new_gone)) if g and o))
+        if e.time <= cutoff or ((old_gone or not e.old) and (new_gone or not e.new)):
+            drop.append(e.seq)
+            continue
+        kept += 1
+        if old_gone:
+            clear_old.append(e.seq)
+        if new_gone:
+            clear_new.append(e.seq)
+    if not dry_run and (drop or clear_old or clear_new):
+        edit(drop, clear_old, clear_new)
+    return {"dropped": len(drop), "stale": list(stale), "kept": kept, "dry_run": dry_run}
+
+
+def kept_by_reflog(repo: Repo, grave: Graveyard | None = None) -> int:
+    """Live snapshots only reflog entries keep (a deleted branch's, old undo points): what ``expire --reflog`` lets
+    gc reclaim. A walk of the manifests' parents from the other roots."""
+    grave = Graveyard(repo) if grave is None else grave
+    named: set[str] = set()
+    stack = [oid for oid, where in roots(repo).items() if not where.startswith("reflog")]
+    while stack:
+        oid = stack.pop()
+        if oid in named:
+            continue
+        named.add(oid)
+        try:
+            stack.extend(p for p in repo.manifest(oid)["parents"] if isinstance(p, str))
+        except AgentSnapError:
+            continue
+    only: set[str] = set()
+    logged = {oid for e in repo.refs.reflog() if not e.name.startswith(TOMBSTONES) for oid in (e.old, e.new) if oid}
+    stack = sorted(logged - named)
+    while stack:
+        oid = stack.pop()
+        if oid in named or oid in only:
+            continue
+        try:
+            m = repo.manifest(oid)
+        except AgentSnapError:
+            continue
+        if not grave.is_dead(oid, m):
+            only.add(oid)
+        stack.extend(p for p in m["parents"] if isinstance(p, str))
+    return len(only)
+
+
 def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, Any]:
     """Delete objects no root reaches and that are older than the grace period.
 
@@ -162,9 +250,16 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
         cutoff = min(cutoff, oldest - writers.TICK)
     footprint = getattr(repo.objects, "footprint", None)
     before = footprint() if footprint is not None else {"files": 0, "bytes": 0}
-    live = reachable(repo, problems, now=now)
+    grave = Graveyard(repo, now)
+    live = reachable(repo, problems, grave=grave)
     if problems:
         raise AgentSnapError(f"gc refused: the store has {len(problems)} problem(s); run 'agentsnap verify'")
+    # a snapshot whose TTL ran out that only the reflog names is reclaimed whole, manifest too: mark it first, as
+    # 'expire' does, or its reflog entry names a snapshot that is gone, and every later verify fails and gc refuses
+    # (was: "gc refused: the store has 1 problem(s)" on the next gc, for good)
+    unmarked = [oid for oid in sorted(grave.expired_roots - live) if repo.objects.has(oid)]
+    if unmarked:
+        bury(repo, unmarked, "expire")
     removed = kept_young = 0
     kept_loose: set[str] = set()
     iter_loose = getattr(repo.objects, "iter_loose", None)  # packed objects: pack_live below
@@ -216,5 +311,6 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     from agentsnap_core.repository import vault  # secret files kept for snapshots that are gone now
 
     report["vault_dropped"] = vault.prune(repo, cutoff - grace_seconds)
+    report["kept_by_reflog"] = kept_by_reflog(repo, grave)
     report["foreign_files"] = foreign_files(repo)
     return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}

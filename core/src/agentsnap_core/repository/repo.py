@@ -182,6 +182,7 @@ def _writing(method: F) -> F:
 
     @functools.wraps(method)
     def run(self: Repo, *args: Any, **kwargs: Any) -> Any:
+        self.check_present()
         with self.writer_sessions.session():
             return method(self, *args, **kwargs)
 
@@ -232,6 +233,9 @@ class Repo:
             self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
         self.git_shield: dict[str, str] = {}  # what init / open did to keep the store out of git
+        #: ``(id, message)`` of the snapshots this handle committed, oldest first (what an interrupted command says
+        #: it made: a Ctrl-C after the manifest was written still commits the snapshot)
+        self.made: list[tuple[str, str]] = []
         self.wt_dir = self.store_dir / "wt" / worktree
         self.progress: Progress | None = None
         self._tree_lock_fd: int | None = None
@@ -315,6 +319,13 @@ class Repo:
         repo = cls(root, store_dir, wt)
         repo.git_shield = gitshield.keep_out(root, store_dir)  # (a store made before git init ran above it)
         return repo
+
+    def check_present(self) -> None:
+        """Raise :class:`~agentsnap_core.errors.StoreGone` when this repo's store was deleted or replaced since it was
+        opened (every writing verb checks first: what it wrote would be lost in silence)."""
+        check = getattr(self.store, "check_present", None)
+        if check is not None:
+            check()
 
     def close(self) -> None:
         self.store.close()
@@ -849,17 +860,18 @@ class Repo:
             save()
         if getattr(type(self.refs), "commit_snapshots", None) is not None:  # one transaction
             self.refs.commit_snapshots(b.rows, b.updates, b.heads)
-            return
-        many = getattr(self.refs, "index_snapshots", None)
-        if many is not None:
-            many(b.rows)
         else:
-            for row in b.rows:
-                self.refs.index_snapshot(row)
-        for u, msg in b.updates:
-            self.refs.update_refs([u], msg)
-        for wt, symref, oid in b.heads:
-            self.refs.set_head(wt, symref, oid)
+            many = getattr(self.refs, "index_snapshots", None)
+            if many is not None:
+                many(b.rows)
+            else:
+                for row in b.rows:
+                    self.refs.index_snapshot(row)
+            for u, msg in b.updates:
+                self.refs.update_refs([u], msg)
+            for wt, symref, oid in b.heads:
+                self.refs.set_head(wt, symref, oid)
+        self.made.extend((row.id, row.message) for row in b.rows)
 
     @_writing
     def snapshot(

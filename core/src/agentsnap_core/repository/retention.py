@@ -92,6 +92,8 @@ class Graveyard:
     def __init__(self, repo: Repo, now: float | None = None) -> None:
         self.repo, self.now = repo, time.time() if now is None else now
         self.marks = tombstones(repo)
+        #: snapshots dropped as roots because their TTL ran out (no mark): gc marks those it may reclaim
+        self.expired_roots: set[str] = set()
 
     def is_dead(self, oid: str, manifest: dict[str, Any]) -> bool:
         if oid in self.marks:
@@ -106,9 +108,12 @@ class Graveyard:
         if oid in self.marks:
             return True
         try:
-            return self.is_dead(oid, self.repo.manifest(oid))
+            dead = self.is_dead(oid, self.repo.manifest(oid))
         except AgentSnapError:
             return False  # reachable() reports the problem
+        if dead:
+            self.expired_roots.add(oid)
+        return dead
 
 
 # ---------------------------------------------------------------------------------------------- prune

@@ -24,6 +24,37 @@ from typing import Protocol, runtime_checkable
 ANY = "*any*"
 
 
+class HeldPaths:
+    """Files and directories as a store handle opened them, held open (so that their inodes cannot be reused by new
+    files): :meth:`gone` says whether any was deleted or replaced since (``rm -rf .agentsnap`` under a running agent,
+    a new store made at the same path). Two ``stat`` calls each: cheap enough for every write."""
+
+    def __init__(self, *paths: str | os.PathLike[str]) -> None:
+        self.held: list[tuple[str, int]] = []
+        try:
+            for path in paths:
+                flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if os.path.isdir(path) else 0)
+                self.held.append((os.fspath(path), os.open(path, flags)))
+        except OSError:
+            self.close()
+            raise
+
+    def gone(self) -> bool:
+        for path, fd in self.held:
+            try:
+                now, then = os.stat(path), os.fstat(fd)
+            except OSError:
+                return True
+            if (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
+                return True
+        return False
+
+    def close(self) -> None:
+        held, self.held = self.held, []
+        for _path, fd in held:
+            os.close(fd)
+
+
 @dataclass(frozen=True)
 class RefUpdate:
     name: str

@@ -36,18 +36,27 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agentsnap_core.errors import AgentSnapError, ObjectCorrupt, ObjectMissing, RefConflict, UnsupportedFormat
+from agentsnap_core.errors import (
+    AgentSnapError,
+    ObjectCorrupt,
+    ObjectMissing,
+    RefConflict,
+    StoreGone,
+    UnsupportedFormat,
+)
 from agentsnap_core.format import objects
+from agentsnap_core.format.encoding import unpack
 from agentsnap_core.stores.base import (
     ANY,
     READ_ONLY_ON_A_FULL_DISK,
+    HeldPaths,
     ReflogEntry,
     RefUpdate,
     SnapshotRow,
     connect_sqlite,
     sqlite_read_only,
 )
-from agentsnap_core.stores.pack import PACK_MAX_STORED, PackCorrupt, PackSet, write_pack_file
+from agentsnap_core.stores.pack import PACK_MAX_STORED, PackCorrupt, PackSet, is_pack_name, write_pack_file
 
 __all__ = ["PACK_MAX_STORED", "LocalObjects", "LocalStore", "SqliteRefs"]
 
@@ -661,6 +670,15 @@ class SqliteRefs:
             args.append(limit)
         return [ReflogEntry(*r) for r in self._db().execute(q, args).fetchall()]
 
+    def edit_reflog(self, drop: Iterable[int], clear_old: Iterable[int] = (), clear_new: Iterable[int] = ()) -> None:
+        """``reflog expire``: remove the entries numbered ``drop``, and forget the old (new) id of the entries
+        numbered ``clear_old`` (``clear_new``), in one transaction; entries written meanwhile are not touched."""
+        with self._tx() as db:
+            db.executemany("DELETE FROM reflog WHERE seq=?", [(n,) for n in drop])
+            db.executemany("UPDATE reflog SET old=NULL WHERE seq=?", [(n,) for n in clear_old])
+            db.executemany("UPDATE reflog SET new=NULL WHERE seq=?", [(n,) for n in clear_new])
+        self._after_commit()
+
     def get_head(self, worktree: str) -> tuple[str | None, str | None]:
         row = self._db().execute("SELECT symref, oid FROM heads WHERE worktree=?", (worktree,)).fetchone()
         return (row[0], row[1]) if row else (None, None)
@@ -790,7 +808,62 @@ class LocalStore:
             raise UnsupportedFormat(f"store {self.root}", info.get("version"), STORE_FORMAT)
         self.format = int(info["version"])
         self.objects = LocalObjects(self.root, None if self.format >= STORE_FORMAT else self._mark_packed)
-        self.refs = SqliteRefs(self.root / "index.sqlite")
+        index = self.root / "index.sqlite"
+        lost = _empty_index(index) and self._holds_objects()
+        self.refs = SqliteRefs(index)
+        #: the store directory and its index as opened: a write refuses to go on into deleted files (check_present)
+        self.held = HeldPaths(*(p for p in (self.root, index) if p.exists()))
+        #: branches this open gave the snapshots of a store whose index was missing (:meth:`_recover_index`)
+        self.recovered: list[str] = []
+        if lost and not self.refs.read_only:
+            self.recovered = self._recover_index()
+
+    def _holds_objects(self) -> bool:
+        if next(self.objects.iter_loose(), None) is not None:
+            return True
+        try:
+            return any(is_pack_name(n) for n in os.listdir(self.objects.packs.dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+
+    def _recover_index(self) -> list[str]:
+        """``index.sqlite`` was missing while objects remain (deleted as if it were a cache, left out of a copy): a
+        new, empty index had been made in silence, ``verify`` said "ok" and ``gc`` deleted every snapshot as
+        unreachable. Now every snapshot found among the objects is indexed again and each one no other has as a
+        parent is named by a branch ``lost-found/<id>`` (its reflog entry says why); the names the index held are
+        gone with it. Returns the new branches."""
+        rows: list[SnapshotRow] = []
+        unread: list[str] = []  # manifests that cannot be read here (encrypted, damaged): named each, never lost
+        for oid in self.objects.iter_oids():
+            try:
+                stored = self.objects.get_stored(oid)
+            except AgentSnapError:
+                continue
+            if len(stored) < objects.HEADER.size or stored[4] != objects.Kind.MANIFEST:  # (the kind: in the clear)
+                continue
+            try:
+                doc = unpack(objects.decode(oid, stored)[1], f"manifest {oid[:12]}")
+            except AgentSnapError:
+                unread.append(oid)
+                continue
+            if not isinstance(doc, dict) or doc.get("format") != "agentsnap-manifest" \
+                    or not isinstance(doc.get("parents"), list):
+                unread.append(oid)
+                continue
+            t = doc.get("time")
+            rows.append(SnapshotRow(oid, tuple(p for p in doc["parents"] if isinstance(p, str)),
+                                    float(t) if isinstance(t, (int, float)) else 0.0,
+                                    str(doc.get("message", "")), str(doc.get("agent", ""))))
+        if rows:
+            self.refs.index_snapshots(rows)
+        parents = {p for r in rows for p in r.parents}
+        branches = {f"refs/heads/lost-found/{oid[:12]}": oid
+                    for oid in [r.id for r in rows if r.id not in parents] + [o for o in unread if o not in parents]}
+        if branches:
+            self.refs.update_refs([RefUpdate(name, oid, ANY) for name, oid in sorted(branches.items())],
+                                  "recovered: index.sqlite was missing; every snapshot no other has as a parent "
+                                  "got a lost-found/ branch")
+        return sorted(branches)
 
     def _mark_packed(self) -> None:
         """Before the first pack: mark the store format 2, so an agentsnap that reads only loose objects
@@ -802,12 +875,36 @@ class LocalStore:
     def url(self) -> str:
         return self.root.resolve().as_uri()
 
+    def check_present(self) -> None:
+        """Raise :class:`StoreGone` when the store directory or its index was deleted or replaced since this open
+        (``rm -rf .agentsnap`` under a running agent): a write now would go into deleted files and be lost in
+        silence, or write objects into a new store and refs into the deleted index."""
+        if self.held.gone():
+            raise StoreGone(str(self.root))
+
     def close(self) -> None:
         try:
-            if self.objects._buffer:  # objects written in a batch no barrier ended: keep them readable
+            # objects written in a batch no barrier ended: keep them readable (not into a store deleted since:
+            # that would make its directories again, a store with objects and no index)
+            if self.objects._buffer and not self.held.gone():
                 self.objects.barrier()
         finally:
+            self.held.close()
             self.refs.close()
+
+
+def _empty_index(index: Path) -> bool:
+    """No index, or an empty file with no WAL beside it (truncated, or copied as nothing): SQLite would take either
+    for a new database, with no refs."""
+    try:
+        if os.stat(index).st_size:
+            return False
+    except FileNotFoundError:
+        return True
+    try:
+        return os.stat(f"{index}-wal").st_size == 0
+    except FileNotFoundError:
+        return True
 
 
 def write_format(root: Path, version: int, durable: bool = True) -> None:

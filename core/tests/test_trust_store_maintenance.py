@@ -1,0 +1,162 @@
+"""The local store's maintenance verbs at the edges: ``gc``, ``verify``, the reflog.
+
+Each test runs the real CLI in a subprocess (what a user sees) on a store made by ``agentsnap init``; the setup that
+the CLI cannot make (a snapshot with a TTL, as ``agentsnap_core.Client.save(ttl=...)`` writes it) uses the Python API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from agentsnap_core import Repo
+from trust_kit import cli, new_work, snapshots
+
+
+def _expired_on_a_deleted_branch(root: Path) -> str:
+    """A snapshot with a TTL that has run out, on a branch since deleted: only the reflog names it now."""
+    with Repo.open(root) as repo:
+        base = repo.get("HEAD").id
+        (root / "big.bin").write_bytes(os.urandom(200_000))
+        snap = repo.snapshot("scratch work", ref="refs/heads/scratch", parents=[base], move_head=False,
+                             meta={"expires_at": time.time() - 1})
+    assert cli(root, "branch", "-d", "scratch")[0] == 0
+    return snap.id
+
+
+def test_gc_of_an_expired_snapshot_only_the_reflog_names_leaves_the_store_verifiable(tmp_path: Path) -> None:
+    """A snapshot whose TTL ran out on a branch since deleted: the first ``gc --prune now`` reclaimed it whole,
+    manifest too, but left the reflog entry that named it, with no mark saying it had expired. From then on
+    ``agentsnap verify`` exited 1 ("problem: snapshot …: object … is missing from the store; run 'agentsnap verify'
+    (named by reflog #3 of refs/heads/scratch)") and every ``gc`` was refused ("gc refused: the store has 1
+    problem(s); run 'agentsnap verify'"), for good: nothing removes a reflog entry. Now gc marks such a snapshot
+    expired before it reclaims it (as ``agentsnap expire`` would), so verify is ok, gc runs, and ``show`` of the id
+    says it expired."""
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    snapshots(root, ["one"])
+    gone = _expired_on_a_deleted_branch(root)
+    code, out, err = cli(root, "gc", "--prune", "now", "--json")
+    assert code == 0, err
+    assert json.loads(out)["removed"] > 0  # the expired snapshot's files went
+    code, out, err = cli(root, "verify")
+    assert code == 0 and "ok" in out, (out, err)
+    code, out, err = cli(root, "gc", "--prune", "now")
+    assert code == 0, (out, err)
+    code, out, err = cli(root, "show", gone)
+    assert code == 2 and "expired" in err and "missing from the store" not in err, (out, err)
+    assert cli(root, "restore", "HEAD")[0] == 0
+
+
+def _on_side_branch(root: Path, files: dict[str, bytes], message: str) -> str:
+    """A snapshot of ``files`` (with a.txt) on branch ``side``, made beside main (as a fork's worker does)."""
+    with Repo.open(root) as repo:
+        tip = repo.refs.get_ref("refs/heads/side") or repo.get("HEAD").id
+        for name, data in files.items():
+            (root / name).write_bytes(data)
+        snap = repo.snapshot(message, ref="refs/heads/side", parents=[tip], move_head=False)
+        for name in files:
+            (root / name).unlink()
+        return snap.id
+
+
+def _lose(root: Path, oid: str) -> None:
+    """The object's file is gone (a disk error, a user's rm in .agentsnap/objects)."""
+    with Repo.open(root) as repo:
+        repo.objects.delete(oid)
+        assert not repo.objects.has(oid)
+
+
+def test_a_lost_snapshot_the_reflog_names_can_be_let_go(tmp_path: Path) -> None:
+    """A snapshot on a side branch was lost (its manifest's file gone). Deleting the branch did not help: its reflog
+    entries still named the snapshot, ``verify`` kept exiting 1 ("… is missing from the store; run 'agentsnap
+    verify' (named by reflog #4 of refs/heads/side)") and ``gc`` kept refusing ("gc refused: the store has 1
+    problem(s)"), and nothing removed a reflog entry (``expire --reflog``: "No such option: --reflog"). Now
+    ``agentsnap expire --reflog`` forgets ids of snapshots that are gone (at any age; -n says so first and changes
+    nothing), the rest of the reflog stays, and verify and gc work again."""
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    snapshots(root, ["one"])
+    lost = _on_side_branch(root, {"b.txt": b"side\n"}, "side work")
+    keep = snapshots(root, ["two"])[0]
+    _lose(root, lost)
+    assert cli(root, "branch", "-d", "side")[0] == 0
+    code, out, err = cli(root, "verify")
+    assert code == 1 and "agentsnap expire --reflog" in err, (out, err)  # the way out, named
+    code, out, err = cli(root, "expire", "--reflog", "-n")
+    assert code == 0 and f"would forget 1 snapshot(s) the reflog named that are gone: {lost[:12]}" in out, (out, err)
+    assert cli(root, "verify")[0] == 1  # (a dry run)
+    code, out, err = cli(root, "expire", "--reflog", "--json")
+    assert code == 0, err
+    rep = json.loads(out)
+    assert rep["stale"] == [lost] and rep["dropped"] >= 1 and rep["kept"] > 0, rep
+    code, out, err = cli(root, "verify")
+    assert code == 0 and "ok" in out, (out, err)
+    assert cli(root, "gc", "--prune", "now")[0] == 0
+    code, out, _ = cli(root, "log", "--json")
+    assert [s["id"] for s in json.loads(out)][0] == keep
+
+
+def test_expire_reflog_releases_what_a_deleted_branch_kept(tmp_path: Path) -> None:
+    """``branch -d`` of a branch whose work is not wanted, then ``gc --prune now``: "removed 0 objects", for good -
+    the reflog keeps every snapshot a ref ever named, nothing said so, and no verb expired it ("No such option:
+    --reflog"). Now ``gc --json`` counts the snapshots only the reflog keeps (``kept_by_reflog``), ``agentsnap
+    expire --reflog --older-than now`` drops the entries and the next gc reclaims the branch's files;
+    what the branches still name is untouched, and a bad age is one line, exit 2, nothing dropped."""
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    snapshots(root, ["one"])
+    side = _on_side_branch(root, {"big.bin": os.urandom(300_000)}, "side work")
+    _on_side_branch(root, {"c.txt": b"c\n"}, "side: big.bin dropped")
+    keep = snapshots(root, ["two"])[0]
+    assert cli(root, "branch", "-d", "side")[0] == 0
+    code, out, err = cli(root, "gc", "--prune", "now", "--json")
+    assert code == 0 and json.loads(out)["kept_by_reflog"] == 2, (out, err)  # what keeps the space: said
+    with Repo.open(root) as repo:
+        assert repo.objects.has(side)  # the reflog keeps it: the undo point after 'branch -d'
+    for bad in ("-1", "nan", "soon"):
+        code, out, err = cli(root, "expire", "--reflog", "--older-than", bad)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (bad, out, err)
+    code, out, err = cli(root, "expire", "--reflog", "--older-than", "now")
+    assert code == 0 and "dropped" in out and "agentsnap gc" in out, (out, err)
+    code, out, err = cli(root, "gc", "--prune", "now", "--json")
+    assert code == 0 and json.loads(out)["removed"] > 0 and json.loads(out)["kept_by_reflog"] == 0, (out, err)
+    with Repo.open(root) as repo:
+        assert not repo.objects.has(side)
+    code, out, err = cli(root, "verify")
+    assert code == 0 and "ok" in out, (out, err)
+    assert cli(root, "restore", keep)[0] == 0 and (root / "a.txt").read_text() == "two\n"
+
+
+@pytest.mark.parametrize("how", ["deleted", "emptied"])
+def test_a_store_whose_index_was_lost_keeps_its_snapshots(tmp_path: Path, how: str) -> None:
+    """``rm .agentsnap/index.sqlite*`` (taken for a cache, or left out of a copy of the store), or the file emptied
+    (``: > index.sqlite``, a copy that wrote nothing): the next command made a new, empty index in silence; ``agentsnap verify`` said "checked 12 objects, 0 refs: ok", and ``agentsnap gc
+    --prune now`` said "removed 12 objects" - every snapshot, deleted as unreachable. Now the store indexes the
+    snapshots it finds among its objects again and names each one no other has as a parent by a branch
+    ``lost-found/<id>`` (said on stderr by the command that did it): log lists them, gc keeps them, restore brings
+    their files back."""
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    (root / "big.bin").write_bytes(os.urandom(200_000))
+    one, two = snapshots(root, ["one", "two"])
+    assert cli(root, "branch", "side", one)[0] == 0
+    assert cli(root, "switch", "side")[0] == 0
+    three = snapshots(root, ["three"])[0]
+    for name in os.listdir(root / ".agentsnap"):
+        if name.startswith("index.sqlite"):
+            os.unlink(root / ".agentsnap" / name)
+    if how == "emptied":
+        (root / ".agentsnap" / "index.sqlite").write_bytes(b"")
+    code, out, err = cli(root, "branch")
+    assert code == 0 and f"lost-found/{two[:12]}" in out and f"lost-found/{three[:12]}" in out, (out, err)
+    assert "index.sqlite) was missing" in err and "lost-found/" in err, err  # said once, when it happened
+    code, out, err = cli(root, "status")
+    assert "was missing" not in err, err
+    code, out, err = cli(root, "gc", "--prune", "now", "--json")
+    assert code == 0 and json.loads(out)["removed"] == 0, (out, err)
+    code, out, err = cli(root, "verify")
+    assert code == 0 and "ok" in out, (out, err)
+    code, out, _ = cli(root, "log", "--all", "--json")
+    assert {s["id"] for s in json.loads(out)} == {one, two, three}, out
+    assert cli(root, "restore", f"lost-found/{two[:12]}")[0] == 0
+    assert (root / "a.txt").read_text() == "two\n" and (root / "big.bin").stat().st_size == 200_000
