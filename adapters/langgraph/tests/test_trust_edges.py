@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import operator
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,7 +13,7 @@ from typing import Annotated, Any
 import pytest
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.repo import Repo
-from agentsnap_langgraph import PFSaver
+from agentsnap_langgraph import PFSaver, SaverClosed, StoreGone
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
@@ -202,3 +203,105 @@ def test_copy_thread_onto_a_thread_that_has_checkpoints_is_refused(store: Path) 
         saver.delete_thread("b")
         saver.copy_thread("a", "b")
         assert graph.get_state(cfg("b")).values == graph.get_state(cfg("a")).values
+
+
+def test_a_store_deleted_under_an_open_saver_is_an_error_not_a_silent_loss(store: Path) -> None:
+    """Before: after ``rm -rf .agentsnap`` under an open saver, every later turn "succeeded": its put went into the
+    deleted index file, ``flush()`` and ``close()`` returned, and the next PFSaver on that path opened an empty new
+    store: the turns were gone without a word. A store replaced by a new one at the same path (another PFSaver made
+    it) was the same: the old saver went on writing into the deleted files while the new store saw nothing."""
+    saver = PFSaver(store)
+    graph = chat_graph(saver)
+    say(graph, "main", "hi", "h1")
+    saver.flush()
+    shutil.rmtree(store / ".agentsnap")
+    with pytest.raises(StoreGone, match="deleted or replaced"):
+        say(graph, "main", "after the rm", "h2")
+    with pytest.raises(StoreGone, match="deleted or replaced"):
+        saver.flush()
+    with pytest.raises(StoreGone, match="deleted or replaced"):
+        saver.close()
+    saver.close()  # released all the same: a second close is a no-op
+
+    old = PFSaver(store)
+    old_graph = chat_graph(old)
+    say(old_graph, "main", "hi", "h1")
+    old.flush()
+    shutil.rmtree(store / ".agentsnap")
+    with PFSaver(store) as new:  # a new store where the old one was
+        say(chat_graph(new), "other", "hello", "o1")
+        with pytest.raises(StoreGone):
+            say(old_graph, "main", "into the deleted files", "h2")
+        assert new.index.thread_ids() == ["other"]
+    with pytest.raises(StoreGone):
+        old.close()
+
+
+def test_a_saver_used_after_its_with_block_says_it_is_closed(store: Path) -> None:
+    """Before: a graph compiled inside ``with PFSaver() as saver:`` and invoked after the block raised sqlite3's
+    ``ProgrammingError: Cannot operate on a closed database.`` (which database? the user never opened one), as did
+    ``get_state`` and the thread verbs."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+    for use in (
+        lambda: say(graph, "main", "again", "h2"),
+        lambda: graph.get_state(cfg("main")),
+        lambda: list(graph.get_state_history(cfg("main"))),
+        lambda: saver.fork_thread(cfg("main"), 1),
+        lambda: saver.delete_thread("main"),
+    ):
+        with pytest.raises(SaverClosed, match="PFSaver .* is closed"):
+            use()
+    with PFSaver(store) as again:
+        assert [m.content for m in chat_graph(again).get_state(cfg("main")).values["messages"]] == ["hi", "re: hi"]
+
+
+def test_list_with_a_config_that_names_no_thread_is_refused(store: Path) -> None:
+    """Before: ``saver.list({"thread_id": "a"})`` (a flat config, without ``configurable``) listed the checkpoints of
+    EVERY thread, silently (LangGraph's savers raise KeyError there); ``get_tuple`` of it raised a raw
+    ``KeyError: 'configurable'``. A ``limit`` of 1.5 raised sqlite3's ``IntegrityError: datatype mismatch``, "2" a
+    raw ``TypeError``, ``True`` listed 1, and ``filter="loop"`` an ``AttributeError``."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "a", "a's question", "qa")
+        say(graph, "b", "b's question", "qb")
+        for flat in ({"thread_id": "a"}, {"configurable": "a"}):
+            with pytest.raises(InvalidInput, match="configurable"):
+                list(saver.list(flat))  # type: ignore[arg-type]
+            with pytest.raises(InvalidInput, match="configurable"):
+                saver.get_tuple(flat)  # type: ignore[arg-type]
+        for limit in (1.5, "2", True):
+            with pytest.raises(InvalidInput, match="limit"):
+                list(saver.list(cfg("a"), limit=limit))  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="filter"):
+            list(saver.list(cfg("a"), filter="loop"))  # type: ignore[arg-type]
+        assert {t.config["configurable"]["thread_id"] for t in saver.list(cfg("a"))} == {"a"}
+        assert {t.config["configurable"]["thread_id"] for t in saver.list(None)} == {"a", "b"}
+        assert len(list(saver.list(cfg("a"), limit=1))) == 1
+
+
+def test_cache_bytes_that_is_not_a_number_is_refused_when_the_saver_opens(store: Path) -> None:
+    """Before: ``PFSaver(cache_bytes="64MB")`` (or None) opened, and every ``put`` then raised a raw ``TypeError: '>'
+    not supported between instances of 'int' and 'str'`` from inside ``graph.invoke``."""
+    for bad in ("64MB", None, -1, math.nan, True):
+        with pytest.raises(InvalidInput, match="cache_bytes"):
+            PFSaver(store, cache_bytes=bad)  # type: ignore[arg-type]
+    with PFSaver(store, cache_bytes=0) as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+        assert len(graph.get_state(cfg("main")).values["messages"]) == 2
+
+
+def test_copy_thread_of_a_thread_with_no_checkpoints_says_so(store: Path) -> None:
+    """Before: ``copy_thread("mian", "b")`` (a mistyped source) returned as if it had copied: "b" stayed empty and
+    nothing said why (LangGraph's conformance kit accepts either a no-op or an error here; a silent no-op hides
+    the typo). Now ``InvalidInput`` names the thread, and nothing is written."""
+    with PFSaver(store) as saver:
+        graph = chat_graph(saver)
+        say(graph, "main", "hi", "h1")
+        with pytest.raises(InvalidInput, match="thread 'mian' has no checkpoints to copy"):
+            saver.copy_thread("mian", "b")
+        assert list(saver.list(cfg("b"))) == []
+        saver.copy_thread("main", "b")
+        assert graph.get_state(cfg("b")).values == graph.get_state(cfg("main")).values

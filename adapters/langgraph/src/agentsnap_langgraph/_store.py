@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.errors import AgentSnapError, InvalidInput, StoreNotFound
+from agentsnap_core.errors import AgentSnapError, InvalidInput, StoreGone, StoreNotFound
 from agentsnap_core.localstore import LocalStore
 from agentsnap_core.repo import PRIMARY, STORE_DIR, Repo
 from agentsnap_core.store import SnapshotRow
@@ -182,6 +182,8 @@ def close_at_exit(ref: weakref.ReferenceType[PFSaver]) -> None:
     if saver is not None:
         try:
             saver.close()
+        except StoreGone as e:
+            sys.stderr.write(f"agentsnap-langgraph: {e}\n")
         except Exception as e:
             sys.stderr.write(
                 f"agentsnap-langgraph: PFSaver could not flush to {saver.repo.store_dir} at exit: {e}. The checkpoints "

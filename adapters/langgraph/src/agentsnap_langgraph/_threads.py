@@ -40,6 +40,8 @@ class ThreadVerbs:
 
         def flush(self) -> None: ...
 
+        def _check_usable(self) -> None: ...
+
         def _queue(self, ref: str, snap: str, cid: str, parents: Sequence[str]) -> None: ...
 
         def _write_snapshot(
@@ -151,6 +153,8 @@ class ThreadVerbs:
                 cur = by_id[cur][2]
             rows = [r for r in rows if (r[1] in chain if r[0] == "" else not replay or r[1] < upto)]
         if not rows:
+            if upto is None:  # (was: nothing copied, nothing said: a mistyped thread id looked like a copy)
+                raise InvalidInput(f"copy_thread: thread {source!r} has no checkpoints to copy")
             return
         # the copies share the source's snapshots (like git branches): no object is written again
         queued = [(thread_ref(target, r[0]), r[3], r[1], self.repo.manifest(r[3])["parents"]) for r in rows]
@@ -315,6 +319,7 @@ class ThreadVerbs:
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n > 10_000:
             raise InvalidInput(f"fork count must be a whole number between 1 and 10000, not {n!r}")
+        self._check_usable()
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         if ns := conf.get("checkpoint_ns") or "":

@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlsplit
 
 from agentsnap_core import content
 from agentsnap_core.encoding import pack, unpack
-from agentsnap_core.errors import AgentSnapError, InvalidInput, ObjectMissing, RefConflict
+from agentsnap_core.errors import AgentSnapError, InvalidInput, ObjectMissing, RefConflict, StoreGone
 from agentsnap_core.localstore import LocalStore
 from agentsnap_core.objects import Kind, digest
 from agentsnap_core.plugins import get_plugin_manager
@@ -46,6 +46,7 @@ from agentsnap_core.redact import redact
 from agentsnap_core.repo import MANIFEST_FORMAT, STORE_DIR, Repo
 from agentsnap_core.store import RefUpdate, SnapshotRow
 from agentsnap_core.stores import STORE_URL_KEY, mask_url, store_url_of
+from agentsnap_core.stores.base import HeldPaths
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -89,6 +90,7 @@ def _holding_writer(method: Any) -> Any:
 
     @functools.wraps(method)
     def run(self: PFSaver, *args: Any, **kwargs: Any) -> Any:
+        self._check_usable()
         if self._s.flush_error is not None:
             self._retry_failed_flush()
         with self._writing():
@@ -98,6 +100,10 @@ def _holding_writer(method: Any) -> Any:
         return out
 
     return run
+
+
+class SaverClosed(InvalidInput):
+    """A saver was used after ``close()`` (or after its ``with`` block ended)."""
 
 
 class FlushFailed(AgentSnapError):
@@ -148,6 +154,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         if (isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float))
                 or math.isnan(flush_interval) or flush_interval < 0):
             raise InvalidInput(f"flush_interval must be a number of seconds >= 0, not {flush_interval!r}")
+        if (isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, float))
+                or math.isnan(cache_bytes) or cache_bytes < 0):
+            raise InvalidInput(f"cache_bytes must be a number of bytes >= 0, not {cache_bytes!r}")
         self.world_root = Path(world_root).resolve() if world_root is not None else None
         if self.world_root is not None and not self.world_root.is_dir():
             raise InvalidInput(f"world_root {str(world_root)!r} is not a directory")
@@ -167,6 +176,10 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             if self.repo.refs.get_config(CONFIG_ENCRYPT) != "aes-gcm":
                 enable_encryption(self.repo)  # every object from now on, files included (docs/SECURITY.md)
         self.index = open_index(self.repo)
+        #: the embedded store's directory and index file as opened: a put or flush refuses to go on into files that
+        #: were deleted (what it wrote would vanish with the saver's handles) or replaced by another store
+        index_file = getattr(self.index, "path", None)
+        self._files = HeldPaths(self.repo.store_dir, index_file) if index_file is not None else None
         self.flush_interval = flush_interval
         self._s = Shared()
         batch = getattr(self.repo.objects, "batch", None)  # the embedded store packs what a flush writes
@@ -267,8 +280,16 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         """Flush pending ref updates and release the store (idempotent)."""
         if self._s.closed:
             return
-        self.flush()
+        try:
+            self.flush()
+        except StoreGone:  # nothing can be written any more: release the saver all the same, and say so
+            self._s.closed = True
+            self._release()
+            raise
         self._s.closed = True
+        self._release()
+
+    def _release(self) -> None:
         self._s.wake.set()
         self.release_idle_writer(force=True)
         self._executor.shutdown(wait=False)  # close() may run in that thread (async with)
@@ -277,10 +298,13 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             self._s.objects_batch = None
         self.index.close()
         self.repo.close()
+        if self._files is not None:
+            self._files.close()
 
     def flush(self) -> None:
         """Make every checkpoint written so far durable and move the thread refs (compare-and-swap)."""
         s = self._s
+        self._check_usable()
         with s.flush_lock:
             with s.lock:
                 if not s.pending_refs and not s.pending_seqs:
@@ -314,6 +338,24 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                     s.pending_objects[:0] = pending
                     s.after_barrier[:0] = after
                 raise
+
+    def _check_open(self) -> None:
+        if self._s.closed:
+            raise SaverClosed(
+                f"this PFSaver on {self.repo.store_dir} is closed (close() was called or its `with` block ended); "
+                "open a new PFSaver on the store to go on"
+            )
+
+    def _check_usable(self) -> None:
+        """Refuse to write through a closed saver, or into a store deleted or replaced since it was opened."""
+        self._check_open()
+        if self._files is not None and self._files.gone():
+            raise StoreGone(
+                str(self.repo.store_dir),
+                f"PFSaver: its store {self.repo.store_dir} was deleted or replaced while the saver was open; nothing "
+                "more is written to it (checkpoints put since the last flush went with the deleted files). Open a new "
+                "PFSaver on the store you mean to use"
+            )
 
     def _retry_failed_flush(self) -> None:
         """Before a put, after a background flush failed: flush now; if that fails too, the put raises."""
@@ -746,6 +788,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         task_path: str = "",
     ) -> None:
         """Store a task's writes; idempotent per (task_id, idx), special (negative-index) channels overwrite."""
+        self._check_usable()
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
@@ -796,7 +839,8 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint named by ``config`` (or the thread's newest); never touches files on disk."""
-        conf = config["configurable"]
+        self._check_open()
+        conf = _configurable(config, "get_tuple")
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         checkpoint_id = get_checkpoint_id(config)
@@ -814,11 +858,16 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first, by thread / namespace / id, metadata ``filter``, ``before`` and ``limit``."""
-        conf = (config or {}).get("configurable", {}) if config else {}
+        conf = _configurable(config, "list") if config else {}
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise InvalidInput(f"list(limit=...) takes a whole number of checkpoints or None, not {limit!r}")
+        if filter is not None and not isinstance(filter, dict):
+            raise InvalidInput(f"list(filter=...) takes a dict of metadata keys and values, not {filter!r}")
         thread_id = str(conf["thread_id"]) if conf.get("thread_id") is not None else None
         ns = conf.get("checkpoint_ns")
         checkpoint_id = conf.get("checkpoint_id")
         before_id = get_checkpoint_id(before) if before else None
+        self._check_open()
         if limit is not None and limit <= 0:
             return
         self._drop_pruned()
@@ -904,6 +953,17 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         else:
             number = int(str(current).split(".")[0])
         return f"{number + 1:032}.{random.random():016}"
+
+
+def _configurable(config: Any, what: str) -> dict[str, Any]:
+    """``config["configurable"]``, or an error naming the shape a LangGraph config has (a flat ``{"thread_id": ...}``
+    would otherwise name no thread: ``list`` would list every thread's checkpoints)."""
+    conf = config.get("configurable") if isinstance(config, dict) else None
+    if not isinstance(conf, dict) or (what == "get_tuple" and "thread_id" not in conf):
+        raise InvalidInput(
+            f"PFSaver.{what} takes a LangGraph config {{'configurable': {{'thread_id': ...}}}}, not {config!r}"
+        )
+    return conf
 
 
 def _redacted(md: CheckpointMetadata) -> CheckpointMetadata:
