@@ -90,7 +90,7 @@ async def test_async_methods_run_off_the_event_loop(store: Path) -> None:
 async def test_async_durable_mode_runs_off_the_event_loop(store: Path) -> None:
     """flush_interval=0 fsyncs inside every put: that must not happen on the loop either."""
     async with Recording(store, flush_interval=0) as saver:
-        loop_thread = await _workload(saver, threads=3, turns=2)
+        loop_thread = await _workload(saver, threads=4, turns=2)
     assert saver.threads["flush"] and loop_thread not in saver.threads["flush"]
     assert loop_thread not in saver.threads["put"]
 

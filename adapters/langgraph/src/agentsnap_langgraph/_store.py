@@ -43,6 +43,16 @@ def encode_name(value: str) -> str:
     return "@" + value.encode().hex()
 
 
+def decode_name(component: str) -> str | None:
+    """The thread id (or namespace) :func:`encode_name` made ``component`` of; None for one it never makes."""
+    if component.startswith("@"):
+        try:
+            return bytes.fromhex(component[1:]).decode()
+        except ValueError:
+            return None
+    return component if component and "/" not in component else None
+
+
 def stable_ns(checkpoint_ns: str) -> str:
     """A namespace without its task ids (``"sub:<task id>|inner:<task id>"`` -> ``"sub|inner"``): the same for
     every call of a subgraph node (as LangGraph's ``ReplayState`` names it), so refs do not grow per call."""

@@ -62,6 +62,7 @@ from langgraph.checkpoint.base import (
 
 from ._index import CheckpointRow, version_key
 from ._store import (
+    ROOT_REF_PREFIX,
     STATE_FORMAT,
     STATE_VERSION,
     ChannelMap,
@@ -70,6 +71,7 @@ from ._store import (
     Written,
     author_name,
     close_at_exit,
+    decode_name,
     flush_loop,
     open_index,
     open_store,
@@ -202,6 +204,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         with self._writing():
             self._recover()
         self.release_idle_writer(0.0)
+        self._adopt_branches()
         self._drop_pruned()
         self._flusher: threading.Thread | None = None
         interval = DURABLE_GROUP_INTERVAL if self._durable_rows else flush_interval
@@ -517,6 +520,70 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self.index.sync()
         self._commit([], refs)
         self.index.mark_flushed(keep)
+
+    def _adopt_branches(self) -> None:
+        """Index the checkpoints that thread branches name and this index does not hold.
+
+        A thread's branch ``refs/heads/langgraph/<thread>`` reaches a store without its index rows when the store
+        was cloned (``agentsnap clone``: a teammate's pushed thread), when a pull or merge moved the branch to
+        checkpoints written elsewhere, or when the branch was made from a remote one (``agentsnap branch
+        langgraph/t origin/langgraph/t``). Before, such a thread was empty to LangGraph (``get_state`` gave ``{}``)
+        although ``agentsnap log`` listed its checkpoints. Each snapshot on the branch's first-parent chain back to
+        the first one this index holds is indexed again from its state document (the checkpoint, its metadata and
+        channel versions); the thread is the branch's, so a copied thread's shared snapshots index under it. Not
+        carried: pending writes (they are not in snapshots) and subgraph namespaces (their refs are not branches).
+        """
+        from agentsnap_core.retention import tombstones
+
+        branches = self.repo.refs.list_refs(ROOT_REF_PREFIX)
+        if not branches:
+            return
+        dead: set[str] | None = None
+        rows: list[tuple[Any, ...]] = []
+        blobs: list[tuple[str, str, str, str, str, str | None]] = []
+        with self.index.read() as db:
+            def indexed(thread_id: str, snap: str) -> bool:
+                return db.execute("SELECT 1 FROM lg_checkpoints WHERE snapshot=? AND thread_id=? LIMIT 1",
+                                  (snap, thread_id)).fetchone() is not None
+
+            for name, tip in sorted(branches.items()):
+                thread_id = decode_name(name[len(ROOT_REF_PREFIX):])
+                if thread_id is None or not tip or indexed(thread_id, tip):
+                    continue
+                if dead is None:
+                    dead = set(tombstones(self.repo))
+                cur: str | None = tip
+                seen: set[str] = set()
+                while cur and cur not in seen and not indexed(thread_id, cur):
+                    seen.add(cur)
+                    try:
+                        snap = self.repo.get(cur)
+                        doc = self.repo.read_layer(snap, "state") if "state" in snap.layers else None
+                    except AgentSnapError:  # not fetched (or reclaimed): the chain is indexed up to here
+                        break
+                    parents = snap.manifest.get("parents") or []
+                    cur = parents[0] if parents and isinstance(parents[0], str) else None
+                    if (not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT
+                            or doc.get("checkpoint_ns") or snap.id in dead):
+                        continue  # (a world snapshot on the branch, a merge's, a pruned checkpoint)
+                    ckpt_t, meta_t = tuple(doc["checkpoint"]), tuple(doc["metadata"])
+                    try:
+                        run_id = self.serde.loads_typed((meta_t[0], bytes(meta_t[1]))).get("run_id")
+                    except Exception:  # (metadata this serializer cannot read: only delete_for_runs misses it)
+                        run_id = None
+                    rows.append((thread_id, "", doc["checkpoint_id"], doc.get("parent_checkpoint_id"), snap.id,
+                                 str(run_id) if run_id is not None else None, *shrink(ckpt_t[0], bytes(ckpt_t[1])),
+                                 *shrink(meta_t[0], bytes(meta_t[1]))))
+                    blobs += [(thread_id, "", ch, v[0], v[1], v[2]) for ch, v in doc.get("channels", {}).items()]
+        if not rows:
+            return
+        with self.index.tx() as db:
+            db.executemany(
+                "INSERT OR IGNORE INTO lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, "
+                "run_id, ckpt_type, ckpt, meta_type, meta, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,1)",
+                rows,
+            )
+            db.executemany("INSERT OR IGNORE INTO lg_blobs VALUES (?,?,?,?,?,?)", blobs)
 
     def _drop_pruned(self) -> None:
         """Remove the index rows (and writes) of checkpoints whose snapshots ``agentsnap prune`` / ``expire`` /
