@@ -546,9 +546,17 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 return db.execute("SELECT 1 FROM lg_checkpoints WHERE snapshot=? AND thread_id=? LIMIT 1",
                                   (snap, thread_id)).fetchone() is not None
 
-            for name, tip in sorted(branches.items()):
-                thread_id = decode_name(name[len(ROOT_REF_PREFIX):])
-                if thread_id is None or not tip or indexed(thread_id, tip):
+            tips = {t: tip for name, tip in branches.items()
+                    if tip and (t := decode_name(name[len(ROOT_REF_PREFIX):])) is not None}
+            held: set[tuple[str, str]] = set()
+            snaps = sorted(set(tips.values()))
+            for i in range(0, len(snaps), 500):  # one query per 500 branches (a shared PostgreSQL index: round trips)
+                part = snaps[i : i + 500]
+                held.update((str(r[0]), str(r[1])) for r in db.execute(
+                    f"SELECT thread_id, snapshot FROM lg_checkpoints WHERE snapshot IN ({','.join('?' * len(part))})",
+                    part).fetchall())
+            for thread_id, tip in sorted(tips.items()):
+                if (thread_id, tip) in held:
                     continue
                 if dead is None:
                     dead = set(tombstones(self.repo))
