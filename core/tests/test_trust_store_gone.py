@@ -84,3 +84,35 @@ class _Agent:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         pass
+
+
+def test_the_store_check_holds_no_descriptor_of_the_index(tmp_path: Path) -> None:
+    """The check above must never hold a descriptor of ``index.sqlite``: closing any descriptor of a file drops every
+    POSIX lock the process holds on it, SQLite's included. It did (for a few commits, never released): a process
+    that closed one ``Repo`` while another of its ``Repo`` handles was writing lost that handle's locks, and
+    ``examples/fanout_merge_demo.py`` ended with "sqlite3.DatabaseError: database disk image is malformed"
+    (``test_merge_demo.py``). Now the index is remembered by identity only: no descriptor of it is added, and its
+    replacement is still seen."""
+    from agentsnap_core.stores.base import HeldPaths
+
+    root = _tree(tmp_path)
+    Repo.init(root).close()
+    index = root / ".agentsnap" / "index.sqlite"
+
+    def descriptors_of(path: Path) -> int:
+        out = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                out += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+            except OSError:
+                pass
+        return out
+
+    before = descriptors_of(index)
+    held = HeldPaths(root / ".agentsnap", index)
+    assert descriptors_of(index) == before
+    assert not held.gone()
+    index.rename(index.with_name("moved.sqlite"))
+    index.write_bytes(b"")
+    assert held.gone()
+    held.close()

@@ -25,34 +25,47 @@ ANY = "*any*"
 
 
 class HeldPaths:
-    """Files and directories as a store handle opened them, held open (so that their inodes cannot be reused by new
-    files): :meth:`gone` says whether any was deleted or replaced since (``rm -rf .agentsnap`` under a running agent,
-    a new store made at the same path). Two ``stat`` calls each: cheap enough for every write."""
+    """Directories and files as a store handle opened them: :meth:`gone` says whether any was deleted or replaced
+    since (``rm -rf .agentsnap`` under a running agent, a new store made at the same path). Two ``stat`` calls
+    each: cheap enough for every write.
+
+    A directory is held open (its inode cannot be reused by a new directory while we hold it). A file is only
+    remembered by its identity, never opened: closing any descriptor of a file drops every POSIX lock this process
+    holds on it, and SQLite's locks on an index are such locks (a held index descriptor, closed by one handle,
+    let another handle's writes corrupt the database). The files named here are SQLite databases whose own open
+    connection keeps their inode from being reused.
+    """
 
     def __init__(self, *paths: str | os.PathLike[str]) -> None:
-        self.held: list[tuple[str, int]] = []
+        self.held: list[tuple[str, int | None, tuple[int, int]]] = []
         try:
             for path in paths:
-                flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if os.path.isdir(path) else 0)
-                self.held.append((os.fspath(path), os.open(path, flags)))
+                if os.path.isdir(path):
+                    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+                    st = os.fstat(fd)
+                    self.held.append((os.fspath(path), fd, (st.st_dev, st.st_ino)))
+                else:
+                    st = os.stat(path)
+                    self.held.append((os.fspath(path), None, (st.st_dev, st.st_ino)))
         except OSError:
             self.close()
             raise
 
     def gone(self) -> bool:
-        for path, fd in self.held:
+        for path, _fd, then in self.held:
             try:
-                now, then = os.stat(path), os.fstat(fd)
+                now = os.stat(path)
             except OSError:
                 return True
-            if (now.st_dev, now.st_ino) != (then.st_dev, then.st_ino):
+            if (now.st_dev, now.st_ino) != then:
                 return True
         return False
 
     def close(self) -> None:
         held, self.held = self.held, []
-        for _path, fd in held:
-            os.close(fd)
+        for _path, fd, _then in held:
+            if fd is not None:
+                os.close(fd)
 
 
 @dataclass(frozen=True)
