@@ -103,7 +103,8 @@ def test_expire_reflog_releases_what_a_deleted_branch_kept(tmp_path: Path) -> No
     the reflog keeps every snapshot a ref ever named, nothing said so, and no verb expired it ("No such option:
     --reflog"). Now ``gc --json`` counts the snapshots only the reflog keeps (``kept_by_reflog``), ``agentsnap
     expire --reflog --older-than now`` drops the entries and the next gc reclaims the branch's files;
-    what the branches still name is untouched, and a bad age is one line, exit 2, nothing dropped."""
+    what the branches still name is untouched, and a bad age is one line, exit 2, nothing dropped. The snapshots only
+    the dropped entries kept are marked expired first (``show`` says so; indexes that name snapshots drop them)."""
     root = new_work(tmp_path, {"a.txt": "a\n"})
     snapshots(root, ["one"])
     side = _on_side_branch(root, {"big.bin": os.urandom(300_000)}, "side work")
@@ -117,12 +118,16 @@ def test_expire_reflog_releases_what_a_deleted_branch_kept(tmp_path: Path) -> No
     for bad in ("-1", "nan", "soon"):
         code, out, err = cli(root, "expire", "--reflog", "--older-than", bad)
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, (bad, out, err)
-    code, out, err = cli(root, "expire", "--reflog", "--older-than", "now")
-    assert code == 0 and "dropped" in out and "agentsnap gc" in out, (out, err)
+    code, out, err = cli(root, "expire", "--reflog", "--older-than", "now", "-n")
+    assert code == 0 and "would mark 2 snapshot(s) only those entries kept as expired" in out, (out, err)
+    code, out, err = cli(root, "expire", "--reflog", "--older-than", "now", "--json")
+    assert code == 0 and len(json.loads(out)["expired"]) == 2 and side in json.loads(out)["expired"], (out, err)
     code, out, err = cli(root, "gc", "--prune", "now", "--json")
     assert code == 0 and json.loads(out)["removed"] > 0 and json.loads(out)["kept_by_reflog"] == 0, (out, err)
     with Repo.open(root) as repo:
         assert not repo.objects.has(side)
+    code, out, err = cli(root, "show", side)
+    assert code == 2 and "expired" in err, (out, err)  # marked before its entries went: said, never "unknown"
     code, out, err = cli(root, "verify")
     assert code == 0 and "ok" in out, (out, err)
     assert cli(root, "restore", keep)[0] == 0 and (root / "a.txt").read_text() == "two\n"

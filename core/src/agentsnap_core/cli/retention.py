@@ -110,6 +110,10 @@ def _expire_reflog(ctx: click.Context, older_than: str | None, dry_run: bool, as
     verb = "would drop" if dry_run else "dropped"
     click.echo(f"{verb} {res['dropped']} reflog entries older than {_age(age)}, kept {res['kept']}"
                + ("" if dry_run or not res["dropped"] else "; run 'agentsnap gc' to reclaim what only they kept"))
+    if res["expired"]:
+        ids = res["expired"]
+        click.echo(f"{'would mark' if dry_run else 'marked'} {len(ids)} snapshot(s) only those entries kept as expired: "
+                   f"{', '.join(short(o) for o in ids[:5])}" + (f" and {len(ids) - 5} more" if len(ids) > 5 else ""))
     if res["stale"]:
         click.echo(f"{'would forget' if dry_run else 'forgot'} {len(res['stale'])} snapshot(s) the reflog named that "
                    f"are gone: {', '.join(short(o) for o in res['stale'][:5])}"

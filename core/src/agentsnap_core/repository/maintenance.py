@@ -153,11 +153,15 @@ def expire_reflog(repo: Repo, older_than: float = REFLOG_AGE, *, dry_run: bool =
                   now: float | None = None) -> dict[str, Any]:
     """Drop reflog entries older than ``older_than`` seconds, and forget the ids of snapshots that are gone.
 
-    The reflog is a root: a deleted branch's snapshots, an old undo point, stay until their entries go, and an entry
-    naming a snapshot that no longer exists (lost, or reclaimed before gc marked what it reclaims) made every verify
-    fail and every gc refuse, with no way out. Such an id is forgotten at any age (the entry stays while it names
-    another snapshot that exists). The marks of expired, pruned and deleted snapshots are kept (they say why).
-    Returns ``{"dropped", "stale", "kept", "dry_run"}``: entries removed, ids forgotten, entries left.
+    The reflog is a root: a deleted branch's snapshots, an old undo point, a LangGraph thread's abandoned time-travel
+    branch, stay until their entries go, and an entry naming a snapshot that no longer exists (lost, or reclaimed
+    before gc marked what it reclaims) made every verify fail and every gc refuse, with no way out. Such an id is
+    forgotten at any age (the entry stays while it names another snapshot that exists). The live snapshots only the
+    dropped entries kept are marked expired first (as ``agentsnap expire`` marks them): ``show`` then says so, and
+    indexes that name snapshots (PFSaver's checkpoint index) drop them as after a prune, instead of naming
+    snapshots gc reclaims. The marks of expired, pruned and deleted snapshots are kept (they say why).
+    Returns ``{"dropped", "stale", "kept", "expired", "dry_run"}``: entries removed, ids forgotten, entries left,
+    snapshots marked expired.
     """
     if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or math.isnan(older_than) \
             or older_than < 0:
@@ -172,6 +176,8 @@ def expire_reflog(repo: Repo, older_than: float = REFLOG_AGE, *, dry_run: bool =
     stale: dict[str, None] = {}
     kept = 0
     exists: dict[str, bool] = {}
+    dropped_ids: set[str] = set()
+    kept_ids: set[str] = set()
 
     def gone(oid: str | None) -> bool:
         if not oid:
@@ -187,23 +193,28 @@ def expire_reflog(repo: Repo, older_than: float = REFLOG_AGE, *, dry_run: bool =
         stale.update(dict.fromkeys(o for o, g in ((e.old, old_gone), (e.new, new_gone)) if g and o))
         if e.time <= cutoff or ((old_gone or not e.old) and (new_gone or not e.new)):
             drop.append(e.seq)
+            dropped_ids.update(o for o, g in ((e.old, old_gone), (e.new, new_gone)) if o and not g)
             continue
         kept += 1
+        kept_ids.update(o for o, g in ((e.old, old_gone), (e.new, new_gone)) if o and not g)
         if old_gone:
             clear_old.append(e.seq)
         if new_gone:
             clear_new.append(e.seq)
-    if not dry_run and (drop or clear_old or clear_new):
-        edit(drop, clear_old, clear_new)
-    return {"dropped": len(drop), "stale": list(stale), "kept": kept, "dry_run": dry_run}
+    released = sorted(_only_through(repo, dropped_ids, kept_ids, Graveyard(repo, now))) if drop else []
+    if not dry_run:
+        if released:  # marked before the entries go: a gc in between never reclaims an unmarked snapshot
+            bury(repo, released, "expire")
+        if drop or clear_old or clear_new:
+            edit(drop, clear_old, clear_new)
+    return {"dropped": len(drop), "stale": list(stale), "kept": kept, "expired": released, "dry_run": dry_run}
 
 
-def kept_by_reflog(repo: Repo, grave: Graveyard | None = None) -> int:
-    """Live snapshots only reflog entries keep (a deleted branch's, old undo points): what ``expire --reflog`` lets
-    gc reclaim. A walk of the manifests' parents from the other roots."""
-    grave = Graveyard(repo) if grave is None else grave
+def _only_through(repo: Repo, logged: set[str], keep: set[str], grave: Graveyard) -> set[str]:
+    """The live snapshots reached from ``logged`` (reflog ids) and from no other root nor from ``keep``: a walk of
+    the manifests' parents."""
     named: set[str] = set()
-    stack = [oid for oid, where in roots(repo).items() if not where.startswith("reflog")]
+    stack = [oid for oid, where in roots(repo).items() if not where.startswith("reflog")] + sorted(keep)
     while stack:
         oid = stack.pop()
         if oid in named:
@@ -214,12 +225,13 @@ def kept_by_reflog(repo: Repo, grave: Graveyard | None = None) -> int:
         except AgentSnapError:
             continue
     only: set[str] = set()
-    logged = {oid for e in repo.refs.reflog() if not e.name.startswith(TOMBSTONES) for oid in (e.old, e.new) if oid}
+    seen: set[str] = set()
     stack = sorted(logged - named)
     while stack:
         oid = stack.pop()
-        if oid in named or oid in only:
+        if oid in named or oid in seen:
             continue
+        seen.add(oid)
         try:
             m = repo.manifest(oid)
         except AgentSnapError:
@@ -227,7 +239,14 @@ def kept_by_reflog(repo: Repo, grave: Graveyard | None = None) -> int:
         if not grave.is_dead(oid, m):
             only.add(oid)
         stack.extend(p for p in m["parents"] if isinstance(p, str))
-    return len(only)
+    return only
+
+
+def kept_by_reflog(repo: Repo, grave: Graveyard | None = None) -> int:
+    """Live snapshots only reflog entries keep (a deleted branch's, old undo points): what ``expire --reflog`` lets
+    gc reclaim."""
+    logged = {oid for e in repo.refs.reflog() if not e.name.startswith(TOMBSTONES) for oid in (e.old, e.new) if oid}
+    return len(_only_through(repo, logged, set(), Graveyard(repo) if grave is None else grave))
 
 
 def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, Any]:
