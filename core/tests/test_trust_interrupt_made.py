@@ -59,3 +59,19 @@ def test_an_interrupt_before_the_manifest_says_the_store_is_unchanged(tmp_path: 
     assert "agentsnap: interrupted; the store is unchanged past the last completed step" in proc.stderr, proc.stderr
     code, out, err = cli(root, "log", "--json")
     assert code == 2 and "no snapshot yet" in err, (out, err)
+
+
+def test_a_handle_that_saves_for_days_keeps_a_bounded_record_of_what_it_made(tmp_path: Path) -> None:
+    """What an interrupt names is kept per handle: a ``Client`` that saves every step of a long run must not grow
+    it without bound (it kept every id and message it ever made); the count stays exact."""
+    from agentsnap_core import Repo
+
+    root = tmp_path / "work"
+    root.mkdir()
+    repo = Repo.init(root)
+    for i in range(12):
+        (root / "a.txt").write_text(f"{i}\n")
+        repo.snapshot(f"step {i}")
+    assert len(repo.made) <= 3 and repo.made_count == 12
+    assert [m for _oid, m in repo.made] == ["step 9", "step 10", "step 11"]
+    repo.close()

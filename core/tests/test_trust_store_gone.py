@@ -63,6 +63,23 @@ def test_a_store_replaced_at_the_same_path_gets_nothing_from_the_old_handle(tmp_
     new.close()
 
 
+def test_branch_and_tag_through_a_handle_whose_store_is_gone_are_refused(tmp_path: Path) -> None:
+    """Before: ``repo.create_branch("x")`` / ``repo.tag("v1")`` through a handle whose store had been replaced
+    returned as done: the ref went into the deleted index, and the new store had no such branch."""
+    root = _tree(tmp_path)
+    old = Repo.init(root)
+    one = old.snapshot("one")
+    shutil.rmtree(root / ".agentsnap")
+    new = Repo.init(root)
+    with pytest.raises(StoreGone):
+        old.create_branch("x", one.id)
+    with pytest.raises(StoreGone):
+        old.tag("v1", one.id)
+    assert new.refs.list_refs() == {}
+    old.close()
+    new.close()
+
+
 def test_closing_a_repo_with_a_pending_batch_does_not_make_a_deleted_store_again(tmp_path: Path) -> None:
     """Before: objects a batch held in memory (no barrier yet) were written at ``close()`` even when the store had
     been deleted meanwhile: ``close`` made ``.agentsnap/objects/pack/`` again, a store of one pack and no index

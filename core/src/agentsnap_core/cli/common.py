@@ -52,10 +52,11 @@ def interrupted_line() -> str:
     written is committed even when the interrupt came after: "unchanged" alone read as "not made"), else that the
     store is unchanged."""
     made = [m for repo in OPENED for m in getattr(repo, "made", ())]
+    count = sum(getattr(repo, "made_count", 0) for repo in OPENED)
     if not made:
         return "agentsnap: interrupted; the store is unchanged past the last completed step"
     shown = ", ".join(f"{oid[:12]} ({message!r})" if message else oid[:12] for oid, message in made[-3:])
-    more = f" and {len(made) - 3} earlier" if len(made) > 3 else ""
+    more = f" and {count - len(made[-3:])} earlier" if count > len(made[-3:]) else ""
     return (f"agentsnap: interrupted after it made snapshot {shown}{more} (in 'agentsnap log'); the store is "
             "unchanged past that")
 

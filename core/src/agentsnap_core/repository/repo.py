@@ -10,6 +10,7 @@ import re
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -233,9 +234,11 @@ class Repo:
             self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
         self.git_shield: dict[str, str] = {}  # what init / open did to keep the store out of git
-        #: ``(id, message)`` of the snapshots this handle committed, oldest first (what an interrupted command says
-        #: it made: a Ctrl-C after the manifest was written still commits the snapshot)
-        self.made: list[tuple[str, str]] = []
+        #: ``(id, message)`` of the last snapshots this handle committed, oldest first, and how many it committed in
+        #: all (what an interrupted command says it made: a Ctrl-C after the manifest was written still commits the
+        #: snapshot); bounded, as a Client may save for days
+        self.made: deque[tuple[str, str]] = deque(maxlen=3)
+        self.made_count = 0
         self.wt_dir = self.store_dir / "wt" / worktree
         self.progress: Progress | None = None
         self._tree_lock_fd: int | None = None
@@ -402,6 +405,7 @@ class Repo:
         raise UnknownSnapshot(full)
 
     def update_refs(self, updates: list[RefUpdate], message: str) -> None:
+        self.check_present()  # (branch, tag, delete through a handle whose store is gone: into the deleted index)
         for u in updates:
             if u.new is not None and not self.objects.has(u.new):
                 raise AgentSnapError(f"refusing to point {u.name} at missing object {u.new[:12]}")
@@ -872,6 +876,7 @@ class Repo:
             for wt, symref, oid in b.heads:
                 self.refs.set_head(wt, symref, oid)
         self.made.extend((row.id, row.message) for row in b.rows)
+        self.made_count += len(b.rows)
 
     @_writing
     def snapshot(
