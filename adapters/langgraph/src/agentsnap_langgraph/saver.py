@@ -178,10 +178,11 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             if self.repo.refs.get_config(CONFIG_ENCRYPT) != "aes-gcm":
                 enable_encryption(self.repo)  # every object from now on, files included (docs/SECURITY.md)
         self.index = open_index(self.repo)
-        #: the embedded store's directory and index file as opened: a put or flush refuses to go on into files that
-        #: were deleted (what it wrote would vanish with the saver's handles) or replaced by another store
+        #: the checkpoint index file as opened (core checks the store directory and its own index): a put or flush
+        #: refuses to go on into files that were deleted (what it wrote would vanish with the saver's handles) or
+        #: replaced by another store
         index_file = getattr(self.index, "path", None)
-        self._files = HeldPaths(self.repo.store_dir, index_file) if index_file is not None else None
+        self._files = HeldPaths(index_file) if index_file is not None else None
         self.flush_interval = flush_interval
         self._s = Shared()
         batch = getattr(self.repo.objects, "batch", None)  # the embedded store packs what a flush writes
@@ -352,7 +353,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
     def _check_usable(self) -> None:
         """Refuse to write through a closed saver, or into a store deleted or replaced since it was opened."""
         self._check_open()
-        if self._files is not None and self._files.gone():
+        try:
+            self.repo.check_present()
+            gone = self._files is not None and self._files.gone()
+        except StoreGone:
+            gone = True
+        if gone:
             raise StoreGone(
                 str(self.repo.store_dir),
                 f"PFSaver: its store {self.repo.store_dir} was deleted or replaced while the saver was open; nothing "

@@ -28,11 +28,13 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     interrupted_line,
     json_line,
     left_out_line,
+    listing,
     open_notes,
     output_closed,
     progress,
     refuse_snapshot_during_merge,
     restore_lines,
+    seconds_or_now,
     short,
     snapshot_lines,
     status_lines,
@@ -535,11 +537,7 @@ def verify(ctx: click.Context, as_json: bool) -> None:
 def gc(ctx: click.Context, prune: str, as_json: bool) -> None:
     """Delete objects unreachable from refs, HEADs and the reflog."""
     repo = open_repo(ctx)
-    try:
-        grace = 0.0 if prune == "now" else float(prune)
-    except ValueError:
-        raise AgentSnapError(f"--prune takes seconds or 'now', not {prune!r}") from None
-    rep = repo.gc(grace)
+    rep = repo.gc(seconds_or_now(prune, "--prune"))
     if as_json:
         emit({"v": JSON_VERSION, **rep})
     else:
@@ -555,9 +553,8 @@ def gc(ctx: click.Context, prune: str, as_json: bool) -> None:
 
 def _say_foreign(names: list[str]) -> None:
     if names:
-        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         click.echo(f"note: {len(names)} file(s) in .agentsnap/objects are not agentsnap objects, left as they are "
-                   f"(move them out of the store): {shown}", err=True)
+                   f"(move them out of the store): {listing(names)}", err=True)
 
 
 def _mib(n: int) -> str:

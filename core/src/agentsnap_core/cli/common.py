@@ -61,16 +61,31 @@ def interrupted_line() -> str:
             "unchanged past that")
 
 
+def listing(items: list[str], shown: int = 5) -> str:
+    """``a, b, c, d, e and 3 more``: the first ``shown`` items of a list a line names, and how many it left out."""
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
+def seconds_or_now(value: str, option: str) -> float:
+    """An option's number of seconds, ``now`` being 0 (``gc --prune``, ``expire --reflog --older-than``); the range
+    is the verb's to check."""
+    try:
+        return 0.0 if value == "now" else float(value)
+    except ValueError:
+        from agentsnap_core.errors import InvalidInput
+
+        raise InvalidInput(f"{option} takes seconds or 'now', not {value!r}") from None
+
+
 def open_notes(repo: Repo) -> list[str]:
     """What opening the store did that the user must hear of: keeping it out of git (:func:`git_shield_notes`), and
     a lost ``index.sqlite`` indexed again from the objects (its branch names are gone: the snapshots got new ones)."""
     notes = git_shield_notes(repo.git_shield)
     recovered = getattr(repo.store, "recovered", None)
     if recovered:
-        shown = ", ".join(name.removeprefix("refs/heads/") for name in recovered[:5])
-        more = f" and {len(recovered) - 5} more" if len(recovered) > 5 else ""
+        shown = listing([name.removeprefix("refs/heads/") for name in recovered])
         notes.append(f"warning: the store's index ({repo.store_dir}/index.sqlite) was missing; its snapshots were "
-                     f"indexed again from the objects and named by the branches {shown}{more} (branch and tag names, "
+                     f"indexed again from the objects and named by the branches {shown} (branch and tag names, "
                      "HEADs and config were in the lost index): 'agentsnap log --all' lists them")
     return notes
 

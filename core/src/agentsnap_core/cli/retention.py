@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from agentsnap_core.cli.app import JSON_VERSION, emit, fmt_time, json_opt, open_repo, register, short, subject
+from agentsnap_core.cli.common import listing, seconds_or_now
 from agentsnap_core.errors import InvalidInput
 from agentsnap_core.repository import maintenance, retention
 
@@ -97,12 +98,7 @@ def expire_cmd(ctx: click.Context, specs: tuple[str, ...], reflog: bool, older_t
 
 
 def _expire_reflog(ctx: click.Context, older_than: str | None, dry_run: bool, as_json: bool) -> None:
-    age = maintenance.REFLOG_AGE
-    if older_than is not None:
-        try:
-            age = 0.0 if older_than == "now" else float(older_than)
-        except ValueError:
-            raise InvalidInput(f"--older-than takes seconds or 'now', not {older_than!r}") from None
+    age = maintenance.REFLOG_AGE if older_than is None else seconds_or_now(older_than, "--older-than")
     res = maintenance.expire_reflog(open_repo(ctx), age, dry_run=dry_run)
     if as_json:
         emit({"v": JSON_VERSION, **res})
@@ -113,11 +109,10 @@ def _expire_reflog(ctx: click.Context, older_than: str | None, dry_run: bool, as
     if res["expired"]:
         ids = res["expired"]
         click.echo(f"{'would mark' if dry_run else 'marked'} {len(ids)} snapshot(s) only those entries kept as expired: "
-                   f"{', '.join(short(o) for o in ids[:5])}" + (f" and {len(ids) - 5} more" if len(ids) > 5 else ""))
+                   + listing([short(o) for o in ids]))
     if res["stale"]:
         click.echo(f"{'would forget' if dry_run else 'forgot'} {len(res['stale'])} snapshot(s) the reflog named that "
-                   f"are gone: {', '.join(short(o) for o in res['stale'][:5])}"
-                   + (f" and {len(res['stale']) - 5} more" if len(res["stale"]) > 5 else ""))
+                   f"are gone: " + listing([short(o) for o in res["stale"]]))
 
 
 def _age(seconds: float) -> str:
