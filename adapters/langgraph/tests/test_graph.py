@@ -113,6 +113,10 @@ def test_agentsnap_log_shows_thread_step_source(store: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     entries = json.loads(proc.stdout)
+    # the run stopped at an interrupt: its pending writes are the branch's tip (they travel with the thread on push)
+    waiting = entries.pop(0)
+    assert waiting["meta"]["stopped"] == "interrupt" and waiting["meta"]["step"] == 3
+    assert "langgraph script step 3: stopped (interrupt), its pending writes" in waiting["message"]
     metas = [e["meta"] for e in entries]
     assert [m["step"] for m in metas] == [3, 2, 1, 0, -1]
     assert {m["thread_id"] for m in metas} == {"script"}

@@ -79,6 +79,7 @@ from ._store import (
 )
 from ._threads import ThreadVerbs
 from ._typed import expand, shrink
+from ._writes import CARRIED, WRITES_FORMAT, CarriedWrites, adopted_writes
 
 #: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
 REWRITE_AFTER = 600.0
@@ -123,7 +124,7 @@ OTHER_FLUSH_WAIT = 5.0
 DURABLE_GROUP_INTERVAL = 0.2
 
 
-class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
+class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer on the agentsnap store (sync and async, all optional capabilities).
 
     Args:
@@ -311,7 +312,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         self._check_usable()
         with s.flush_lock:
             with s.lock:
-                if not s.pending_refs and not s.pending_seqs:
+                stopped = sorted(s.stopped)
+                s.stopped.clear()
+                if not s.pending_refs and not s.pending_seqs and not stopped:
                     s.flush_error = None
                     return
                 refs = {name: list(entries) for name, entries in s.pending_refs.items()}
@@ -332,9 +335,12 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                 self.index.sync()  # and the index rows naming them
                 self._commit(rows, refs)  # index rows and ref moves: one transaction
                 self.index.mark_flushed(seqs)
+                rows, seqs, refs, pending = [], [], {}, []
+                self._carry_writes(stopped)
                 s.flush_error = None
             except BaseException:
                 with s.lock:  # keep them for the next attempt
+                    s.stopped.update(stopped)
                     for name, entries in refs.items():
                         s.pending_refs.setdefault(name, [])[:0] = entries
                     s.pending_rows[:0] = rows
@@ -536,8 +542,9 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         langgraph/t origin/langgraph/t``). Before, such a thread was empty to LangGraph (``get_state`` gave ``{}``)
         although ``agentsnap log`` listed its checkpoints. Each snapshot on the branch's first-parent chain back to
         the first one this index holds is indexed again from its state document (the checkpoint, its metadata and
-        channel versions); the thread is the branch's, so a copied thread's shared snapshots index under it. Not
-        carried: pending writes (they are not in snapshots) and subgraph namespaces (their refs are not branches).
+        channel versions); the thread is the branch's, so a copied thread's shared snapshots index under it. A tip
+        that records a stopped run's pending writes (``_writes``) gives them back to the index. Not carried: subgraph
+        namespaces (their refs are not branches).
         """
         from agentsnap_core.retention import tombstones
 
@@ -547,6 +554,8 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         dead: set[str] | None = None
         rows: list[tuple[Any, ...]] = []
         blobs: list[tuple[str, str, str, str, str, str | None]] = []
+        writes: list[tuple[Any, ...]] = []
+        carried_now: list[tuple[str, str]] = []
         with self.index.read() as db:
             def indexed(thread_id: str, snap: str) -> bool:
                 return db.execute("SELECT 1 FROM lg_checkpoints WHERE snapshot=? AND thread_id=? LIMIT 1",
@@ -554,7 +563,8 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
 
             tips = {t: tip for name, tip in branches.items()
                     if tip and (t := decode_name(name[len(ROOT_REF_PREFIX):])) is not None}
-            held: set[tuple[str, str]] = set()
+            carried = self._carried(db)
+            held: set[tuple[str, str]] = {(t, tip) for t, tip in tips.items() if carried.get(t) == tip}
             snaps = sorted(set(tips.values()))
             for i in range(0, len(snaps), 500):  # one query per 500 branches (a shared PostgreSQL index: round trips)
                 part = snaps[i : i + 500]
@@ -577,6 +587,11 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                         break
                     parents = snap.manifest.get("parents") or []
                     cur = parents[0] if parents and isinstance(parents[0], str) else None
+                    if isinstance(doc, dict) and doc.get("format") == WRITES_FORMAT:
+                        if snap.id == tip and snap.id not in dead:  # a stopped run's writes (only the tip's are pending)
+                            writes += adopted_writes(thread_id, doc)
+                            carried_now.append((CARRIED + thread_id, snap.id))
+                        continue
                     if (not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT
                             or doc.get("checkpoint_ns") or snap.id in dead):
                         continue  # (a world snapshot on the branch, a merge's, a pruned checkpoint)
@@ -589,9 +604,11 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
                                  str(run_id) if run_id is not None else None, *shrink(ckpt_t[0], bytes(ckpt_t[1])),
                                  *shrink(meta_t[0], bytes(meta_t[1]))))
                     blobs += [(thread_id, "", ch, v[0], v[1], v[2]) for ch, v in doc.get("channels", {}).items()]
-        if not rows:
+        if not rows and not carried_now:
             return
         with self.index.tx() as db:
+            db.executemany("INSERT OR IGNORE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", writes)
+            db.executemany("INSERT OR REPLACE INTO lg_meta VALUES (?,?)", carried_now)
             db.executemany(
                 "INSERT OR IGNORE INTO lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, "
                 "run_id, ckpt_type, ckpt, meta_type, meta, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,1)",
@@ -826,6 +843,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         meta: dict[str, Any],
         world_rec: dict[str, Any] | None,
         defer: bool = False,
+        message: str | None = None,
     ) -> Written:
         """Build a checkpoint's state document and manifest; write them now, or (``defer``) leave their
         bytes to the caller, who keeps them in the index row until :meth:`flush` writes them."""
@@ -839,7 +857,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
         step = f" step {meta['step']}" if meta.get("step") is not None else ""
         source = f" ({meta['source']})" if meta.get("source") else ""
         ns = f" [{meta['checkpoint_ns']}]" if meta.get("checkpoint_ns") else ""
-        message = f"langgraph {meta['thread_id']}{ns}{step}{source}"
+        message = message or f"langgraph {meta['thread_id']}{ns}{step}{source}"
         now = time.time()
         manifest = {
             "format": "agentsnap-manifest",
@@ -882,6 +900,7 @@ class PFSaver(ThreadVerbs, BaseCheckpointSaver[str], AbstractContextManager, Abs
             replace.append(widx < 0)
         if rows:
             self.index.insert_writes(rows, replace)
+            self._note_stop(thread_id, ns, checkpoint_id, (r[5] for r in rows))
 
     # ------------------------------------------------------------------ reads
     def _tuple(self, row: CheckpointRow, config: RunnableConfig | None = None) -> CheckpointTuple:

@@ -1,0 +1,126 @@
+"""Pending writes that travel with a thread (mixed into :class:`~agentsnap_langgraph.saver.PFSaver`).
+
+A run that stops with writes on its newest checkpoint - a human-approval ``interrupt()``, or a super-step where one
+node raised after others finished - leaves state LangGraph needs to go on: the question asked (and its interrupt id),
+the finished nodes' outputs. Those writes live in the checkpoint index, which ``agentsnap push`` / ``clone`` do not
+carry. So when such a run has stopped, the next flush records the writes as a small snapshot on the thread's branch
+(a child of the checkpoint they belong to), and a saver that adopts the branch (:meth:`PFSaver._adopt_branches`)
+indexes them again. The thread's next checkpoint follows the checkpoint itself, not that snapshot: the branch moves on
+and the writes, consumed, stay reachable only through the reflog, as any earlier position of a branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from agentsnap_core.errors import RefConflict
+from agentsnap_core.store import RefUpdate, SnapshotRow
+from langgraph.checkpoint.base import WRITES_IDX_MAP
+
+from ._store import ChannelMap, thread_ref
+
+if TYPE_CHECKING:
+    from agentsnap_core.repo import Repo
+
+    from ._index import CheckpointIndex
+    from ._store import Shared, Written
+
+WRITES_FORMAT = "agentsnap-langgraph-writes"
+#: the special channels whose write means the run stopped there (LangGraph's INTERRUPT and ERROR)
+STOPS = frozenset(c for c in ("__interrupt__", "__error__") if c in WRITES_IDX_MAP)
+#: ``lg_meta`` key prefix: ``pw:<thread>`` -> the writes snapshot this index holds the writes of
+CARRIED = "pw:"
+
+
+class CarriedWrites:
+    """Record a stopped run's pending writes in the store, and index them again from a branch that carries them."""
+
+    if TYPE_CHECKING:
+        repo: Repo
+        index: CheckpointIndex
+        _s: Shared
+
+        def _write_snapshot(self, state_doc: dict[str, Any], channels: ChannelMap, parents: list[str],
+                            meta: dict[str, Any], world_rec: dict[str, Any] | None, defer: bool = False,
+                            message: str | None = None) -> Written: ...
+
+        def _index_snapshots(self, rows: list[SnapshotRow]) -> None: ...
+
+        def _writing(self) -> AbstractContextManager[None]: ...
+
+    def _note_stop(self, thread_id: str, ns: str, checkpoint_id: str, channels: Iterable[str]) -> None:
+        """Called by ``put_writes``: a root-graph write on a stopping channel marks its checkpoint for the flush."""
+        if not ns and STOPS.intersection(channels):
+            with self._s.lock:
+                self._s.stopped.add((thread_id, checkpoint_id))
+
+    def _carry_writes(self, stopped: Sequence[tuple[str, str]]) -> None:
+        """Write the pending writes of each stopped checkpoint still at its thread's tip as a snapshot on the thread's
+        branch (after the flush that made the checkpoint durable). A thread that moved on since is left alone: the
+        writes were consumed by its next checkpoint."""
+        made: list[tuple[str, str, str, str | None]] = []  # (thread, ref, writes snapshot, the ref's old value)
+        rows: list[SnapshotRow] = []
+        with self._writing():
+            for thread_id, cid in stopped:
+                name = thread_ref(thread_id, "")
+                current = self.repo.refs.get_ref(name)
+                base = self._checkpoint_at(current, cid)
+                if base is None:
+                    continue
+                writes = self.index.writes(thread_id, "", cid)
+                if not writes:
+                    continue
+                doc = {
+                    "format": WRITES_FORMAT,
+                    "v": 1,
+                    "thread_id": thread_id,
+                    "checkpoint_ns": "",
+                    "checkpoint_id": cid,
+                    "writes": [[t, i, c, typ, bytes(v), p] for t, c, typ, v, p, i in writes],
+                }
+                step = (self.repo.manifest(base).get("meta") or {}).get("step")
+                stop = " and ".join(sorted(c.strip("_") for _t, c, *_ in writes if c in STOPS)) or "pending writes"
+                meta = {"thread_id": thread_id, "checkpoint_id": cid, "writes_of": cid, "step": step,
+                        "stopped": stop}
+                at = f" step {step}" if isinstance(step, int) else ""
+                snap = self._write_snapshot(doc, {}, [base], {k: v for k, v in meta.items() if v is not None}, None,
+                                            message=f"langgraph {thread_id}{at}: stopped ({stop}), its pending writes")
+                made.append((thread_id, name, snap.id, current))
+                rows.append(snap.row)
+            if not made:
+                return
+            self.repo.objects.barrier()
+            self._index_snapshots(rows)
+            for thread_id, name, oid, current in made:
+                try:
+                    self.repo.refs.update_refs([RefUpdate(name, oid, current)], "langgraph: pending writes")
+                except RefConflict:  # another writer moved the thread on: its checkpoint consumed these writes
+                    continue
+                with self.index.tx() as db:
+                    db.execute("INSERT OR REPLACE INTO lg_meta VALUES (?,?)", (CARRIED + thread_id, oid))
+
+    def _checkpoint_at(self, tip: str | None, cid: str) -> str | None:
+        """The snapshot of checkpoint ``cid`` when the branch's tip ``tip`` is it, or writes recorded for it."""
+        if tip is None:
+            return None
+        if self.index.checkpoint_of_snapshot(tip) == cid:
+            return tip
+        manifest = self.repo.manifest(tip)
+        parents = manifest.get("parents") or []
+        if (manifest.get("meta") or {}).get("writes_of") == cid and parents:
+            return str(parents[0])
+        return None
+
+    def _carried(self, db: Any) -> dict[str, str]:
+        """``{thread: writes snapshot}`` whose writes this index already holds."""
+        return {str(k)[len(CARRIED):]: str(v) for k, v in
+                db.execute("SELECT key, value FROM lg_meta WHERE key LIKE ?", (CARRIED + "%",)).fetchall()}
+
+
+def adopted_writes(thread_id: str, doc: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """``lg_writes`` rows (under the branch's thread) of a writes snapshot's document."""
+    cid = doc["checkpoint_id"]
+    for task_id, idx, channel, typ, value, path in doc.get("writes", []):
+        yield (thread_id, "", cid, task_id, idx, channel, typ, bytes(value), path)

@@ -1,0 +1,128 @@
+"""A LangGraph thread that stopped with pending writes (a human-approval interrupt, or a super-step where one node
+failed and another finished) pushed to a teammate: the writes must travel with the thread, or the teammate's copy is
+not the same thread (the question to approve is gone; a finished node runs again)."""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+from typing import Annotated, Any
+
+from agentsnap_core.repo import Repo
+from agentsnap_langgraph import PFSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from lg_kit import cfg
+from test_push_clone import cli
+from typing_extensions import TypedDict
+
+
+class Job(TypedDict, total=False):
+    draft: str
+    approved: str
+    log: Annotated[list[str], operator.add]
+
+
+def approval_graph(saver: Any) -> Any:
+    def write(state: Job) -> dict[str, Any]:
+        return {"draft": "rm -rf build", "log": ["write"]}
+
+    def ask(state: Job) -> dict[str, Any]:
+        answer = interrupt({"question": f"run {state['draft']}?"})
+        return {"approved": answer, "log": [f"ask:{answer}"]}
+
+    g = StateGraph(Job)
+    g.add_node("write", write)
+    g.add_node("ask", ask)
+    g.add_edge(START, "write")
+    g.add_edge("write", "ask")
+    g.add_edge("ask", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_a_thread_waiting_for_approval_reaches_the_teammate_with_its_question(tmp_path: Path) -> None:
+    """Before: the clone's ``get_state`` said the thread waits in ``ask`` but held no interrupt (``interrupts == ()``):
+    the question a teammate was sent the thread to answer was not there (pending writes lived only in the pushing
+    store's checkpoint index). Now the question arrives with its id, the teammate's answer resumes the run, and the
+    first store, opened again, still resumes where it stopped."""
+    mine, bare, theirs = tmp_path / "mine", tmp_path / "shared.store", tmp_path / "theirs"
+    with PFSaver(mine) as saver:
+        graph = approval_graph(saver)
+        graph.invoke({"log": []}, cfg("job"))
+        asked = graph.get_state(cfg("job"))
+    assert asked.next == ("ask",) and len(asked.interrupts) == 1
+    cli(mine, "push", str(bare), "langgraph/job")
+    cli(tmp_path, "clone", str(bare), str(theirs))
+
+    with PFSaver(theirs) as saver:
+        graph = approval_graph(saver)
+        there = graph.get_state(cfg("job"))
+        assert there.next == ("ask",)
+        assert [(i.id, i.value) for i in there.interrupts] == [(i.id, i.value) for i in asked.interrupts]
+        done = graph.invoke(Command(resume={asked.interrupts[0].id: "yes"}), cfg("job"))
+        assert done["approved"] == "yes" and done["log"] == ["write", "ask:yes"]
+        assert graph.get_state(cfg("job")).interrupts == ()
+    with PFSaver(theirs) as saver:  # opened again: nothing adopted twice, the answered question stays answered
+        assert approval_graph(saver).get_state(cfg("job")).values["log"] == ["write", "ask:yes"]
+    cli(theirs, "verify")
+
+    with PFSaver(mine) as saver:  # the pushing store is unchanged to LangGraph: it resumes there as before
+        graph = approval_graph(saver)
+        assert [i.id for i in graph.get_state(cfg("job")).interrupts] == [asked.interrupts[0].id]
+        assert graph.invoke(Command(resume="no"), cfg("job"))["log"] == ["write", "ask:no"]
+    cli(mine, "verify")
+
+
+class Fan(TypedDict, total=False):
+    results: Annotated[list[str], operator.add]
+
+
+RUNS: dict[str, int] = {}
+
+
+def fan_graph(saver: Any, fail: bool) -> Any:
+    def slow_tool(state: Fan) -> dict[str, Any]:
+        RUNS["slow_tool"] = RUNS.get("slow_tool", 0) + 1
+        return {"results": ["slow_tool done"]}
+
+    def flaky(state: Fan) -> dict[str, Any]:
+        if fail:
+            raise RuntimeError("flaky failed")
+        return {"results": ["flaky done"]}
+
+    g = StateGraph(Fan)
+    g.add_node("slow_tool", slow_tool)
+    g.add_node("flaky", flaky)
+    g.add_edge(START, "slow_tool")
+    g.add_edge(START, "flaky")
+    g.add_edge("slow_tool", END)
+    g.add_edge("flaky", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_a_super_step_that_failed_halfway_is_finished_by_the_teammate_without_running_the_done_node_again(
+        tmp_path: Path) -> None:
+    """Before: one node of a parallel step raised, the other had finished (its writes pending on the checkpoint). On
+    the clone those writes were missing: resuming ran the finished node a second time (a tool with side effects ran
+    twice). Now the teammate's resume runs only the node that failed, as it would on the first store."""
+    mine, bare, theirs = tmp_path / "mine", tmp_path / "shared.store", tmp_path / "theirs"
+    RUNS.clear()
+    with PFSaver(mine) as saver:
+        try:
+            fan_graph(saver, fail=True).invoke({"results": []}, cfg("fan"))
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the flaky node should have failed")
+    assert RUNS == {"slow_tool": 1}
+    cli(mine, "push", str(bare), "langgraph/fan")
+    cli(tmp_path, "clone", str(bare), str(theirs))
+    with PFSaver(theirs) as saver:
+        out = fan_graph(saver, fail=False).invoke(None, cfg("fan"))
+    assert sorted(out["results"]) == ["flaky done", "slow_tool done"]
+    assert RUNS == {"slow_tool": 1}, "the finished node ran again on the teammate's store"
+    repo = Repo.open(theirs)
+    try:
+        assert repo.refs.get_ref("refs/heads/langgraph/fan")
+    finally:
+        repo.close()
