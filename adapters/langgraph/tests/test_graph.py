@@ -117,7 +117,9 @@ def test_agentsnap_log_shows_thread_step_source(store: Path) -> None:
     waiting = entries.pop(0)
     assert waiting["meta"]["stopped"] == "interrupt" and waiting["meta"]["step"] == 3
     assert "langgraph script step 3: stopped (interrupt), its pending writes" in waiting["message"]
-    metas = [e["meta"] for e in entries]
+    # ... with the subgraph that stopped (its checkpoints are parents of that record, so they travel too)
+    assert {e["meta"]["checkpoint_ns"].split(":")[0] for e in entries if e["meta"]["checkpoint_ns"]} == {"approval"}
+    metas = [e["meta"] for e in entries if not e["meta"]["checkpoint_ns"]]
     assert [m["step"] for m in metas] == [3, 2, 1, 0, -1]
     assert {m["thread_id"] for m in metas} == {"script"}
     assert [m["source"] for m in metas][-1] == "input"

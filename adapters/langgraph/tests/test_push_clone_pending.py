@@ -126,3 +126,54 @@ def test_a_super_step_that_failed_halfway_is_finished_by_the_teammate_without_ru
         assert repo.refs.get_ref("refs/heads/langgraph/fan")
     finally:
         repo.close()
+
+
+class Review(TypedDict, total=False):
+    facts: Annotated[list[str], operator.add]
+    verdict: str
+
+
+def nested_graph(saver: Any) -> Any:
+    def research(state: Review) -> dict[str, Any]:
+        RUNS["research"] = RUNS.get("research", 0) + 1  # a costly tool call inside the subgraph
+        return {"facts": ["fact"]}
+
+    def review(state: Review) -> dict[str, Any]:
+        return {"verdict": interrupt({"question": "publish?", "facts": state["facts"]})}
+
+    sub = StateGraph(Review)
+    sub.add_node("research", research)
+    sub.add_node("review", review)
+    sub.add_edge(START, "research")
+    sub.add_edge("research", "review")
+    sub.add_edge("review", END)
+    g = StateGraph(Review)
+    g.add_node("desk", sub.compile())
+    g.add_edge(START, "desk")
+    g.add_edge("desk", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_an_interrupt_inside_a_subgraph_resumes_on_the_teammate_store_where_it_stopped(tmp_path: Path) -> None:
+    """Before: the subgraph's checkpoints (their refs are not branches) stayed behind: on the clone the question
+    arrived but resuming ran the subgraph again from its start (the research step a second time). Now the stopped
+    run's record names the subgraph's newest checkpoint too, the clone indexes that namespace, and the teammate's
+    answer resumes the subgraph at its interrupt, as on the first store."""
+    mine, bare, theirs = tmp_path / "mine", tmp_path / "shared.store", tmp_path / "theirs"
+    RUNS.clear()
+    with PFSaver(mine) as saver:
+        graph = nested_graph(saver)
+        graph.invoke({"facts": []}, cfg("desk"))
+        asked = graph.get_state(cfg("desk"))
+    assert RUNS == {"research": 1} and len(asked.interrupts) == 1
+    cli(mine, "push", str(bare), "langgraph/desk")
+    cli(tmp_path, "clone", str(bare), str(theirs))
+    with PFSaver(theirs) as saver:
+        graph = nested_graph(saver)
+        there = graph.get_state(cfg("desk"), subgraphs=True)
+        assert [i.value for i in there.interrupts] == [asked.interrupts[0].value]
+        assert there.tasks[0].state.values["facts"] == ["fact"]  # the subgraph's own state came along
+        out = graph.invoke(Command(resume="yes"), cfg("desk"))
+    assert out == {"facts": ["fact"], "verdict": "yes"}
+    assert RUNS == {"research": 1}, "the subgraph ran again from its start on the teammate's store"
+    cli(theirs, "verify")

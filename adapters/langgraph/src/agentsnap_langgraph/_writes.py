@@ -51,19 +51,24 @@ class CarriedWrites:
         def _writing(self) -> AbstractContextManager[None]: ...
 
     def _note_stop(self, thread_id: str, ns: str, checkpoint_id: str, channels: Iterable[str]) -> None:
-        """Called by ``put_writes``: a root-graph write on a stopping channel marks its checkpoint for the flush."""
-        if not ns and STOPS.intersection(channels):
+        """Called by ``put_writes``: a write on a stopping channel marks its checkpoint for the flush (a subgraph's
+        too: an interrupt inside a subgraph stops the subgraph at its checkpoint and the parent at its own)."""
+        if STOPS.intersection(channels):
             with self._s.lock:
-                self._s.stopped.add((thread_id, checkpoint_id))
+                self._s.stopped.add((thread_id, ns, checkpoint_id))
 
-    def _carry_writes(self, stopped: Sequence[tuple[str, str]]) -> None:
+    def _carry_writes(self, stopped: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Write the pending writes of each stopped checkpoint still at its thread's tip as a snapshot on the thread's
-        branch (after the flush that made the checkpoint durable). A thread that moved on since is left alone: the
-        writes were consumed by its next checkpoint."""
+        branch (after the flush that made the checkpoint durable), with the stopped subgraph checkpoints of the same
+        run (their newest, with their writes) as further parents, so their namespaces travel too. A thread that moved
+        on since is left alone: the writes were consumed by its next checkpoint. Returns the subgraph stops whose
+        parent's stop has not come yet (the flush keeps them for the next one)."""
         made: list[tuple[str, str, str, str | None]] = []  # (thread, ref, writes snapshot, the ref's old value)
         rows: list[SnapshotRow] = []
+        roots = {t: cid for t, ns, cid in stopped if not ns}
+        later = [e for e in stopped if e[1] and e[0] not in roots]
         with self._writing():
-            for thread_id, cid in stopped:
+            for thread_id, cid in sorted(roots.items()):
                 name = thread_ref(thread_id, "")
                 current = self.repo.refs.get_ref(name)
                 base = self._checkpoint_at(current, cid)
@@ -72,25 +77,34 @@ class CarriedWrites:
                 writes = self.index.writes(thread_id, "", cid)
                 if not writes:
                     continue
+                parents, namespaces = [base], {}
+                for _t, ns, ncid in sorted(e for e in stopped if e[0] == thread_id and e[1]):
+                    newest = self.index.latest_snapshot(thread_id, ns)
+                    if newest is None or newest[0] != ncid:
+                        continue  # (that subgraph went on: its stop was answered)
+                    parents.append(newest[1])
+                    namespaces[ns] = {"checkpoint_id": ncid, "snapshot": newest[1],
+                                      "writes": _doc_writes(self.index.writes(thread_id, ns, ncid))}
                 doc = {
                     "format": WRITES_FORMAT,
                     "v": 1,
                     "thread_id": thread_id,
                     "checkpoint_ns": "",
                     "checkpoint_id": cid,
-                    "writes": [[t, i, c, typ, bytes(v), p] for t, c, typ, v, p, i in writes],
+                    "writes": _doc_writes(writes),
+                    "namespaces": namespaces,
                 }
                 step = (self.repo.manifest(base).get("meta") or {}).get("step")
                 stop = " and ".join(sorted(c.strip("_") for _t, c, *_ in writes if c in STOPS)) or "pending writes"
                 meta = {"thread_id": thread_id, "checkpoint_id": cid, "writes_of": cid, "step": step,
                         "stopped": stop}
                 at = f" step {step}" if isinstance(step, int) else ""
-                snap = self._write_snapshot(doc, {}, [base], {k: v for k, v in meta.items() if v is not None}, None,
+                snap = self._write_snapshot(doc, {}, parents, {k: v for k, v in meta.items() if v is not None}, None,
                                             message=f"langgraph {thread_id}{at}: stopped ({stop}), its pending writes")
                 made.append((thread_id, name, snap.id, current))
                 rows.append(snap.row)
             if not made:
-                return
+                return later
             self.repo.objects.barrier()
             self._index_snapshots(rows)
             for thread_id, name, oid, current in made:
@@ -100,6 +114,7 @@ class CarriedWrites:
                     continue
                 with self.index.tx() as db:
                     db.execute("INSERT OR REPLACE INTO lg_meta VALUES (?,?)", (CARRIED + thread_id, oid))
+        return later
 
     def _checkpoint_at(self, tip: str | None, cid: str) -> str | None:
         """The snapshot of checkpoint ``cid`` when the branch's tip ``tip`` is it, or writes recorded for it."""
@@ -119,8 +134,18 @@ class CarriedWrites:
                 db.execute("SELECT key, value FROM lg_meta WHERE key LIKE ?", (CARRIED + "%",)).fetchall()}
 
 
+def _doc_writes(writes: Sequence[tuple[str, str, str, bytes, str, int]]) -> list[list[Any]]:
+    return [[t, i, c, typ, bytes(v), p] for t, c, typ, v, p, i in writes]
+
+
 def adopted_writes(thread_id: str, doc: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-    """``lg_writes`` rows (under the branch's thread) of a writes snapshot's document."""
-    cid = doc["checkpoint_id"]
-    for task_id, idx, channel, typ, value, path in doc.get("writes", []):
-        yield (thread_id, "", cid, task_id, idx, channel, typ, bytes(value), path)
+    """``lg_writes`` rows (under the branch's thread) of a writes snapshot's document, its subgraphs' included."""
+    parts = [("", doc)] + [(ns, part) for ns, part in (doc.get("namespaces") or {}).items()]
+    for ns, part in parts:
+        for task_id, idx, channel, typ, value, path in part.get("writes", []):
+            yield (thread_id, ns, part["checkpoint_id"], task_id, idx, channel, typ, bytes(value), path)
+
+
+def subgraph_tips(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(namespace, snapshot)`` of each stopped subgraph checkpoint a writes snapshot's document names."""
+    return sorted((ns, str(part["snapshot"])) for ns, part in (doc.get("namespaces") or {}).items())

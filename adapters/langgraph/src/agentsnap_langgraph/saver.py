@@ -79,7 +79,7 @@ from ._store import (
 )
 from ._threads import ThreadVerbs
 from ._typed import expand, shrink
-from ._writes import CARRIED, WRITES_FORMAT, CarriedWrites, adopted_writes
+from ._writes import CARRIED, WRITES_FORMAT, CarriedWrites, adopted_writes, subgraph_tips
 
 #: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
 REWRITE_AFTER = 600.0
@@ -312,11 +312,11 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         self._check_usable()
         with s.flush_lock:
             with s.lock:
-                stopped = sorted(s.stopped)
-                s.stopped.clear()
-                if not s.pending_refs and not s.pending_seqs and not stopped:
+                if not s.pending_refs and not s.pending_seqs and not any(not ns for _t, ns, _c in s.stopped):
                     s.flush_error = None
                     return
+                stopped = sorted(s.stopped)
+                s.stopped.clear()
                 refs = {name: list(entries) for name, entries in s.pending_refs.items()}
                 rows, seqs, pending = list(s.pending_rows), list(s.pending_seqs), list(s.pending_objects)
                 after = list(s.after_barrier)
@@ -336,7 +336,9 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                 self._commit(rows, refs)  # index rows and ref moves: one transaction
                 self.index.mark_flushed(seqs)
                 rows, seqs, refs, pending = [], [], {}, []
-                self._carry_writes(stopped)
+                later = self._carry_writes(stopped)
+                with s.lock:
+                    s.stopped.update(later)
                 s.flush_error = None
             except BaseException:
                 with s.lock:  # keep them for the next attempt
@@ -543,8 +545,9 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         although ``agentsnap log`` listed its checkpoints. Each snapshot on the branch's first-parent chain back to
         the first one this index holds is indexed again from its state document (the checkpoint, its metadata and
         channel versions); the thread is the branch's, so a copied thread's shared snapshots index under it. A tip
-        that records a stopped run's pending writes (``_writes``) gives them back to the index. Not carried: subgraph
-        namespaces (their refs are not branches).
+        that records a stopped run's pending writes (``_writes``) gives them back to the index, with the namespaces
+        of the subgraphs that stopped in that run. Not carried: the namespaces of finished subgraph calls (their refs
+        are not branches).
         """
         from agentsnap_core.retention import tombstones
 
@@ -556,6 +559,8 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         blobs: list[tuple[str, str, str, str, str, str | None]] = []
         writes: list[tuple[Any, ...]] = []
         carried_now: list[tuple[str, str]] = []
+        subs: list[tuple[str, str, str]] = []
+        node_refs: list[RefUpdate] = []
         with self.index.read() as db:
             def indexed(thread_id: str, snap: str) -> bool:
                 return db.execute("SELECT 1 FROM lg_checkpoints WHERE snapshot=? AND thread_id=? LIMIT 1",
@@ -571,12 +576,11 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                 held.update((str(r[0]), str(r[1])) for r in db.execute(
                     f"SELECT thread_id, snapshot FROM lg_checkpoints WHERE snapshot IN ({','.join('?' * len(part))})",
                     part).fetchall())
-            for thread_id, tip in sorted(tips.items()):
-                if (thread_id, tip) in held:
-                    continue
-                if dead is None:
-                    dead = set(tombstones(self.repo))
-                cur: str | None = tip
+            def walk(thread_id: str, start: str, sub: bool) -> set[str]:
+                """Index the first-parent chain from ``start`` back to a snapshot this index holds: the thread's
+                root checkpoints, or (``sub``) a stopped subgraph's checkpoints. The snapshots visited."""
+                assert dead is not None
+                cur: str | None = start
                 seen: set[str] = set()
                 while cur and cur not in seen and not indexed(thread_id, cur):
                     seen.add(cur)
@@ -588,22 +592,40 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                     parents = snap.manifest.get("parents") or []
                     cur = parents[0] if parents and isinstance(parents[0], str) else None
                     if isinstance(doc, dict) and doc.get("format") == WRITES_FORMAT:
-                        if snap.id == tip and snap.id not in dead:  # a stopped run's writes (only the tip's are pending)
-                            writes += adopted_writes(thread_id, doc)
+                        if not sub and snap.id == start and snap.id not in dead:  # a stopped run (the tip's writes)
+                            writes.extend(adopted_writes(thread_id, doc))
                             carried_now.append((CARRIED + thread_id, snap.id))
+                            subs.extend((thread_id, ns, oid) for ns, oid in subgraph_tips(doc))
                         continue
                     if (not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT
-                            or doc.get("checkpoint_ns") or snap.id in dead):
+                            or bool(doc.get("checkpoint_ns")) != sub or snap.id in dead):
                         continue  # (a world snapshot on the branch, a merge's, a pruned checkpoint)
+                    ns = str(doc.get("checkpoint_ns") or "")
                     ckpt_t, meta_t = tuple(doc["checkpoint"]), tuple(doc["metadata"])
                     try:
                         run_id = self.serde.loads_typed((meta_t[0], bytes(meta_t[1]))).get("run_id")
                     except Exception:  # (metadata this serializer cannot read: only delete_for_runs misses it)
                         run_id = None
-                    rows.append((thread_id, "", doc["checkpoint_id"], doc.get("parent_checkpoint_id"), snap.id,
+                    rows.append((thread_id, ns, doc["checkpoint_id"], doc.get("parent_checkpoint_id"), snap.id,
                                  str(run_id) if run_id is not None else None, *shrink(ckpt_t[0], bytes(ckpt_t[1])),
                                  *shrink(meta_t[0], bytes(meta_t[1]))))
-                    blobs += [(thread_id, "", ch, v[0], v[1], v[2]) for ch, v in doc.get("channels", {}).items()]
+                    blobs.extend((thread_id, ns, ch, v[0], v[1], v[2]) for ch, v in doc.get("channels", {}).items())
+                return seen
+
+            for thread_id, tip in sorted(tips.items()):
+                if (thread_id, tip) in held:
+                    continue
+                if dead is None:
+                    dead = set(tombstones(self.repo))
+                walk(thread_id, tip, False)
+            for thread_id, ns, oid in subs:  # a stopped subgraph's namespace: indexed, and its node ref set
+                name = thread_ref(thread_id, ns)
+                current = self.repo.refs.get_ref(name)
+                if current == oid:
+                    continue
+                seen = walk(thread_id, oid, True)
+                if current is None or current in seen:
+                    node_refs.append(RefUpdate(name, oid, current))
         if not rows and not carried_now:
             return
         with self.index.tx() as db:
@@ -615,6 +637,11 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                 rows,
             )
             db.executemany("INSERT OR IGNORE INTO lg_blobs VALUES (?,?,?,?,?,?)", blobs)
+        for update in node_refs:  # (after the rows: a ref never names a checkpoint the index lacks)
+            try:
+                self.repo.refs.update_refs([update], "langgraph: adopted a stopped subgraph")
+            except RefConflict:  # another process set it meanwhile
+                continue
 
     def _drop_pruned(self) -> None:
         """Remove the index rows (and writes) of checkpoints whose snapshots ``agentsnap prune`` / ``expire`` /
