@@ -165,3 +165,48 @@ def test_a_store_whose_index_was_lost_keeps_its_snapshots(tmp_path: Path, how: s
     assert {s["id"] for s in json.loads(out)} == {one, two, three}, out
     assert cli(root, "restore", f"lost-found/{two[:12]}")[0] == 0
     assert (root / "a.txt").read_text() == "two\n" and (root / "big.bin").stat().st_size == 200_000
+
+
+@pytest.mark.parametrize("key_at_recovery", [True, False], ids=["key-given", "no-key"])
+def test_a_lost_index_of_an_encrypted_store_keeps_it_encrypted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               key_at_recovery: bool) -> None:
+    """The encryption setting and the key's fingerprint lived in ``index.sqlite``. After ``rm .agentsnap/index.sqlite*``
+    the store was re-indexed, but as a plain store: the next ``snapshot`` wrote its files and manifest **in clear**
+    (``agentsnap log`` and ``show`` then read it without any key), and a wrong key was no longer refused. Now the
+    recovery sees the sealed objects and keeps the store encrypted: without the key every command is refused by
+    name, with another key too, and what is written next is sealed."""
+    crypto = pytest.importorskip("agentsnap_core.format.crypto")
+    key, other = crypto.generate_key(), crypto.generate_key()
+    monkeypatch.setenv(crypto.KEY_ENV, key)
+    root = new_work(tmp_path, {"plan.txt": "the launch codes\n"})
+    with Repo.open(root) as repo:
+        crypto.enable_encryption(repo)
+    one = snapshots(root, ["one"], "plan.txt")[0]
+    for name in os.listdir(root / ".agentsnap"):
+        if name.startswith("index.sqlite"):
+            os.unlink(root / ".agentsnap" / name)
+    if not key_at_recovery:
+        monkeypatch.delenv(crypto.KEY_ENV)
+        code, out, err = cli(root, "log", "--all")
+        assert code != 0 and crypto.KEY_ENV in err, (code, out, err)
+        assert "Traceback" not in err, err
+        monkeypatch.setenv(crypto.KEY_ENV, key)
+    (root / "plan.txt").write_text("the new launch codes\n")
+    code, out, err = cli(root, "snapshot", "-m", "two")
+    assert code == 0, err
+    two = out.strip()
+
+    monkeypatch.delenv(crypto.KEY_ENV)
+    for args in (["log", "--all"], ["show", two]):
+        code, out, err = cli(root, *args)
+        assert code != 0 and crypto.KEY_ENV in err and "two" not in out, (args, code, out, err)
+    monkeypatch.setenv(crypto.KEY_ENV, other)
+    code, out, err = cli(root, "log", "--all")
+    assert code != 0 and "not this store's key" in err, (code, out, err)
+    monkeypatch.setenv(crypto.KEY_ENV, key)
+    code, out, _ = cli(root, "log", "--all", "--json")
+    assert code == 0 and {s["id"] for s in json.loads(out)} == {one, two}, out
+    stored = b"".join(p.read_bytes() for p in (root / ".agentsnap" / "objects").rglob("*") if p.is_file())
+    assert b"launch codes" not in stored and b"two" not in stored
+    code, out, err = cli(root, "verify")
+    assert code == 0 and "ok" in out, (out, err)

@@ -86,7 +86,9 @@ def open_notes(repo: Repo) -> list[str]:
         shown = listing([name.removeprefix("refs/heads/") for name in recovered])
         notes.append(f"warning: the store's index ({repo.store_dir}/index.sqlite) was missing; its snapshots were "
                      f"indexed again from the objects and named by the branches {shown} (branch and tag names, "
-                     "HEADs and config were in the lost index): 'agentsnap log --all' lists them")
+                     "HEADs and config were in the lost index): 'agentsnap log --all' lists them"
+                     + ("; its objects are encrypted, so the store stays encrypted (set the key to read it)"
+                        if getattr(repo.store, "recovered_encrypted", False) else ""))
     return notes
 
 

@@ -136,7 +136,7 @@ class EncryptedObjects:
 
     def get(self, oid: str) -> tuple[int, bytes]:
         stored = self.inner.get_stored(oid)
-        if len(stored) > 5 and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED:
+        if objects.is_sealed(stored):
             return open_sealed(self.key, oid, stored)
         return objects.decode(oid, stored)  # objects written before encryption was enabled
 
@@ -157,7 +157,7 @@ class EncryptedObjects:
     def put_stored(self, oid: str, stored: bytes) -> None:
         """Copy an object in as it is stored elsewhere (push, fetch); in clear there (a store that does not encrypt,
         or written before it did), it is sealed on the way: an encrypted store never receives plain text."""
-        if self.encrypt_writes and not (len(stored) > 5 and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED):
+        if self.encrypt_writes and not objects.is_sealed(stored):
             _, stored = seal(self.key, *objects.decode(oid, stored))
         self.inner.put_stored(oid, stored)
 
@@ -171,10 +171,51 @@ def encryption_wrapper(inner: Any, refs: Any) -> Any:
             raise EncryptedObject("store")
         return inner
     expected = refs.get_config(CONFIG_KEY_ID)
+    if want and not expected:  # an index rebuilt from the objects (recover_settings without the key): learn it
+        expected = _learn_key_id(inner, refs, key)
     if want and expected and expected != key_id(key):
         raise InvalidInput(f"{KEY_ENV} is not this store's key (fingerprint {key_id(key)}, the store wants {expected})")
     install_key(key)
     return EncryptedObjects(inner, key, encrypt_writes=want)
+
+
+def _learn_key_id(inner: Any, refs: Any, key: bytes) -> str | None:
+    """The fingerprint of the key that sealed the store's objects, from the first sealed one: ``key``'s when it opens
+    it (then recorded, so another key is refused by name from now on), else a fingerprint no key has."""
+    for oid in inner.iter_oids():
+        try:
+            stored = inner.get_stored(oid)
+        except AgentSnapError:
+            continue
+        if not objects.is_sealed(stored):
+            continue
+        try:
+            open_sealed(key, oid, stored)
+        except ObjectCorrupt:
+            return "another key"
+        try:
+            refs.set_config(CONFIG_KEY_ID, key_id(key))
+        except Exception:  # (a read-only open: learnt again next time)
+            pass
+        return key_id(key)
+    return None
+
+
+def recover_settings(oid: str, stored: bytes) -> dict[str, str]:
+    """The settings of a store whose index was lost, from one of its sealed objects: encrypted, and the key's
+    fingerprint when the key in the environment opens that object (else the first open with the key learns it)."""
+    settings = {CONFIG_ENCRYPT: "aes-gcm"}
+    try:
+        key = load_key()
+    except InvalidInput:
+        key = None
+    if key is not None:
+        try:
+            open_sealed(key, oid, stored)
+            settings[CONFIG_KEY_ID] = key_id(key)
+        except ObjectCorrupt:
+            pass
+    return settings
 
 
 def enable_encryption(repo: Repo) -> str:

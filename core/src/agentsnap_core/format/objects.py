@@ -144,10 +144,15 @@ def decompress_bounded(payload: bytes | memoryview, length: int) -> bytes:
         return reader.read(length + 1)
 
 
+def is_sealed(stored: bytes | memoryview) -> bool:
+    """Whether stored bytes are an encrypted object (:mod:`agentsnap_core.format.crypto`); the header says it."""
+    return len(stored) >= HEADER.size and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED
+
+
 def verify_stored(oid: str, stored: bytes) -> None:
     """Check stored bytes before accepting them from a peer: fully for plain objects; for encrypted
     ones (which only the key holder can open) the header and size bounds (see :mod:`agentsnap_core.format.crypto`)."""
-    if len(stored) >= HEADER.size and stored[:3] == MAGIC and stored[5] == CODEC_ENCRYPTED:
+    if is_sealed(stored):
         _, version, _kind, _codec, length = HEADER.unpack_from(stored)
         if version != OBJECT_FORMAT:
             raise UnsupportedFormat(f"object {oid[:12]}", version, OBJECT_FORMAT)

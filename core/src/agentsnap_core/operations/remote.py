@@ -616,7 +616,7 @@ def _encrypted(store: Any, tips: list[str]) -> bool:
         return True
     for oid in tips:
         stored = store.objects.get_stored(oid)
-        if len(stored) > 5 and stored[:3] == objects.MAGIC and stored[5] == objects.CODEC_ENCRYPTED:
+        if objects.is_sealed(stored):
             return True
     return False
 

@@ -815,6 +815,8 @@ class LocalStore:
         self.held = HeldPaths(*(p for p in (self.root, index) if p.exists()))
         #: branches this open gave the snapshots of a store whose index was missing (:meth:`_recover_index`)
         self.recovered: list[str] = []
+        #: whether those objects were encrypted (the store's encryption setting, lost with the index, was restored)
+        self.recovered_encrypted = False
         if lost and not self.refs.read_only:
             self.recovered = self._recover_index()
 
@@ -834,11 +836,14 @@ class LocalStore:
         gone with it. Returns the new branches."""
         rows: list[SnapshotRow] = []
         unread: list[str] = []  # manifests that cannot be read here (encrypted, damaged): named each, never lost
+        sealed: tuple[str, bytes] | None = None  # an encrypted object: the store was encrypted, and stays so
         for oid in self.objects.iter_oids():
             try:
                 stored = self.objects.get_stored(oid)
             except AgentSnapError:
                 continue
+            if sealed is None and objects.is_sealed(stored):
+                sealed = (oid, stored)
             if len(stored) < objects.HEADER.size or stored[4] != objects.Kind.MANIFEST:  # (the kind: in the clear)
                 continue
             try:
@@ -854,6 +859,12 @@ class LocalStore:
             rows.append(SnapshotRow(oid, tuple(p for p in doc["parents"] if isinstance(p, str)),
                                     float(t) if isinstance(t, (int, float)) else 0.0,
                                     str(doc.get("message", "")), str(doc.get("agent", ""))))
+        if sealed is not None:  # (before anything is written: never a plain object into an encrypted store)
+            from agentsnap_core.format import crypto
+
+            for name, value in crypto.recover_settings(*sealed).items():
+                self.refs.set_config(name, value)
+            self.recovered_encrypted = True
         if rows:
             self.refs.index_snapshots(rows)
         parents = {p for r in rows for p in r.parents}

@@ -250,7 +250,7 @@ def tighten(oid: str, stored: bytes, squeeze: zstandard.ZstdCompressor) -> bytes
 
     Encrypted objects (only the key holder can open them) are checked as far as possible and kept as they are.
     """
-    if len(stored) > objects.HEADER.size and stored[:3] == objects.MAGIC and stored[5] == objects.CODEC_ENCRYPTED:
+    if objects.is_sealed(stored):
         objects.verify_stored(oid, stored)
         return stored
     kind, raw = objects.decode(oid, stored)  # raises ObjectCorrupt: a damaged object is not packed
