@@ -177,3 +177,27 @@ def test_an_interrupt_inside_a_subgraph_resumes_on_the_teammate_store_where_it_s
     assert out == {"facts": ["fact"], "verdict": "yes"}
     assert RUNS == {"research": 1}, "the subgraph ran again from its start on the teammate's store"
     cli(theirs, "verify")
+
+
+def test_a_copy_or_fork_of_a_thread_waiting_for_approval_carries_the_question_when_pushed(tmp_path: Path) -> None:
+    """Before: ``copy_thread`` and ``fork_thread`` of a thread stopped at an interrupt showed the question in the first
+    store (the index's writes were copied), but their branches named the bare checkpoint: pushed, the copy reached the
+    teammate with no interrupt. Now each copy's branch records the stop too."""
+    mine, bare, theirs = tmp_path / "mine", tmp_path / "shared.store", tmp_path / "theirs"
+    with PFSaver(mine) as saver:
+        graph = approval_graph(saver)
+        graph.invoke({"log": []}, cfg("job"))
+        asked = graph.get_state(cfg("job")).interrupts
+        saver.copy_thread("job", "job-copy")
+        fork, = saver.fork_thread(cfg("job"), 1)
+    forked = fork["configurable"]["thread_id"]
+    for thread in ("job-copy", forked):
+        cli(mine, "push", str(bare), f"langgraph/{thread}")
+    cli(tmp_path, "clone", str(bare), str(theirs))
+    cli(theirs, "branch", f"langgraph/{forked}", f"origin/langgraph/{forked}")  # (clone checks out the first one)
+    with PFSaver(theirs) as saver:
+        graph = approval_graph(saver)
+        for thread in ("job-copy", forked):
+            assert [(i.id, i.value) for i in graph.get_state(cfg(thread)).interrupts] == \
+                [(i.id, i.value) for i in asked], thread
+            assert graph.invoke(Command(resume="ok"), cfg(thread))["log"] == ["write", "ask:ok"]

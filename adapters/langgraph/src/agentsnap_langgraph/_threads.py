@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import get_checkpoint_id
 
 from ._store import ChannelMap, thread_ref
 from ._typed import expand
+from ._writes import STOPS
 
 if TYPE_CHECKING:
     from agentsnap_core.repo import Repo
@@ -182,10 +183,8 @@ class ThreadVerbs:
                 "WHERE thread_id=?",
                 (source,),
             ).fetchall()
-            db.executemany(
-                "INSERT OR REPLACE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)",
-                [(target, *w) for w in writes if (w[0], w[1]) in copied_ids and not (replay and _replayed(w, upto))],
-            )
+            writes = [w for w in writes if (w[0], w[1]) in copied_ids and not (replay and _replayed(w, upto))]
+            db.executemany("INSERT OR REPLACE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", [(target, *w) for w in writes])
             seqs = [
                 r[0]
                 for r in db.execute("SELECT seq FROM lg_checkpoints WHERE thread_id=? AND flushed=0", (target,)).fetchall()
@@ -194,6 +193,9 @@ class ThreadVerbs:
             self._s.pending_seqs.extend(seqs)
             for item in queued:
                 self._queue(*item)
+            # a copy of a thread stopped at an interrupt (or on an error) carries the stop on its own branch too, so
+            # pushing the copy or the fork sends the question with it
+            self._s.stopped.update((target, w[0], w[1]) for w in writes if w[4] in STOPS)
         self.flush()
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
