@@ -70,3 +70,30 @@ def test_a_live_or_empty_journal_is_not_warned_about(repo: Repo) -> None:
         os.close(fd)
     path.write_bytes(b"")  # everything in it committed: the adapter truncated it
     assert WARNING not in _cli(repo, "log").stderr and WARNING not in _cli(repo, "status").stderr
+
+
+PENDING = "hold writes that are in no snapshot yet"
+
+
+def test_an_adapters_writes_kept_between_snapshots_are_said_to_be_in_no_snapshot(repo: Repo, tmp_path: Path) -> None:
+    """The second kind (docs/PLUGINS.md): ``<worktree dir>/<adapter>/*.journal`` holds an adapter's writes since its
+    last snapshot (CrewAI's memory; a real one in adapters/crewai/tests/test_memory_push_pending.py), live process or
+    not. Before, ``status`` said "nothing changed" and ``push`` sent the branch without them in silence."""
+    path = repo.wt_dir / "crewai" / "memory-crewai_memory.journal"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"an entry core never reads")
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a live writer changes nothing: the writes are in no snapshot all the same
+    try:
+        for args in (["status"], ["log"]):
+            proc = _cli(repo, *args)
+            assert proc.returncode == 0 and PENDING in proc.stderr and str(path) in proc.stderr, (args, proc.stderr)
+        assert json.loads(_cli(repo, "status", "--json").stdout)["unsnapshotted_journals"] == [
+            {"adapter": "crewai", "path": str(path)}]
+        push = _cli(repo, "push", f"file://{tmp_path / 'team'}")
+        assert push.returncode == 0 and PENDING in push.stderr, push.stderr
+    finally:
+        os.close(fd)
+    path.write_bytes(b"")  # snapshotted: the adapter emptied it
+    assert PENDING not in _cli(repo, "status").stderr and PENDING not in _cli(repo, "log").stderr
+    assert "unsnapshotted_journals" not in json.loads(_cli(repo, "status", "--json").stdout)

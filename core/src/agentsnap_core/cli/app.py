@@ -202,7 +202,7 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
         raise InvalidInput(f"-n takes a number of snapshots (0 or more), not {limit}")
     repo = open_repo(ctx)
     snaps = repo.log(spec, all_refs=all_refs, limit=limit, past_unreadable=True)
-    late = journals.notice(repo.store_dir)  # checkpoints a process that ended left in an adapter's journal
+    late = journals.notice(repo.store_dir, repo.wt_dir)  # checkpoints or writes an adapter journaled, not in the store
     if late:
         click.echo(late, err=True)
     labels = _labels(repo)

@@ -352,6 +352,11 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
         from agentsnap_core.repository import journals
 
         out.append((journals.describe([(j["adapter"], j["path"]) for j in late]), True))
+    pending = st.get("unsnapshotted_journals")
+    if pending:
+        from agentsnap_core.repository import journals
+
+        out.append((journals.describe_unsnapshotted([(j["adapter"], j["path"]) for j in pending]), True))
     return out
 
 

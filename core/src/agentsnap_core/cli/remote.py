@@ -85,6 +85,9 @@ def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], forc
     late = journals.notice(repo.store_dir)  # not in any snapshot: they would not reach the remote
     if late:
         click.echo(f"{late}; they are not pushed", err=True)
+    pending = journals.unsnapshotted(repo.wt_dir)  # an adapter's writes since its last snapshot: not pushed either
+    if pending:
+        click.echo(journals.describe_unsnapshotted(pending), err=True)
     try:
         with _bar("push", as_json) as progress:
             result = remote_mod.push(repo, remote, list(refs) or None, force_with_lease=force_with_lease, jobs=jobs,

@@ -7,6 +7,11 @@ committed, and replays the journal of a process that died when the store is next
 
 Core never reads an entry. It only says when a journal is not empty and no live process holds it: its checkpoints
 are not in the store yet, so ``log``, ``status`` and ``push`` would otherwise leave them out without a word.
+
+A second kind: state an adapter keeps **between snapshots** by design (CrewAI's memory: every write is journalled,
+and ``AgentsnapStorage.snapshot()`` puts the whole memory into a snapshot) lives in ``<worktree dir>/<adapter>/
+*.journal``. Such a file that is not empty holds writes no snapshot has, whether its process lives or not: ``push``
+would send the branch without them (a teammate's clone then lacks them), so ``status``, ``log`` and ``push`` say so.
 """
 
 from __future__ import annotations
@@ -47,16 +52,16 @@ def unreplayed(store_dir: str | os.PathLike[str]) -> list[tuple[str, Path]]:
     return found
 
 
-def _journal_files(store_dir: str | os.PathLike[str]) -> list[Path]:
-    """Every ``<store>/<adapter>/journal/*.journal`` (scandir, not ``Path.glob``: its patterns are compiled anew in
+def _journal_files(root: str | os.PathLike[str], sub: str = "journal") -> list[Path]:
+    """Every ``<root>/<adapter>/<sub>/*.journal`` (scandir, not ``Path.glob``: its patterns are compiled anew in
     each command, a third of a small ``status``'s own work)."""
     out: list[Path] = []
     try:
-        adapters = [e.name for e in os.scandir(store_dir) if e.is_dir()]
+        adapters = [e.name for e in os.scandir(root) if e.is_dir()]
     except OSError:
         return out
     for adapter in adapters:
-        folder = journal_dir(store_dir, adapter)
+        folder = Path(root) / adapter / sub if sub else Path(root) / adapter
         try:
             out.extend(folder / e.name for e in os.scandir(folder) if e.name.endswith(SUFFIX))
         except OSError:
@@ -66,16 +71,45 @@ def _journal_files(store_dir: str | os.PathLike[str]) -> list[Path]:
 
 def describe(found: Sequence[tuple[str, str | os.PathLike[str]]]) -> str:
     """The warning line for :func:`unreplayed`'s answer: how many, the first, and what adds them to the store."""
-    adapters = sorted({adapter for adapter, _ in found})
-    names = ", ".join(f"agentsnap-{a.replace('_', '-')}" for a in adapters)
+    names, first = _named(found)
     return (
         f"warning: {len(found)} write-behind journal(s) of a process that ended hold checkpoints that are not in the "
-        f"store yet ({os.fspath(found[0][1])}{' ...' if len(found) > 1 else ''}); open the store through {names} to "
-        f"add them (its README: the journal)"
+        f"store yet ({first}); open the store through {names} to add them (its README: the journal)"
     )
 
 
-def notice(store_dir: str | os.PathLike[str]) -> str | None:
+def _named(found: Sequence[tuple[str, str | os.PathLike[str]]]) -> tuple[str, str]:
+    """The adapters' distribution names, and the first journal (with "..." when there are more)."""
+    names = ", ".join(f"agentsnap-{a.replace('_', '-')}" for a in sorted({adapter for adapter, _ in found}))
+    return names, f"{os.fspath(found[0][1])}{' ...' if len(found) > 1 else ''}"
+
+
+def unsnapshotted(wt_dir: str | os.PathLike[str]) -> list[tuple[str, Path]]:
+    """``(adapter, journal file)`` of every non-empty ``<wt_dir>/<adapter>/*.journal``: writes in no snapshot yet."""
+    found = []
+    for path in sorted(_journal_files(wt_dir, "")):
+        try:
+            if path.is_file() and path.stat().st_size > 0:
+                found.append((path.parent.name, path))
+        except OSError:
+            continue
+    return found
+
+
+def describe_unsnapshotted(found: Sequence[tuple[str, str | os.PathLike[str]]]) -> str:
+    """The warning line for :func:`unsnapshotted`'s answer."""
+    names, first = _named(found)
+    return (
+        f"warning: {len(found)} journal(s) of {names} hold writes that are in no snapshot yet ({first}): push and "
+        f"clone do not carry them; snapshot them through {names} first (its README: the journal)"
+    )
+
+
+def notice(store_dir: str | os.PathLike[str], wt_dir: str | os.PathLike[str] | None = None) -> str | None:
     """:func:`describe` of the journals :func:`unreplayed` finds, or None."""
     found = unreplayed(store_dir)
-    return describe(found) if found else None
+    lines = [describe(found)] if found else []
+    pending = unsnapshotted(wt_dir) if wt_dir is not None else []
+    if pending:
+        lines.append(describe_unsnapshotted(pending))
+    return "\n".join(lines) or None

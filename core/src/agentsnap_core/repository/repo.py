@@ -1262,6 +1262,9 @@ class Repo:
         late = journals.unreplayed(self.store_dir)
         if late:  # checkpoints an adapter journaled and a process that ended never committed: not in any snapshot
             out["unreplayed_journals"] = [{"adapter": adapter, "path": str(path)} for adapter, path in late]
+        pending = journals.unsnapshotted(self.wt_dir)
+        if pending:  # writes an adapter keeps between its snapshots (CrewAI's memory): not in any snapshot either
+            out["unsnapshotted_journals"] = [{"adapter": adapter, "path": str(path)} for adapter, path in pending]
         return out
 
     def _head_entries(self, snap: Snapshot | None, gone: list[str]) -> list[world.Entry]:
