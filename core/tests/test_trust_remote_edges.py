@@ -318,3 +318,54 @@ def test_force_with_lease_by_url_says_it_needs_a_named_remote(tmp_path: Path) ->
     fetch(repo, "origin")
     push(repo, "origin", force_with_lease=True)
     repo.close()
+
+
+def test_a_clone_of_agent_branches_checks_out_none_of_them_and_brings_them_all(tmp_path: Path) -> None:
+    """A store whose branches are agents' state (a CrewAI memory, LangGraph threads: snapshots without files), pushed
+    for a teammate. Old: ``clone`` checked out the first branch by name as the teammate's HEAD, so their first
+    ``agentsnap snapshot`` of their own files landed on that agent's branch (CrewAI's storage then raised "this
+    snapshot holds no CrewAI memory"; a LangGraph thread's branch moved onto a world snapshot), and every other
+    thread came only as ``origin/...``: PFSaver on the clone saw one thread of many. Now the checkout is a new ``main``
+    (no remote branch holds files), each remote branch is a local branch too, and the teammate's snapshot goes to
+    main."""
+    mine = new_work(tmp_path, {"a.txt": "a\n"})
+    with Repo.open(mine) as repo:
+        for name in ("crewai/memory", "langgraph/t1", "langgraph/t2"):
+            repo.snapshot(f"{name} state", agent=name.split("/")[0], layers={"state": {"records": [name]}},
+                          capture_world=False, parents=[], ref=f"refs/heads/{name}", move_head=False)
+    store = tmp_path / "team"
+    assert cli(mine, "push", str(store), "crewai/memory", "langgraph/t1", "langgraph/t2")[0] == 0
+    code, out, err = cli(tmp_path, "clone", str(store), "theirs")
+    assert code == 0, err
+    theirs = tmp_path / "theirs"
+    code, out, _ = cli(theirs, "branch")
+    assert code == 0 and "crewai/memory" in out and "langgraph/t1" in out and "langgraph/t2" in out, out
+    with Repo.open(theirs) as repo:
+        heads = {n: repo.refs.get_ref(f"refs/heads/{n}") for n in ("crewai/memory", "langgraph/t1", "langgraph/t2")}
+        assert heads == {n: repo.refs.get_ref(f"refs/remotes/origin/{n}") for n in heads} and all(heads.values())
+        assert repo.head()[0] == "refs/heads/main"
+    (theirs / "notes.txt").write_text("mine\n")
+    code, out, err = cli(theirs, "snapshot", "-m", "my files")
+    assert code == 0, err
+    with Repo.open(theirs) as repo:
+        assert repo.refs.get_ref("refs/heads/main") == out.strip()
+        assert {n: repo.refs.get_ref(f"refs/heads/{n}") for n in heads} == heads  # no agent branch moved
+
+
+def test_a_clone_checks_out_the_branch_that_holds_files_when_there_is_no_main(tmp_path: Path) -> None:
+    """A remote without ``main``: the branch that holds files (``zdev``) is checked out, its files written (old: the
+    first branch by name, here the memory branch, so the clone had no files); the agent branch beside it comes as a
+    local branch."""
+    mine = new_work(tmp_path, {"a.txt": "a\n"})
+    with Repo.open(mine) as repo:
+        repo.snapshot("files", ref="refs/heads/zdev", move_head=False)
+        repo.snapshot("memory", layers={"state": {"x": 1}}, capture_world=False, parents=[],
+                      ref="refs/heads/crewai/memory", move_head=False)
+    store = tmp_path / "team"
+    assert cli(mine, "push", str(store), "zdev", "crewai/memory")[0] == 0
+    code, _, err = cli(tmp_path, "clone", str(store), "theirs")
+    assert code == 0, err
+    assert (tmp_path / "theirs" / "a.txt").read_text() == "a\n"
+    with Repo.open(tmp_path / "theirs") as repo:
+        assert repo.head()[0] == "refs/heads/zdev"
+        assert repo.refs.get_ref("refs/heads/crewai/memory") == repo.refs.get_ref("refs/remotes/origin/crewai/memory")

@@ -194,7 +194,6 @@ def test_a_copy_or_fork_of_a_thread_waiting_for_approval_carries_the_question_wh
     for thread in ("job-copy", forked):
         cli(mine, "push", str(bare), f"langgraph/{thread}")
     cli(tmp_path, "clone", str(bare), str(theirs))
-    cli(theirs, "branch", f"langgraph/{forked}", f"origin/langgraph/{forked}")  # (clone checks out the first one)
     with PFSaver(theirs) as saver:
         graph = approval_graph(saver)
         for thread in ("job-copy", forked):

@@ -655,7 +655,7 @@ def clone(
 
     The remote is opened before anything is created, so a bad URL leaves nothing behind.
     """
-    from agentsnap_core.repository.repo import Repo
+    from agentsnap_core.repository.repo import DEFAULT_BRANCH, Repo
 
     url = store_url_of(url)
     _check_url_syntax(url)
@@ -667,18 +667,24 @@ def clone(
     repo = None
     try:
         heads = src.refs.list_refs("refs/heads/")
-        if branch is None:
-            branch = "main" if "refs/heads/main" in heads or not heads else sorted(heads)[0][len("refs/heads/") :]
-        elif heads and f"refs/heads/{branch}" not in heads:
+        if branch is not None and heads and f"refs/heads/{branch}" not in heads:
             raise InvalidInput(f"the remote has no branch {branch!r} (it has {', '.join(sorted(heads))})")
-        repo = Repo.init(dest, branch=branch, store_url=store_url)
+        repo = Repo.init(dest, branch=branch or DEFAULT_BRANCH, store_url=store_url)
         add_remote(repo, DEFAULT_REMOTE, url)
         result = _fetch_from(repo, src, DEFAULT_REMOTE, url, jobs, progress)
         if _encrypted(src, [*heads.values(), *src.refs.list_refs("refs/tags/").values()]):
             crypto.enable_encryption(repo)  # the key read them: what is snapshotted here is sealed too, as there
+        if branch is None:
+            branch = _checkout_choice(repo, heads)
+            repo.refs.set_head(repo.worktree, f"refs/heads/{branch}", None)
         tip = heads.get(f"refs/heads/{branch}")
         if tip:
             result.notes += _fast_forward(repo, f"refs/heads/{branch}", None, tip)
+        # every other branch of the remote is a local branch too: a store's branches are mostly its agents' state
+        # (LangGraph threads, a CrewAI memory), each of which the clone's adapters look for under its own name
+        others = [RefUpdate(name, oid, None) for name, oid in sorted(heads.items()) if name != f"refs/heads/{branch}"]
+        if others:
+            repo.update_refs(others, f"clone: from {mask_url(url)}")
         return repo, result
     except BaseException:
         if repo is not None:
@@ -694,6 +700,23 @@ def clone(
         raise
     finally:
         src.close()
+
+
+def _checkout_choice(repo: Repo, heads: dict[str, str]) -> str:
+    """The branch a clone checks out when none is asked for: ``main``; without one on the remote, the first branch
+    (by name) whose snapshot holds files; else a new ``main`` - never an agent's branch (a snapshot without files, as
+    PFSaver's threads or CrewAI's memory): the user's own next snapshot would land on it."""
+    from agentsnap_core.repository.repo import DEFAULT_BRANCH
+
+    if f"refs/heads/{DEFAULT_BRANCH}" in heads or not heads:
+        return DEFAULT_BRANCH
+    for name, oid in sorted(heads.items()):
+        try:
+            if "world" in repo.manifest(oid).get("layers", {}):
+                return name[len("refs/heads/") :]
+        except AgentSnapError:  # (unreadable here, e.g. sealed without the key: not checked out)
+            continue
+    return DEFAULT_BRANCH
 
 
 def _short(oid: str | None) -> str:
