@@ -117,9 +117,8 @@ class Shared:
         self.node_tips: dict[str, tuple[str, str]] = {}
         #: (thread, ns) -> extra parent snapshot for the next put (merge_thread)
         self.extra_parents: dict[tuple[str, str], str] = {}
-        #: (thread, checkpoint id) whose run stopped with pending writes (an interrupt, a failed node): the next flush
-        #: records them in the store so they travel with the thread (``_writes.CarriedWrites``)
-        #: (thread, checkpoint namespace, checkpoint id)
+        #: (thread, checkpoint namespace, checkpoint id) whose run stopped with pending writes (an interrupt, a failed
+        #: node): the next flush records them in the store so they travel with the thread (``_writes.CarriedWrites``)
         self.stopped: set[tuple[str, str, str]] = set()
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         #: object id -> time.monotonic() when this process last stored it

@@ -171,7 +171,7 @@ def encryption_wrapper(inner: Any, refs: Any) -> Any:
             raise EncryptedObject("store")
         return inner
     expected = refs.get_config(CONFIG_KEY_ID)
-    if want and not expected:  # an index rebuilt from the objects (recover_settings without the key): learn it
+    if want and not expected:  # an index rebuilt from the objects (stores/local.py): learn the key's fingerprint
         expected = _learn_key_id(inner, refs, key)
     if want and expected and expected != key_id(key):
         raise InvalidInput(f"{KEY_ENV} is not this store's key (fingerprint {key_id(key)}, the store wants {expected})")
@@ -180,8 +180,8 @@ def encryption_wrapper(inner: Any, refs: Any) -> Any:
 
 
 def _learn_key_id(inner: Any, refs: Any, key: bytes) -> str | None:
-    """The fingerprint of the key that sealed the store's objects, from the first sealed one: ``key``'s when it opens
-    it (then recorded, so another key is refused by name from now on), else a fingerprint no key has."""
+    """The fingerprint of ``key`` when it opens the store's first sealed object (then recorded, so another key is
+    refused by name from now on); :class:`InvalidInput` when it does not; None when nothing is sealed yet."""
     for oid in inner.iter_oids():
         try:
             stored = inner.get_stored(oid)
@@ -192,30 +192,14 @@ def _learn_key_id(inner: Any, refs: Any, key: bytes) -> str | None:
         try:
             open_sealed(key, oid, stored)
         except ObjectCorrupt:
-            return "another key"
+            raise InvalidInput(f"{KEY_ENV} is not this store's key (fingerprint {key_id(key)}): it does not open the "
+                               f"store's objects") from None
         try:
             refs.set_config(CONFIG_KEY_ID, key_id(key))
         except Exception:  # (a read-only open: learnt again next time)
             pass
         return key_id(key)
     return None
-
-
-def recover_settings(oid: str, stored: bytes) -> dict[str, str]:
-    """The settings of a store whose index was lost, from one of its sealed objects: encrypted, and the key's
-    fingerprint when the key in the environment opens that object (else the first open with the key learns it)."""
-    settings = {CONFIG_ENCRYPT: "aes-gcm"}
-    try:
-        key = load_key()
-    except InvalidInput:
-        key = None
-    if key is not None:
-        try:
-            open_sealed(key, oid, stored)
-            settings[CONFIG_KEY_ID] = key_id(key)
-        except ObjectCorrupt:
-            pass
-    return settings
 
 
 def enable_encryption(repo: Repo) -> str:

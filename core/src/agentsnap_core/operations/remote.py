@@ -676,7 +676,8 @@ def clone(
             crypto.enable_encryption(repo)  # the key read them: what is snapshotted here is sealed too, as there
         if branch is None:
             branch = _checkout_choice(repo, heads)
-            repo.refs.set_head(repo.worktree, f"refs/heads/{branch}", None)
+            if branch != DEFAULT_BRANCH:  # (init made HEAD name main)
+                repo.refs.set_head(repo.worktree, f"refs/heads/{branch}", None)
         tip = heads.get(f"refs/heads/{branch}")
         if tip:
             result.notes += _fast_forward(repo, f"refs/heads/{branch}", None, tip)

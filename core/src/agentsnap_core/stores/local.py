@@ -836,14 +836,12 @@ class LocalStore:
         gone with it. Returns the new branches."""
         rows: list[SnapshotRow] = []
         unread: list[str] = []  # manifests that cannot be read here (encrypted, damaged): named each, never lost
-        sealed: tuple[str, bytes] | None = None  # an encrypted object: the store was encrypted, and stays so
         for oid in self.objects.iter_oids():
             try:
                 stored = self.objects.get_stored(oid)
             except AgentSnapError:
                 continue
-            if sealed is None and objects.is_sealed(stored):
-                sealed = (oid, stored)
+            self.recovered_encrypted = self.recovered_encrypted or objects.is_sealed(stored)  # it was, and stays so
             if len(stored) < objects.HEADER.size or stored[4] != objects.Kind.MANIFEST:  # (the kind: in the clear)
                 continue
             try:
@@ -859,12 +857,10 @@ class LocalStore:
             rows.append(SnapshotRow(oid, tuple(p for p in doc["parents"] if isinstance(p, str)),
                                     float(t) if isinstance(t, (int, float)) else 0.0,
                                     str(doc.get("message", "")), str(doc.get("agent", ""))))
-        if sealed is not None:  # (before anything is written: never a plain object into an encrypted store)
-            from agentsnap_core.format import crypto
+        if self.recovered_encrypted:  # (before anything is written: never a plain object into an encrypted store;
+            from agentsnap_core.format import crypto  # the key's fingerprint is learnt by the first open with the key)
 
-            for name, value in crypto.recover_settings(*sealed).items():
-                self.refs.set_config(name, value)
-            self.recovered_encrypted = True
+            self.refs.set_config(crypto.CONFIG_ENCRYPT, "aes-gcm")
         if rows:
             self.refs.index_snapshots(rows)
         parents = {p for r in rows for p in r.parents}
