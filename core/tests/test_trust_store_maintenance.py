@@ -210,3 +210,62 @@ def test_a_lost_index_of_an_encrypted_store_keeps_it_encrypted(tmp_path: Path, m
     assert b"launch codes" not in stored and b"two" not in stored
     code, out, err = cli(root, "verify")
     assert code == 0 and "ok" in out, (out, err)
+
+
+def _lose_index(store_dir: Path) -> None:
+    for name in os.listdir(store_dir):
+        if name.startswith("index.sqlite"):
+            os.unlink(store_dir / name)
+
+
+def test_a_lost_index_keeps_the_stores_settings(tmp_path: Path) -> None:
+    """The store's settings lived only in ``index.sqlite``. After ``rm .agentsnap/index.sqlite*`` the snapshots came
+    back (``lost-found/`` branches) but every setting was gone: ``world.include_git`` said false again, so the next
+    snapshot left ``.git`` out and a restore could no longer bring git's history back; the remote ``team`` was
+    unknown (``push team``: "no remote named 'team'"); the store stopped signing its snapshots. Now the settings are
+    kept beside the index as well (``config.json``, written with each change) and a new index takes them back."""
+    crypto = pytest.importorskip("agentsnap_core.format.crypto")
+    root = new_work(tmp_path, {"a.txt": "a\n"})
+    public = crypto.generate_signing_key(tmp_path / "sign.pem")
+    for args in (["config", "world.include_git", "true"], ["config", "world.ignore", "*.log\nbuild/"],
+                 ["remote", "add", "team", (tmp_path / "team").as_uri()]):
+        assert cli(root, *args)[0] == 0
+    with Repo.open(root) as repo:
+        crypto.enable_signing(repo, tmp_path / "sign.pem")
+    snapshots(root, ["one"])
+    _lose_index(root / ".agentsnap")
+    code, out, err = cli(root, "config", "world.include_git")
+    assert code == 0 and out.strip().endswith("true"), (out, err)
+    assert "settings" in err and "config.json" in err, err  # the recovery says what came back and from where
+    code, out, err = cli(root, "config", "world.ignore")
+    assert "*.log" in out and "build/" in out, (out, err)
+    code, out, err = cli(root, "remote", "list")
+    assert code == 0 and "team" in out, (out, err)
+    two = snapshots(root, ["two"])[0]
+    with Repo.open(root) as repo:
+        assert crypto.check_manifest(two, repo.manifest(two), [public]) == public
+    assert cli(root, "push", "team", "main")[0] == 0
+
+
+def test_a_checkout_bound_to_a_shared_store_keeps_its_binding_when_its_index_is_lost(tmp_path: Path) -> None:
+    """A directory whose snapshots live in a shared store (``Repo.init(store_url=...)``, the Claude Code plugin's
+    ``store_url``) keeps only its binding and HEADs in its own ``index.sqlite``. With that file lost, the next command
+    opened the directory's empty local store in silence: ``agentsnap log`` said "no snapshot yet on this branch" (the
+    team's history gone, as far as the user could see) and the next ``snapshot`` wrote a parentless snapshot into the
+    local directory, never reaching the shared store. Now the binding comes back with the settings; the command says
+    so, log shows the shared history and the next snapshot lands on it."""
+    shared = (tmp_path / "shared").as_uri()
+    root = tmp_path / "work"
+    root.mkdir()
+    (root / "a.txt").write_text("one\n")
+    with Repo.init(root, store_url=shared) as repo:
+        one = repo.snapshot("one").id
+    _lose_index(root / ".agentsnap")
+    code, out, err = cli(root, "log", "--json")
+    assert code == 0 and [s["id"] for s in json.loads(out)] == [one], (out, err)
+    assert "index.sqlite" in err and "config.json" in err, err
+    two = snapshots(root, ["two"])[0]
+    with Repo.open(root) as repo:
+        assert repo.get(two).parents == [one]
+    with Repo.init(tmp_path / "elsewhere", store_url=shared) as other:  # a second checkout of the shared store
+        assert other.get("main").id == two

@@ -81,14 +81,21 @@ def open_notes(repo: Repo) -> list[str]:
     """What opening the store did that the user must hear of: keeping it out of git (:func:`git_shield_notes`), and
     a lost ``index.sqlite`` indexed again from the objects (its branch names are gone: the snapshots got new ones)."""
     notes = git_shield_notes(repo.git_shield)
-    recovered = getattr(repo.store, "recovered", None)
+    local = getattr(repo.store, "local", repo.store)  # (a checkout bound to a shared store: its own directory)
+    recovered, restored = getattr(local, "recovered", None), getattr(local, "restored", None)
+    settings = (f"its settings ({listing(restored)}) and the branch each checkout is on came back from "
+                f"{repo.store_dir}/config.json" if restored else "")
     if recovered:
         shown = listing([name.removeprefix("refs/heads/") for name in recovered])
         notes.append(f"warning: the store's index ({repo.store_dir}/index.sqlite) was missing; its snapshots were "
-                     f"indexed again from the objects and named by the branches {shown} (branch and tag names, "
-                     "HEADs and config were in the lost index): 'agentsnap log --all' lists them"
+                     f"indexed again from the objects and named by the branches {shown} (branch and tag names "
+                     + ("were in the lost index; " + settings if restored else "HEADs and config were in the lost "
+                        "index") + "): 'agentsnap log --all' lists them"
                      + ("; its objects are encrypted, so the store stays encrypted (set the key to read it)"
-                        if getattr(repo.store, "recovered_encrypted", False) else ""))
+                        if getattr(local, "recovered_encrypted", False) else ""))
+    elif restored:
+        notes.append(f"warning: the store's index ({repo.store_dir}/index.sqlite) was missing; {settings}"
+                     + (f" (this checkout's snapshots live in {repo.store.url})" if local is not repo.store else ""))
     return notes
 
 

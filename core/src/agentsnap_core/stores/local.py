@@ -5,6 +5,8 @@ Layout (format version in ``format.json``)::
     .agentsnap/
       format.json            {"format": "agentsnap-store", "version": 3}
       index.sqlite           refs, reflog, HEADs, snapshot index, config (WAL)
+      config.json            the config and the branch each checkout is on, kept beside the index as well
+                             (:func:`write_mirror`): a lost index takes them back
       objects/ab/cdef...     one file per large object (see agentsnap_core.format.objects)
       objects/pack/pack-*.pack  small objects, one pack per batch (merged by gc), index inside
                              (see agentsnap_core.stores.pack)
@@ -685,13 +687,23 @@ class SqliteRefs:
 
     def set_head(self, worktree: str, symref: str | None, oid: str | None) -> None:
         with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?)", (worktree, symref, oid))
+            self._put_head(db, worktree, symref, oid)
+
+    def _put_head(self, db: sqlite3.Connection, worktree: str, symref: str | None, oid: str | None) -> None:
+        """A HEAD row; the mirror is written again when the branch the checkout is on changed (not when a detached
+        HEAD only moved: that is every snapshot of a detached checkout)."""
+        row = db.execute("SELECT symref FROM heads WHERE worktree=?", (worktree,)).fetchone()
+        db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?)", (worktree, symref, oid))
+        if (row[0] if row else None) != symref:
+            self._mirror(db)
 
     def list_heads(self) -> dict[str, tuple[str | None, str | None]]:
         return {w: (s, o) for w, s, o in self._db().execute("SELECT worktree, symref, oid FROM heads")}
 
     def delete_head(self, worktree: str) -> None:
         with self._tx() as db:
+            if db.execute("DELETE FROM heads WHERE worktree=? AND symref IS NOT NULL", (worktree,)).rowcount:
+                self._mirror(db)
             db.execute("DELETE FROM heads WHERE worktree=?", (worktree,))
 
     def commit_snapshots(
@@ -738,7 +750,7 @@ class SqliteRefs:
                     )
                     state[u.name] = u.new
                 for wt, symref, oid in heads:
-                    db.execute("INSERT OR REPLACE INTO heads VALUES (?, ?, ?)", (wt, symref, oid))
+                    self._put_head(db, wt, symref, oid)
         self._after_commit()
         if conflict is not None:
             raise conflict
@@ -781,6 +793,31 @@ class SqliteRefs:
     def set_config(self, key: str, value: str) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO config VALUES (?, ?)", (key, value))
+            self._mirror(db, durable=True)
+
+    def _mirror(self, db: sqlite3.Connection, durable: bool = False) -> None:
+        """Write :data:`MIRROR` from the rows ``db``'s transaction sees (inside it: its write lock orders the
+        writers, and a mirror that cannot be written rolls the change back)."""
+        write_mirror(self.path.parent, dict(db.execute("SELECT key, value FROM config").fetchall()),
+                     {w: s for w, s in db.execute("SELECT worktree, symref FROM heads WHERE symref IS NOT NULL")},
+                     durable)
+
+    def keep_mirror(self) -> None:
+        """Write :data:`MIRROR` if this index holds config or HEADs and the file is missing (a store made before
+        it existed, or the file deleted); best effort."""
+        try:
+            if self._db().execute("SELECT 1 FROM config UNION ALL SELECT 1 FROM heads WHERE symref IS NOT NULL "
+                                  "LIMIT 1").fetchone():
+                with self._tx() as db:
+                    self._mirror(db)
+        except (OSError, sqlite3.Error):
+            pass
+
+    def take_mirror(self, mirror: dict[str, dict[str, str]]) -> None:
+        """Into a new index: the config and HEADs :func:`read_mirror` read (never over rows already here)."""
+        with self._tx() as db:
+            db.executemany("INSERT OR IGNORE INTO config VALUES (?, ?)", mirror["config"].items())
+            db.executemany("INSERT OR IGNORE INTO heads VALUES (?, ?, NULL)", mirror["heads"].items())
 
 
 class LocalStore:
@@ -809,8 +846,18 @@ class LocalStore:
         self.format = int(info["version"])
         self.objects = LocalObjects(self.root, None if self.format >= STORE_FORMAT else self._mark_packed)
         index = self.root / "index.sqlite"
-        lost = _empty_index(index) and self._holds_objects()
+        new_index = _empty_index(index)
+        lost = new_index and self._holds_objects()
         self.refs = SqliteRefs(index)
+        #: the settings (config keys) a new index took back from :data:`MIRROR` (the old one was lost)
+        self.restored: list[str] = []
+        if not self.refs.read_only:
+            mirror = read_mirror(self.root) if new_index else None
+            if mirror is not None:
+                self.refs.take_mirror(mirror)
+                self.restored = sorted(mirror["config"])
+            elif not os.path.exists(self.root / MIRROR):
+                self.refs.keep_mirror()
         #: the store directory and its index as opened: a write refuses to go on into deleted files (check_present)
         self.held = HeldPaths(*(p for p in (self.root, index) if p.exists()))
         #: branches this open gave the snapshots of a store whose index was missing (:meth:`_recover_index`)
@@ -912,6 +959,49 @@ def _empty_index(index: Path) -> bool:
         return os.stat(f"{index}-wal").st_size == 0
     except FileNotFoundError:
         return True
+
+
+#: beside the index: its config and the branch each checkout is on, as JSON, so that an index lost (deleted as if
+#: it were a cache, left out of a copy) takes them back - the settings a user chose (which files a snapshot holds),
+#: remotes, signing and encryption, and for a checkout bound to a shared store (``store.url``) where its snapshots are
+MIRROR = "config.json"
+
+
+def write_mirror(root: Path, config: dict[str, str], heads: dict[str, str], durable: bool = False) -> None:
+    """Write :data:`MIRROR` atomically (mode 0600: a remote's URL may hold a password); ``durable``: fsynced."""
+    tmp = root / f"{MIRROR}.{os.getpid()}.{threading.get_ident()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        try:
+            os.write(fd, json.dumps({"format": "agentsnap-config", "config": config, "heads": heads},
+                                    sort_keys=True, indent=1).encode() + b"\n")
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, root / MIRROR)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        _fsync_path(str(root), os.O_RDONLY | os.O_DIRECTORY)
+
+
+def read_mirror(root: Path) -> dict[str, dict[str, str]] | None:
+    """What :data:`MIRROR` holds (``config``, ``heads``), or None: no such file, or not one this code wrote."""
+    try:
+        doc = json.loads((root / MIRROR).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("format") != "agentsnap-config":
+        return None
+    parts: dict[str, dict[str, str]] = {}
+    for part in ("config", "heads"):
+        value = doc.get(part)
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return None
+        parts[part] = value
+    return parts
 
 
 def write_format(root: Path, version: int, durable: bool = True) -> None:
