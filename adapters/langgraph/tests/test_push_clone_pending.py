@@ -5,6 +5,9 @@ not the same thread (the question to approve is gone; a finished node runs again
 from __future__ import annotations
 
 import operator
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -80,7 +83,9 @@ class Fan(TypedDict, total=False):
 RUNS: dict[str, int] = {}
 
 
-def fan_graph(saver: Any, fail: bool) -> Any:
+def fan_graph(saver: Any, fail: bool, ctrl_c: bool = False) -> Any:
+    """Two nodes in one super-step: ``slow_tool`` finishes; ``flaky`` raises (``fail``), or runs while Ctrl-C comes
+    (``ctrl_c``: once ``slow_tool`` is done; being a model call, it still runs to its end in its worker thread)."""
     def slow_tool(state: Fan) -> dict[str, Any]:
         RUNS["slow_tool"] = RUNS.get("slow_tool", 0) + 1
         return {"results": ["slow_tool done"]}
@@ -88,6 +93,12 @@ def fan_graph(saver: Any, fail: bool) -> Any:
     def flaky(state: Fan) -> dict[str, Any]:
         if fail:
             raise RuntimeError("flaky failed")
+        if ctrl_c:
+            RUNS["flaky"] = RUNS.get("flaky", 0) + 1
+            while RUNS.get("slow_tool", 0) == 0:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)  # what the terminal sends: Python raises it in the main thread
+            time.sleep(0.5)
         return {"results": ["flaky done"]}
 
     g = StateGraph(Fan)
@@ -200,3 +211,36 @@ def test_a_copy_or_fork_of_a_thread_waiting_for_approval_carries_the_question_wh
             assert [(i.id, i.value) for i in graph.get_state(cfg(thread)).interrupts] == \
                 [(i.id, i.value) for i in asked], thread
             assert graph.invoke(Command(resume="ok"), cfg(thread))["log"] == ["write", "ask:ok"]
+
+
+def test_a_run_stopped_by_ctrl_c_reaches_the_teammate_with_its_finished_nodes_writes(tmp_path: Path) -> None:
+    """Ctrl-C during a parallel super-step: Python raises KeyboardInterrupt in the main thread, the nodes running in
+    worker threads finish and their writes are stored, but no new checkpoint is made and LangGraph writes no
+    ``__error__``: nothing marked the checkpoint as stopped, so its pending writes stayed in the pushing store's index.
+    Before: on the teammate's clone both tools ran a second time (the first store resumes without running either).
+    Now the saver records the pending writes of a thread it leaves stopped when it closes (its ``with`` block,
+    ``close()``, or at exit), once; the teammate's resume runs no node again."""
+    mine, bare, theirs = tmp_path / "mine", tmp_path / "shared.store", tmp_path / "theirs"
+    RUNS.clear()
+    with PFSaver(mine) as saver:
+        try:
+            fan_graph(saver, fail=False, ctrl_c=True).invoke({"results": []}, cfg("ctrl-c"))
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the run should have been cut short")
+    assert RUNS == {"slow_tool": 1, "flaky": 1}
+    with PFSaver(mine):  # (closed again with nothing new: nothing recorded twice)
+        pass
+    cli(mine, "push", str(bare), "langgraph/ctrl-c")
+    cli(tmp_path, "clone", str(bare), str(theirs))
+    with PFSaver(theirs) as saver:
+        out = fan_graph(saver, fail=False).invoke(None, cfg("ctrl-c"))
+    assert sorted(out["results"]) == ["flaky done", "slow_tool done"]
+    assert RUNS == {"slow_tool": 1, "flaky": 1}, f"finished nodes ran again on the teammate's store: {RUNS}"
+    repo = Repo.open(mine)
+    try:
+        stops = [s for s in repo.log("refs/heads/langgraph/ctrl-c") if "pending writes" in s.message]
+        assert len(stops) == 1, [s.message for s in stops]
+    finally:
+        repo.close()

@@ -120,6 +120,9 @@ class Shared:
         #: (thread, checkpoint namespace, checkpoint id) whose run stopped with pending writes (an interrupt, a failed
         #: node): the next flush records them in the store so they travel with the thread (``_writes.CarriedWrites``)
         self.stopped: set[tuple[str, str, str]] = set()
+        #: (thread, ns) -> checkpoint id of the newest put_writes, since the last close: at close each is taken for a
+        #: stop (a run cut short with no stop write: Ctrl-C); only those still at their thread's tip are recorded
+        self.written: dict[tuple[str, str], str] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         #: object id -> time.monotonic() when this process last stored it
         self.stored: dict[str, float] = {}

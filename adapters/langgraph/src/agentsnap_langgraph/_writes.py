@@ -52,10 +52,23 @@ class CarriedWrites:
 
     def _note_stop(self, thread_id: str, ns: str, checkpoint_id: str, channels: Iterable[str]) -> None:
         """Called by ``put_writes``: a write on a stopping channel marks its checkpoint for the flush (a subgraph's
-        too: an interrupt inside a subgraph stops the subgraph at its checkpoint and the parent at its own)."""
-        if STOPS.intersection(channels):
-            with self._s.lock:
+        too: an interrupt inside a subgraph stops the subgraph at its checkpoint and the parent at its own); any
+        write is remembered for :meth:`_note_cut_short`."""
+        stop = bool(STOPS.intersection(channels))
+        with self._s.lock:
+            self._s.written[(thread_id, ns)] = checkpoint_id
+            if stop:
                 self._s.stopped.add((thread_id, ns, checkpoint_id))
+
+    def _note_cut_short(self) -> None:
+        """Called by ``close()`` before its flush: a run can stop with writes on its newest checkpoint and no stop
+        write - Ctrl-C during a super-step raises KeyboardInterrupt in the caller's thread while the nodes in worker
+        threads finish and store their writes, with no new checkpoint and no ``__error__``. Every checkpoint this
+        saver wrote writes to is taken for a stop; the flush records those still at their thread's tip with writes
+        (a finished run's tip has none) and not recorded already."""
+        with self._s.lock:
+            self._s.stopped.update((t, ns, cid) for (t, ns), cid in self._s.written.items())
+            self._s.written.clear()
 
     def _carry_writes(self, stopped: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
         """Write the pending writes of each stopped checkpoint still at its thread's tip as a snapshot on the thread's
@@ -75,8 +88,8 @@ class CarriedWrites:
                 if base is None:
                     continue
                 writes = self.index.writes(thread_id, "", cid)
-                if not writes:
-                    continue
+                if not writes or current != base and _recorded(self.repo.manifest(str(current)), len(writes)):
+                    continue  # (no writes; or the branch names these writes already: an interrupt, then close())
                 parents, namespaces = [base], {}
                 for _t, ns, ncid in sorted(e for e in stopped if e[0] == thread_id and e[1]):
                     newest = self.index.latest_snapshot(thread_id, ns)
@@ -97,7 +110,7 @@ class CarriedWrites:
                 step = (self.repo.manifest(base).get("meta") or {}).get("step")
                 stop = " and ".join(sorted(c.strip("_") for _t, c, *_ in writes if c in STOPS)) or "pending writes"
                 meta = {"thread_id": thread_id, "checkpoint_id": cid, "writes_of": cid, "step": step,
-                        "stopped": stop}
+                        "stopped": stop, "writes": len(writes)}
                 at = f" step {step}" if isinstance(step, int) else ""
                 snap = self._write_snapshot(doc, {}, parents, {k: v for k, v in meta.items() if v is not None}, None,
                                             message=f"langgraph {thread_id}{at}: stopped ({stop}), its pending writes")
@@ -132,6 +145,11 @@ class CarriedWrites:
         """``{thread: writes snapshot}`` whose writes this index already holds."""
         return {str(k)[len(CARRIED):]: str(v) for k, v in
                 db.execute("SELECT key, value FROM lg_meta WHERE key LIKE ?", (CARRIED + "%",)).fetchall()}
+
+
+def _recorded(manifest: dict[str, Any], count: int) -> bool:
+    """Whether a writes snapshot (the branch's tip, a child of the stopped checkpoint) holds ``count`` writes."""
+    return (manifest.get("meta") or {}).get("writes") == count
 
 
 def _doc_writes(writes: Sequence[tuple[str, str, str, bytes, str, int]]) -> list[list[Any]]:

@@ -285,6 +285,7 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         """Flush pending ref updates and release the store (idempotent)."""
         if self._s.closed:
             return
+        self._note_cut_short()
         try:
             self.flush()
         except StoreGone:  # nothing can be written any more: release the saver all the same, and say so
