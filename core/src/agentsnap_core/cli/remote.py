@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from agentsnap_core.cli.app import JSON_VERSION, emit, in_dir, json_opt, open_repo, register, short
+from agentsnap_core.errors import InvalidInput
 from agentsnap_core.operations import remote as remote_mod
 from agentsnap_core.repository import journals
 from agentsnap_core.stores import mask_url
@@ -54,10 +55,13 @@ def _report(verb: str, result: remote_mod.TransferResult, as_json: bool, extra: 
     if as_json:
         emit({"v": JSON_VERSION, "verb": verb, **result.as_dict(), **(extra or {})})
         return
-    click.echo(
-        f"{verb} {result.url}: {result.objects} object(s), {result.bytes} bytes, "
-        f"{result.snapshots} snapshot(s) transferred; {result.present} already there"
-    )
+    if verb == "push --delete":
+        click.echo(f"{verb} {result.url}: {len(result.updated)} ref(s) deleted there (its reflog keeps what they named)")
+    else:
+        click.echo(
+            f"{verb} {result.url}: {result.objects} object(s), {result.bytes} bytes, "
+            f"{result.snapshots} snapshot(s) transferred; {result.present} already there"
+        )
     for ref, (old, new) in sorted(result.updated.items()):
         click.echo(f"  {ref}: {short(old)} -> {short(new)}")
     for ref in result.up_to_date:
@@ -73,15 +77,27 @@ def _report(verb: str, result: remote_mod.TransferResult, as_json: bool, extra: 
 @click.command("push")
 @click.argument("remote", required=False)
 @click.argument("refs", nargs=-1)
-@click.option("--force-with-lease", is_flag=True, help="Overwrite the remote ref if it is still where we last saw it.")
+@click.option("--force-with-lease", is_flag=True, help="Overwrite (or --delete) the remote ref only if it is still where "
+              "we last saw it.")
+@click.option("--delete", "delete", is_flag=True, help="Delete the branches or tags REFS on REMOTE (its reflog keeps "
+              "what they named); all or none.")
 @jobs_opt
 @json_opt
 @click.pass_context
-def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], force_with_lease: bool, jobs: int,
-             as_json: bool) -> None:  # fmt: skip
+def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], force_with_lease: bool, delete: bool,
+             jobs: int, as_json: bool) -> None:  # fmt: skip
     """Send snapshots to REMOTE (name or URL; default origin) and move its branches (default: the current one)."""
     repo = open_repo(ctx)
     remote = _remote_in_dir(ctx, repo, remote)
+    if delete:
+        if remote is None or not refs:
+            raise InvalidInput("name the remote and what to delete there: agentsnap push REMOTE --delete BRANCH...")
+        result = remote_mod.delete_remote_refs(repo, remote, list(refs), force_with_lease=force_with_lease)
+        if as_json:
+            _report("push", result, as_json, {"delete": True})
+        else:
+            _report("push --delete", result, as_json)
+        return
     late = journals.notice(repo.store_dir)  # not in any snapshot: they would not reach the remote
     if late:
         click.echo(f"{late}; they are not pushed", err=True)

@@ -55,12 +55,12 @@ TransferProgress = Callable[[int, int, int], None]
 class PushRejected(AgentSnapError):
     """The remote refused some ref updates (not a fast-forward, or a stale lease)."""
 
-    def __init__(self, url: str, rejected: dict[str, str]) -> None:
+    def __init__(self, url: str, rejected: dict[str, str], advice: str | None = None) -> None:
         self.url, self.rejected = mask_url(url), rejected
         what = "; ".join(f"{name}: {why}" for name, why in sorted(rejected.items()))
-        if all(name.startswith("refs/tags/") for name in rejected):  # (pull and --force-with-lease never move a tag)
-            advice = "a push never moves a tag the remote has: give the new snapshot another tag name"
-        else:
+        if advice is None and all(name.startswith("refs/tags/") for name in rejected):  # (pull and
+            advice = "a push never moves a tag the remote has: give the new snapshot another tag name"  # the lease
+        elif advice is None:  # never move a tag)
             advice = ("run 'agentsnap pull' to merge the remote's work, then push again (or overwrite with "
                       "--force-with-lease)")
         super().__init__(f"push to {self.url} rejected ({what}); {advice}")
@@ -496,6 +496,63 @@ def push(
         err = PushRejected(url, result.rejected)
         err.result = result  # type: ignore[attr-defined]
         raise err
+    return result
+
+
+def delete_remote_refs(repo: Repo, remote: str | None, refs: list[str], *, force_with_lease: bool = False
+                       ) -> TransferResult:
+    """Delete branches or tags ``refs`` on the remote (``agentsnap push REMOTE --delete NAME...``), all or none.
+
+    Each name is looked up on the remote (``refs/...``, else a branch, else a tag); one it lacks refuses the whole
+    call before anything changes. The remote's reflog keeps what each ref named (its snapshots stay until the remote's
+    own gc lets them go), and this side's remote-tracking ref goes with it. With ``force_with_lease`` a ref is deleted
+    only if the remote still has what this side last saw of it (its remote-tracking ref).
+
+    Raises:
+        PushRejected: a stale lease, or the remote moved meanwhile; nothing was deleted.
+    """
+    from agentsnap_core.repository.repo import _whoami
+
+    if not refs:
+        raise InvalidInput("name the branch(es) or tag(s) to delete on the remote: agentsnap push REMOTE --delete NAME")
+    name, url = resolve_remote(repo, remote)
+    result = TransferResult(url=mask_url(url))
+    dst = open_store(url)  # (never made: there is nothing to delete in a store that does not exist)
+    try:
+        found: dict[str, str] = {}
+        for r in refs:
+            for ref in (r, f"refs/heads/{r}", f"refs/tags/{r}"):
+                oid = dst.refs.get_ref(ref) if ref.startswith("refs/") else None
+                if oid is not None:
+                    found[ref] = oid
+                    break
+            else:
+                raise InvalidInput(f"{mask_url(url)} has no branch or tag named {r!r}; nothing was deleted")
+        for ref, old in found.items():
+            tracking = _tracking(name, ref)
+            if force_with_lease:
+                lease = repo.refs.get_ref(tracking) if tracking else None
+                if tracking is None:
+                    result.rejected[ref] = ("--force-with-lease needs a named remote, whose remote-tracking refs are "
+                                            "the lease: 'agentsnap remote add NAME URL', fetch NAME, then push NAME")
+                elif lease != old:
+                    result.rejected[ref] = (f"stale lease (remote has {_short(old)}, we last saw {_short(lease)}); "
+                                            "fetch first")
+        if not result.rejected:
+            try:
+                dst.refs.update_refs([RefUpdate(ref, None, old) for ref, old in found.items()],
+                                     f"push --delete: from {_whoami()}")
+            except RefConflict as exc:
+                result.rejected[exc.name] = "the remote moved during the push; fetch and look again"
+    finally:
+        dst.close()
+    if result.rejected:
+        raise PushRejected(url, result.rejected, advice="nothing was deleted")
+    gone = [RefUpdate(t, None, ANY) for t in (_tracking(name, ref) for ref in found) if t and repo.refs.get_ref(t)]
+    if gone:
+        repo.refs.update_refs(gone, f"push --delete: {mask_url(url)}")
+    for ref, old in found.items():
+        result.updated[ref] = [old, None]
     return result
 
 
