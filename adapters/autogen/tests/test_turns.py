@@ -93,3 +93,55 @@ def test_an_untested_autogen_release_fails_loudly(repo, monkeypatch):
     monkeypatch.setattr(autogen_agentchat, "__version__", "0.8.0")
     with pytest.raises(agentsnap_autogen.UntestedAutoGen, match=r"tested with autogen-agentchat 0\.7\.0 to 0\.7\.5, not 0\.8\.0"):
         agentsnap_autogen.TurnSnapshots(repo)
+
+
+def _budget_team(budget, used=None):
+    from autogen_agentchat.agents import AssistantAgent
+    from autogen_agentchat.teams import RoundRobinGroupChat
+
+    live = clients("roundrobin", used)
+    agents = [AssistantAgent(n, model_client=live[n]) for n in ("alice", "bob")]
+    return RoundRobinGroupChat(agents, termination_condition=budget, max_turns=20), live
+
+
+def test_a_team_restored_between_turns_keeps_what_its_termination_condition_had_counted(repo):
+    """MaxMessageTermination is a budget (messages, hence model calls and cost). AutoGen's ``save_state`` leaves the
+    conditions' counters out, so a team restored from a turn snapshot started counting from zero: with
+    ``MaxMessageTermination(5)`` a run that had 2 messages left went on for 5 more (past the budget the user set).
+    Now the counters of the team's condition (composites too) travel in the snapshot, and the restored run stops
+    where the uninterrupted one did."""
+    from autogen_agentchat.conditions import MaxMessageTermination, TextMentionTermination
+
+    def budget(limit=5):
+        return MaxMessageTermination(limit) | TextMentionTermination("DONE")
+
+    async def uninterrupted():
+        team, _ = _budget_team(budget())
+        turns = agentsnap_autogen.TurnSnapshots(repo).attach(team)
+        result = await team.run(task="plan a trip to Lisbon")
+        return said(result.messages), turns.snapshots
+
+    straight, snapshots = asyncio.run(uninterrupted())
+    assert len(straight) == 5  # the task and four answers: the budget
+    snap = snapshots[2]  # before the third answer: the task and two answers counted
+    payload = repo.read_layer(snap, "state")
+
+    used = _answers_given(payload["state"], "roundrobin", 2)
+
+    async def resume():
+        _, live = _budget_team(budget(), used)
+        team = await agentsnap_autogen.load(repo, snap.id, model_clients=live)
+        return said((await team.run()).messages)
+
+    resumed = asyncio.run(resume())
+    assert resumed == straight[3:], f"the restored team ran past its budget: {resumed}"
+
+    async def into(condition):  # an existing team given another budget keeps its own limit and the count so far
+        team, _ = _budget_team(condition, used)
+        await agentsnap_autogen.restore(repo, team, snap.id)
+        return said((await team.run()).messages)
+
+    assert len(asyncio.run(into(budget(7)))) == 7 - 3
+    with pytest.warns(RuntimeWarning, match="termination condition is not the snapshot's"):
+        other = asyncio.run(into(MaxMessageTermination(5)))  # another condition: counted from zero, and said
+    assert len(other) == 5

@@ -10,7 +10,9 @@ agent's model context) as agentsnap messages.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable, Mapping, Sequence
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agentsnap_core import Repo, Snapshot
@@ -89,7 +91,66 @@ async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = No
     }
     if _between_turns is not None:
         payload["between_turns"] = _between_turns
+    if kind == "team" and getattr(obj, "_termination_condition", None) is not None:
+        payload["termination"] = termination_state(obj._termination_condition)
     return {"state": payload, "trace": trace_of(kind, state)}
+
+
+def _conditions(condition: Any) -> Iterator[Any]:
+    """A termination condition and the ones it combines (``a | b``, ``a & b``), depth first."""
+    yield condition
+    for inner in getattr(condition, "_conditions", None) or []:
+        yield from _conditions(inner)
+
+
+def _class_name(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+#: attributes that hold a ``time.monotonic()`` reading (TimeoutTermination's start): stored as seconds elapsed
+_CLOCKS = frozenset({"_start_time"})
+
+
+def termination_state(condition: Any) -> list[dict[str, Any]]:
+    """What a team's termination condition has counted so far (``MaxMessageTermination``'s messages,
+    ``TokenUsageTermination``'s tokens, ``TimeoutTermination``'s time, ``_terminated`` flags...), which AutoGen's
+    ``save_state`` leaves out: each condition's number and flag attributes other than those its component config
+    sets (the limits come from the config, so a team given another limit keeps its own)."""
+    out = []
+    for c in _conditions(condition):
+        try:
+            configured = {f"_{k}" for k in to_plain(c.dump_component()).get("config", {})}
+        except Exception:  # noqa: BLE001 - a condition that is not a component (FunctionalTermination): no config
+            configured = set()
+        values: dict[str, Any] = {}
+        for name, value in vars(c).items():
+            if name in configured or not name.startswith("_") or not isinstance(value, (int, float)):
+                continue  # (a limit, or no number or flag: bool is an int)
+            values[name] = {"elapsed": time.monotonic() - value} if name in _CLOCKS else value
+        out.append({"class": _class_name(c), "values": values})
+    return out
+
+
+def _restore_termination(obj: Any, stored: Any) -> None:
+    """Give a restored team's termination condition the counts the snapshot's had (see :func:`termination_state`).
+    A team whose condition is not made of the same classes in the same order starts its counts from zero, said
+    by a RuntimeWarning."""
+    condition = getattr(obj, "_termination_condition", None)
+    if not isinstance(stored, list) or condition is None:
+        return
+    live = list(_conditions(condition))
+    if [_class_name(c) for c in live] != [e.get("class") for e in stored if isinstance(e, dict)]:
+        warnings.warn(f"team {_name(obj)!r}: its termination condition is not the snapshot's "
+                      f"({', '.join(_class_name(c).rsplit('.', 1)[-1] for c in live)} here); what the snapshot's had "
+                      "counted (messages, tokens, time) was not restored: its limits count from zero",
+                      RuntimeWarning, stacklevel=3)
+        return
+    for c, entry in zip(live, stored, strict=True):
+        for name, value in (entry.get("values") or {}).items():
+            if name in _CLOCKS and isinstance(value, dict) and isinstance(value.get("elapsed"), (int, float)):
+                value = time.monotonic() - value["elapsed"]
+            if hasattr(c, name) and isinstance(value, (bool, int, float)):
+                setattr(c, name, value)
 
 
 def trace_of(kind: str, state: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -209,6 +270,8 @@ async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
     except Exception as exc:
         await obj.load_state(previous)
         raise IncompatibleTarget(f"the snapshot's state does not load into this {kind} ({exc}); it was left unchanged") from exc
+    if kind == "team":
+        _restore_termination(obj, payload.get("termination"))
 
 
 def build(
