@@ -244,3 +244,41 @@ def test_a_run_stopped_by_ctrl_c_reaches_the_teammate_with_its_finished_nodes_wr
         assert len(stops) == 1, [s.message for s in stops]
     finally:
         repo.close()
+
+
+def test_a_thread_pruned_or_cut_back_still_reaches_the_teammate_as_it_is_here(tmp_path: Path) -> None:
+    """``prune([thread], strategy="keep_latest")`` of a thread waiting for approval kept the question here but moved the
+    branch to the re-rooted checkpoint without its writes record: a push then sent the thread without the question
+    (the teammate's ``get_state`` said it waits in ``ask`` with no interrupt). ``delete_for_runs`` of the run that
+    answered moved the branch back the same way, so the teammate saw ``ask`` still to run while this store had its
+    writes. Now both record the writes of the checkpoint the branch is left at, and the teammate sees this state."""
+    import uuid
+
+    def pushed(mine: Path, name: str) -> Any:
+        bare, theirs = tmp_path / f"{name}.store", tmp_path / f"{name}-theirs"
+        cli(mine, "push", str(bare), "langgraph/job")
+        cli(tmp_path, "clone", str(bare), str(theirs))
+        with PFSaver(theirs) as saver:
+            return approval_graph(saver).get_state(cfg("job"))
+
+    mine = tmp_path / "pruned"
+    with PFSaver(mine) as saver:
+        graph = approval_graph(saver)
+        graph.invoke({"log": []}, cfg("job"))
+        asked = graph.get_state(cfg("job"))
+    with PFSaver(mine) as saver:  # (later: the housekeeping of another process)
+        saver.prune(["job"], strategy="keep_latest")
+        assert [i.id for i in approval_graph(saver).get_state(cfg("job")).interrupts] == [asked.interrupts[0].id]
+    there = pushed(mine, "pruned")
+    assert there.next == ("ask",) and [i.id for i in there.interrupts] == [asked.interrupts[0].id]
+
+    mine, first, second = tmp_path / "cut", str(uuid.uuid4()), str(uuid.uuid4())
+    with PFSaver(mine) as saver:
+        graph = approval_graph(saver)
+        graph.invoke({"log": []}, {**cfg("job"), "metadata": {"run_id": first}})
+        graph.invoke(Command(resume="yes"), {**cfg("job"), "metadata": {"run_id": second}})
+    with PFSaver(mine) as saver:
+        saver.delete_for_runs([second])
+        here = approval_graph(saver).get_state(cfg("job"))
+    there = pushed(mine, "cut")
+    assert (there.next, there.values, len(there.interrupts)) == (here.next, here.values, len(here.interrupts))

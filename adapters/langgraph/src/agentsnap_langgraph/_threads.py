@@ -121,6 +121,12 @@ class ThreadVerbs:
                     self._s.last.pop((thread_id, ns), None)
         for thread_id, nss in touched.items():
             self._reset_refs(thread_id, sorted(nss))
+        # a thread back at a checkpoint with writes (the run that answered its interrupt is gone): its branch records
+        # them again, as after the stop itself, so a push carries the question again
+        newest = [(t, ns, self.index.latest_snapshot(t, ns)) for t, nss in touched.items() for ns in nss]
+        with self._s.lock:
+            self._s.stopped.update((t, ns, latest[0]) for t, ns, latest in newest if latest is not None)
+        self.flush()
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint (the whole parent chain, all namespaces) and write of a thread.
@@ -269,6 +275,9 @@ class ThreadVerbs:
                 self._s.pending_rows.append(new.row)
                 self._s.pending_seqs.append(seq)
                 self._queue(thread_ref(thread_id, ns), new.id, cid, [])
+                # the kept checkpoint's writes (a thread waiting at an interrupt): recorded on the re-rooted branch
+                # too, as the branch's tip was before, so a push still carries the question
+                self._s.stopped.add((thread_id, ns, cid))
         self.flush()
 
     # ------------------------------------------------------------------ agentsnap verbs on threads
