@@ -7,10 +7,13 @@ from __future__ import annotations
 import operator
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import pytest
 from agentsnap_core.repo import Repo
 from agentsnap_langgraph import PFSaver
 from langgraph.graph import END, START, StateGraph
@@ -93,8 +96,8 @@ def fan_graph(saver: Any, fail: bool, ctrl_c: bool = False) -> Any:
     def flaky(state: Fan) -> dict[str, Any]:
         if fail:
             raise RuntimeError("flaky failed")
+        RUNS["flaky"] = RUNS.get("flaky", 0) + 1
         if ctrl_c:
-            RUNS["flaky"] = RUNS.get("flaky", 0) + 1
             while RUNS.get("slow_tool", 0) == 0:
                 time.sleep(0.01)
             os.kill(os.getpid(), signal.SIGINT)  # what the terminal sends: Python raises it in the main thread
@@ -131,7 +134,7 @@ def test_a_super_step_that_failed_halfway_is_finished_by_the_teammate_without_ru
     with PFSaver(theirs) as saver:
         out = fan_graph(saver, fail=False).invoke(None, cfg("fan"))
     assert sorted(out["results"]) == ["flaky done", "slow_tool done"]
-    assert RUNS == {"slow_tool": 1}, "the finished node ran again on the teammate's store"
+    assert RUNS == {"slow_tool": 1, "flaky": 1}, "the finished node ran again on the teammate's store"
     repo = Repo.open(theirs)
     try:
         assert repo.refs.get_ref("refs/heads/langgraph/fan")
@@ -282,3 +285,63 @@ def test_a_thread_pruned_or_cut_back_still_reaches_the_teammate_as_it_is_here(tm
         here = approval_graph(saver).get_state(cfg("job"))
     there = pushed(mine, "cut")
     assert (there.next, there.values, len(there.interrupts)) == (here.next, here.values, len(here.interrupts))
+
+
+KILLED = """
+import os, signal, sys, time
+sys.path.insert(0, {tests!r})
+from agentsnap_langgraph import PFSaver
+from langgraph.types import Command
+from lg_kit import cfg
+from test_push_clone_pending import approval_graph, fan_graph
+saver = PFSaver({store!r}, flush_interval=3600)  # (nothing flushes by itself before the kill)
+if {case!r} == "answered":
+    graph = approval_graph(saver)
+    graph.invoke({{"log": []}}, cfg("job"))
+    saver.flush()  # the question is on the branch ...
+    graph.invoke(Command(resume="yes"), cfg("job"))  # ... and answered, in checkpoints not flushed yet
+    os.kill(os.getpid(), signal.SIGKILL)  # the OOM killer, a preempted machine: no close(), no atexit
+else:
+    def kill(*_):
+        time.sleep(0.2)  # (slow_tool's writes are stored; flaky is still running)
+        os.kill(os.getpid(), signal.SIGKILL)
+    signal.signal(signal.SIGINT, kill)
+    fan_graph(saver, fail=False, ctrl_c=True).invoke({{"results": []}}, cfg("job"))
+"""
+
+
+@pytest.mark.parametrize("case", ["answered", "mid-step"])
+def test_a_killed_process_leaves_its_threads_said_and_the_next_saver_records_them(tmp_path: Path, case: str) -> None:
+    """A process killed (SIGKILL, SIGTERM without a handler) before its saver closed: its last checkpoints were in the
+    index but not on the thread's branch (flushed every ``flush_interval``), and writes of a super-step it was in were
+    recorded nowhere the branch names. Before, ``agentsnap status`` and ``push`` said nothing: the push sent the thread
+    as it was at the last flush (still waiting for an approval the run had since received), and after the next
+    saver's recovery the finished node's writes still did not travel (the teammate ran it again). Now each saver keeps
+    a journal of the threads it wrote to (core's write-behind convention, docs/PLUGINS.md): status and push name a
+    dead one, and the next saver on the store records those threads (their checkpoints, and the writes on a tip)."""
+    mine, bare, theirs = tmp_path / "mine", tmp_path / "shared.store", tmp_path / "theirs"
+    script = KILLED.format(tests=str(Path(__file__).parent), store=str(mine), case=case)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    status = subprocess.run([sys.executable, "-m", "agentsnap_core", "status"], cwd=mine, capture_output=True,
+                            text=True, timeout=300)
+    assert "journal" in status.stderr and "langgraph" in status.stderr, status.stderr
+    def graph_of(saver: Any) -> Any:
+        return approval_graph(saver) if case == "answered" else fan_graph(saver, fail=False)
+
+    RUNS.clear()
+    with PFSaver(mine) as saver:  # the next saver on the store: recovers what the killed one left
+        here = graph_of(saver).get_state(cfg("job"))
+    status = subprocess.run([sys.executable, "-m", "agentsnap_core", "status"], cwd=mine, capture_output=True,
+                            text=True, timeout=300)
+    assert "journal" not in status.stderr, status.stderr
+    cli(mine, "push", str(bare), "langgraph/job")
+    cli(tmp_path, "clone", str(bare), str(theirs))
+    with PFSaver(theirs) as saver:
+        graph = graph_of(saver)
+        there = graph.get_state(cfg("job"))
+        assert (there.next, there.values) == (here.next, here.values)
+        if case == "mid-step":
+            out = graph.invoke(None, cfg("job"))
+            assert sorted(out["results"]) == ["flaky done", "slow_tool done"]
+            assert RUNS == {"flaky": 1}, f"the finished node ran again on the teammate's store: {RUNS}"

@@ -123,6 +123,9 @@ class Shared:
         #: (thread, ns) -> checkpoint id of the newest put_writes, since the last close: at close each is taken for a
         #: stop (a run cut short with no stop write: Ctrl-C); only those still at their thread's tip are recorded
         self.written: dict[tuple[str, str], str] = {}
+        #: this saver's journal (core's write-behind convention): ``(fd, path)`` while open, and the threads in it
+        self.journal: tuple[int, Path] | None = None
+        self.journaled: set[str] = set()
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         #: object id -> time.monotonic() when this process last stored it
         self.stored: dict[str, float] = {}

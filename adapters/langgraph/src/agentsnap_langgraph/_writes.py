@@ -11,11 +11,16 @@ and the writes, consumed, stay reachable only through the reflog, as any earlier
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import RefConflict
+from agentsnap_core.repository import journals
 from agentsnap_core.store import RefUpdate, SnapshotRow
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
@@ -32,6 +37,8 @@ WRITES_FORMAT = "agentsnap-langgraph-writes"
 STOPS = frozenset(c for c in ("__interrupt__", "__error__") if c in WRITES_IDX_MAP)
 #: ``lg_meta`` key prefix: ``pw:<thread>`` -> the writes snapshot this index holds the writes of
 CARRIED = "pw:"
+#: the adapter's name in core's journal convention (``<store>/langgraph/journal/*.journal``)
+ADAPTER = "langgraph"
 
 
 class CarriedWrites:
@@ -49,6 +56,81 @@ class CarriedWrites:
         def _index_snapshots(self, rows: list[SnapshotRow]) -> None: ...
 
         def _writing(self) -> AbstractContextManager[None]: ...
+
+        def flush(self) -> None: ...
+
+    # ---------------------------------------------------------------- the journal of a saver's threads
+    # A process killed before its saver closed (SIGKILL, the OOM killer, SIGTERM without a handler) leaves checkpoints
+    # in the index that no branch names yet (they wait for the next flush) and writes on a tip nothing recorded
+    # (close() records them: _note_cut_short). Core's write-behind convention (agentsnap_core.repository.journals)
+    # makes that visible: each saver holds a journal under <store>/langgraph/journal/ with a lock for its life and
+    # writes each thread it touches into it once; status, log and push name a journal no live process holds, and the
+    # next saver on the store records those threads and removes it.
+
+    def _open_journal(self) -> None:
+        folder = journals.journal_dir(self.repo.store_dir, ADAPTER)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}{journals.SUFFIX}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # (held until close: a live saver's journal is never taken for a dead one)
+        except OSError:
+            pass  # a filesystem without flock: core then names it while it lives (an unneeded warning, never a gap)
+        self._s.journal = (fd, path)
+
+    def _journal(self, thread_id: str) -> None:
+        """Called by put / put_writes: the thread goes into this saver's journal (once)."""
+        if thread_id in self._s.journaled or self._s.journal is None:
+            return
+        with self._s.lock:
+            if thread_id not in self._s.journaled:
+                os.write(self._s.journal[0], json.dumps(thread_id).encode() + b"\n")
+                self._s.journaled.add(thread_id)
+
+    def _close_journal(self, keep: bool) -> None:
+        """At close: remove the journal (``keep``: the closing flush failed, so the next saver does its work)."""
+        journal, self._s.journal = self._s.journal, None
+        if journal is None:
+            return
+        if not keep:
+            journal[1].unlink(missing_ok=True)
+        os.close(journal[0])
+
+    def _replay_journals(self) -> None:
+        """At open: for each journal no live saver holds, record its threads (their newest checkpoints, flushed by the
+        recovery before this; the writes on a tip) and remove it."""
+        folder = journals.journal_dir(self.repo.store_dir, ADAPTER)
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(journals.SUFFIX))
+        except OSError:
+            return
+        for name in names:
+            path = folder / name
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live saver's
+                threads = set()
+                for line in path.read_bytes().splitlines():
+                    try:
+                        thread = json.loads(line)
+                    except ValueError:
+                        continue  # (a line the kill cut short)
+                    if isinstance(thread, str):
+                        threads.add(thread)
+                stops = [(t, ns, newest[0]) for t in sorted(threads) for ns in self.index.namespaces(t)
+                         if (newest := self.index.latest_snapshot(t, ns)) is not None]
+                with self._s.lock:
+                    self._s.stopped.update(stops)
+                self.flush()
+                path.unlink(missing_ok=True)
+            finally:
+                os.close(fd)
 
     def _note_stop(self, thread_id: str, ns: str, checkpoint_id: str, channels: Iterable[str]) -> None:
         """Called by ``put_writes``: a write on a stopping channel marks its checkpoint for the flush (a subgraph's

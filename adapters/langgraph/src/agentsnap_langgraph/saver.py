@@ -208,6 +208,8 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         self.release_idle_writer(0.0)
         self._adopt_branches()
         self._drop_pruned()
+        self._replay_journals()
+        self._open_journal()
         self._flusher: threading.Thread | None = None
         interval = DURABLE_GROUP_INTERVAL if self._durable_rows else flush_interval
         if interval > 0:
@@ -290,9 +292,14 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
             self.flush()
         except StoreGone:  # nothing can be written any more: release the saver all the same, and say so
             self._s.closed = True
+            self._close_journal(keep=True)
             self._release()
             raise
+        except BaseException:
+            self._close_journal(keep=True)  # (the saver stays open: the next close tries again, with no journal;
+            raise  # the next saver on the store does the rest)
         self._s.closed = True
+        self._close_journal(keep=False)
         self._release()
 
     def _release(self) -> None:
@@ -744,6 +751,7 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         """Store a checkpoint as a snapshot; only channels in ``new_versions`` are written."""
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
+        self._journal(thread_id)
         ns = conf.get("checkpoint_ns", "") or ""
         parent_id = conf.get("checkpoint_id")
         cp: dict[str, Any] = dict(checkpoint)
@@ -927,6 +935,7 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
             rows.append((thread_id, ns, checkpoint_id, task_id, widx, channel, typ, data, task_path))
             replace.append(widx < 0)
         if rows:
+            self._journal(thread_id)
             self.index.insert_writes(rows, replace)
             self._note_stop(thread_id, ns, checkpoint_id, (r[5] for r in rows))
 
