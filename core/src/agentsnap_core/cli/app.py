@@ -138,18 +138,24 @@ def main(ctx: click.Context, directory: str | None) -> None:
 @main.command()
 @click.argument("directory", default=".", type=click.Path(file_okay=False))
 @click.option("-b", "--branch", default="main", show_default=True, help="Name of the first branch.")
+@click.option("--store-dir", "store_dir", type=click.Path(file_okay=False),
+              help="Keep the store in this directory outside the tree, linked from DIRECTORY/.agentsnap: nothing done "
+                   "in the tree (rm -rf, git clean -ffdx) deletes it, and a deleted link is made again.")
 @json_opt
 @click.pass_context
-def init(ctx: click.Context, directory: str, branch: str, as_json: bool) -> None:
+def init(ctx: click.Context, directory: str, branch: str, store_dir: str | None, as_json: bool) -> None:
     """Create a store (.agentsnap/) in DIRECTORY."""
-    repo = Repo.init(in_dir(ctx, directory), branch=branch)
+    repo = Repo.init(in_dir(ctx, directory), branch=branch,
+                     store_dir=None if store_dir is None else in_dir(ctx, store_dir))
     git = (repo.root / ".git").is_dir() and not repo.include_git
+    outside = store_dir is not None
     if as_json:
         emit({"v": JSON_VERSION, "root": str(repo.root), "store": str(repo.store_dir), "git_not_captured": git,
-              "git_shield": repo.git_shield})
+              "git_shield": repo.git_shield, "outside": outside})
     else:
-        click.echo(f"Initialised agentsnap store in {repo.store_dir}")
-        for note in git_shield_notes(repo.git_shield):
+        click.echo(f"Initialised agentsnap store in {repo.store_dir}"
+                   + (f" (outside the tree; {repo.root / '.agentsnap'} links to it)" if outside else ""))
+        for note in git_shield_notes(repo.git_shield, outside):
             click.echo(note, err=True)
         if git:  # said once here (and in every snapshot's --json): git keeps its own history
             from agentsnap_core.cli.common import INCLUDE_GIT_HINT

@@ -29,11 +29,14 @@ _REMOTE_CLIENT_MODULES = frozenset({"psycopg", "psycopg_pool", "botocore", "boto
 _UNCHANGED = "nothing past the last completed step was committed"
 
 
-def git_shield_notes(shielded: dict[str, str]) -> list[str]:
+def git_shield_notes(shielded: dict[str, str], outside: bool = False) -> list[str]:
     """What ``init`` (or the first command after ``git init`` above an existing store) says about keeping the store
-    out of git: once, when it was done now, and whenever it could not be done."""
+    out of git: once, when it was done now, and whenever it could not be done. ``outside``: the store is outside the
+    tree, only its link file is listed."""
     notes = []
-    if shielded.get("exclude"):  # where the store was listed, and what still deletes it
+    if shielded.get("exclude") and outside:
+        notes.append(f"note: the link file .agentsnap is kept out of git: listed in {shielded['exclude']}")
+    elif shielded.get("exclude"):  # where the store was listed, and what still deletes it
         notes.append(f"note: the store is kept out of git: listed in {shielded['exclude']} (git add and status pass "
                      "it by), and 'git clean -fdx' skips it (a nested-repository marker, .agentsnap/.git); only "
                      "'git clean -ffdx' deletes it")
@@ -80,7 +83,10 @@ def seconds_or_now(value: str, option: str) -> float:
 def open_notes(repo: Repo) -> list[str]:
     """What opening the store did that the user must hear of: keeping it out of git (:func:`git_shield_notes`), and
     a lost ``index.sqlite`` indexed again from the objects (its branch names are gone: the snapshots got new ones)."""
-    notes = git_shield_notes(repo.git_shield)
+    notes = git_shield_notes(repo.git_shield, repo.relinked is not None)
+    if repo.relinked:
+        notes.append(f"note: {repo.relinked}, the link to this tree's store {repo.store_dir}, was gone (deleted with "
+                     "the tree's files?); it was made again")
     local = getattr(repo.store, "local", repo.store)  # (a checkout bound to a shared store: its own directory)
     recovered, restored = getattr(local, "recovered", None), getattr(local, "restored", None)
     settings = (f"its settings ({listing(restored)}) and the branch each checkout is on came back from "

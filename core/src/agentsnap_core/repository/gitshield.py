@@ -30,21 +30,30 @@ def shield(root: Path, store_dir: Path) -> dict[str, str]:
             (marker / "description").write_text(MARKER_NOTE)
             (marker / "HEAD").write_text("ref: refs/heads/agentsnap-store\n")
             out["marker"] = str(marker)
-        found = git_dirs(root)
-        rel = os.path.relpath(store_dir, found[0]) if found is not None else ".."
-        if found is not None and not rel.startswith(".."):  # (a store outside the git work tree is not git's)
-            common = found[1]
-            line = "/" + Path(rel).as_posix() + "/"
-            exclude = common / "info" / "exclude"
-            text = exclude.read_text() if exclude.exists() else ""
-            if line not in text.splitlines():
-                exclude.parent.mkdir(parents=True, exist_ok=True)
-                with open(exclude, "a") as f:
-                    f.write(("" if not text or text.endswith("\n") else "\n") + f"# agentsnap's store\n{line}\n")
-                out["exclude"] = str(exclude)
+        listed = exclude(root, store_dir, "/")
+        if listed:
+            out["exclude"] = listed
     except OSError as exc:
         out["problem"] = f"{exc.strerror or exc}: {exc.filename or store_dir}"
     return out
+
+
+def exclude(root: Path, path: Path, suffix: str = "") -> str | None:
+    """List ``path`` (``suffix`` "/": a directory) in the exclude file of the git repository ``root`` lies in, if it
+    lies in one and is not listed yet; return the exclude file's path when a line was added (OSError: not done)."""
+    found = git_dirs(root)
+    rel = os.path.relpath(path, found[0]) if found is not None else ".."
+    if found is None or rel.startswith(".."):  # (a path outside the git work tree is not git's)
+        return None
+    line = "/" + Path(rel).as_posix() + suffix
+    excludes = found[1] / "info" / "exclude"
+    text = excludes.read_text() if excludes.exists() else ""
+    if line in text.splitlines():
+        return None
+    excludes.parent.mkdir(parents=True, exist_ok=True)
+    with open(excludes, "a") as f:
+        f.write(("" if not text or text.endswith("\n") else "\n") + f"# agentsnap's store\n{line}\n")
+    return str(excludes)
 
 
 def keep_out(root: Path, store_dir: Path) -> dict[str, str]:

@@ -42,7 +42,7 @@ from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.files import write_replacing
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import journal, world
-from agentsnap_core.repository import gitshield, journals, vault, writers
+from agentsnap_core.repository import gitshield, journals, outside, vault, writers
 from agentsnap_core.stores import bind_store_url, open_repo_store
 from agentsnap_core.stores.base import ANY, RefUpdate, SnapshotRow
 from agentsnap_core.stores.local import LocalStore
@@ -132,6 +132,34 @@ def check_path(label: str, value: object) -> str:
     if not raw or "\0" in raw:
         raise InvalidInput(f"{label} must be a non-empty path without NUL characters, not {raw!r}"[:200])
     return raw
+
+
+def _outside_store(root: Path, store_dir: str | os.PathLike[str]) -> Path:
+    """The store ``Repo.init(root, store_dir=...)`` makes or links, after refusing what would lose or mix snapshots:
+    a store inside the tree (it would go with the tree), a tree with its own store or a link to another, a store
+    another tree still links to."""
+    store = Path(check_path("store_dir", store_dir)).expanduser().resolve()
+    if store == root or root in store.parents:
+        raise InvalidInput(f"the store must be outside the tree it keeps: {store} is inside {root} (what deletes the "
+                           "tree would delete it); give a directory elsewhere")
+    if store in root.parents:
+        raise InvalidInput(f"the store {store} would hold the tree {root}; give a directory beside it, not above it")
+    marker = root / STORE_DIR
+    if marker.is_dir():
+        raise InvalidInput(f"{root} has its own store ({marker}); snapshot there, or move it away first")
+    if marker.is_file() and not outside.linked_to(root, store):
+        raise InvalidInput(f"{marker} links {root} to another store already ({marker.read_text().strip()[:200]})")
+    if (store / "format.json").exists():
+        local = LocalStore(store)
+        try:
+            other = local.refs.get_config(outside.PROJECT_KEY)
+        finally:
+            local.close()
+        if other and other != str(root) and outside.linked_to(Path(other), store):
+            raise InvalidInput(f"{store} is the store of {other} (linked there); give this tree another directory")
+    elif store.exists() and any(store.iterdir()):
+        raise InvalidInput(f"{store} is not empty and holds no agentsnap store; give a new or empty directory")
+    return store
 
 
 def find_root(start: str | os.PathLike[str] | None = None) -> tuple[Path, Path, str]:
@@ -234,6 +262,8 @@ class Repo:
             self.objects = self.store.objects = encryption_wrapper(self.store.objects, self.refs)
         self.include_git = include_git or self.refs.get_config("world.include_git") == "true"
         self.git_shield: dict[str, str] = {}  # what init / open did to keep the store out of git
+        #: the link file this open made again (a tree whose store is outside it lost its link with its files)
+        self.relinked: str | None = None
         #: ``(id, message)`` of the last snapshots this handle committed, oldest first, and how many it committed in
         #: all (what an interrupted command says it made: a Ctrl-C after the manifest was written still commits the
         #: snapshot); bounded, as a Client may save for days
@@ -290,38 +320,80 @@ class Repo:
     # ---------------------------------------------------------------- opening
     @classmethod
     def init(
-        cls, path: str | os.PathLike[str] = ".", branch: str = DEFAULT_BRANCH, store_url: str | None = None
+        cls, path: str | os.PathLike[str] = ".", branch: str = DEFAULT_BRANCH, store_url: str | None = None,
+        store_dir: str | os.PathLike[str] | None = None,
     ) -> Repo:
+        """Create a store for the tree ``path``: ``.agentsnap/`` inside it, or (``store_dir``) a store outside it that
+        nothing done in the tree deletes, linked from ``path/.agentsnap`` (:mod:`~agentsnap_core.repository.outside`).
+        Running it again on an existing store changes nothing but a missing link."""
         root = Path(check_path("path", path)).resolve()
         root.mkdir(parents=True, exist_ok=True)
-        store_dir = root / STORE_DIR
-        if store_dir.is_file():
+        outside_store = None if store_dir is None else _outside_store(root, store_dir)
+        store = outside_store or root / STORE_DIR
+        if outside_store is None and store.is_file():
             raise AgentSnapError(f"{root} is a linked worktree of another store; not creating a store here")
-        fresh = not (store_dir / "format.json").exists()
-        local = LocalStore(store_dir, create=True)
+        fresh = not (store / "format.json").exists()
+        local = LocalStore(store, create=True)
         try:
             if store_url:  # objects and refs live in a shared store; this directory keeps worktree state
                 bind_store_url(local, store_url)
+            if outside_store is not None:
+                local.refs.set_config(outside.PROJECT_KEY, str(root))
         except BaseException:
             local.close()
             if fresh:  # nothing half-made is left behind
                 import shutil  # (with its compression modules: only here and for worktree copies)
 
-                shutil.rmtree(store_dir, ignore_errors=True)
+                shutil.rmtree(store, ignore_errors=True)
             raise
         local.close()
-        repo = cls(root, store_dir)
+        repo = cls(root, store)
         if fresh:
             repo.refs.set_head(PRIMARY, f"refs/heads/{check_ref_name(branch)}", None)
-        repo.git_shield = gitshield.shield(root, store_dir)  # (out of git add -A and git clean -fdx)
+        if outside_store is not None:
+            repo.git_shield = outside.link(root, store)  # (the link file out of git add -A)
+        else:
+            repo.git_shield = gitshield.shield(root, store)  # (out of git add -A and git clean -fdx)
         return repo
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> Repo:
-        root, store_dir, wt = find_root(path)
+        try:
+            root, store_dir, wt = find_root(path)
+        except StoreNotFound:
+            found = None if path is None and os.environ.get("AGENTSNAP_DIR") else \
+                outside.recall(Path(path if path is not None else os.getcwd()).resolve())
+            if found is None:
+                raise
+            root, store_dir = found  # a tree whose link went with its files (rm -rf, git clean -fdx): linked again
+            repo = cls(root, store_dir, PRIMARY)
+            other = repo.refs.get_config(outside.PROJECT_KEY)
+            if other and other != str(root) and outside.linked_to(Path(other), store_dir):
+                repo.close()  # (the project moved away from here since: that store is its, not this directory's)
+                raise
+            repo.git_shield = outside.link(root, store_dir)
+            repo.relinked = str(root / STORE_DIR)
+            return repo
         repo = cls(root, store_dir, wt)
+        if wt == PRIMARY and store_dir != root / STORE_DIR:  # a tree linked to a store outside it
+            repo._check_project()
         repo.git_shield = gitshield.keep_out(root, store_dir)  # (a store made before git init ran above it)
         return repo
+
+    def _check_project(self) -> None:
+        """The tree a store outside it was made for (``store.project``) is this one; or it moved here (the old place
+        no longer links to the store): the store follows it. A copy of a linked tree (both link the store as its
+        main tree) is refused: the two would share one HEAD and one stat cache."""
+        other = self.refs.get_config(outside.PROJECT_KEY)
+        if not other or other == str(self.root):
+            return
+        if outside.linked_to(Path(other), self.store_dir):
+            self.close()
+            raise InvalidInput(f"{self.root / STORE_DIR} links to the store of {other}, which still uses it (a copy of "
+                               f"that tree?); give this tree its own: remove {self.root / STORE_DIR}, then "
+                               "'agentsnap init --store-dir NEW_DIR'")
+        self.refs.set_config(outside.PROJECT_KEY, str(self.root))
+        outside.link(self.root, self.store_dir)
 
     def check_present(self) -> None:
         """Raise :class:`~agentsnap_core.errors.StoreGone` when this repo's store was deleted or replaced since it was

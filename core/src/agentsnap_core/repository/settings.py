@@ -38,6 +38,7 @@ SETTINGS: dict[str, Setting] = {
 #: settings agentsnap keeps for itself: shown by ``config KEY``, never changed by it
 MANAGED = {
     "store.url": "Repo.init(store=...) or the Claude Code plugin's store_url",
+    "store.project": "'agentsnap init --store-dir' (the tree a store outside it was made for)",
     "remotes": "'agentsnap remote add/remove'",
     "crypto.encrypt": "agentsnap_core.format.crypto.enable_encryption",
     "crypto.key_id": "agentsnap_core.format.crypto.enable_encryption",
