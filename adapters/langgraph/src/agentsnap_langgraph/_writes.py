@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -70,7 +69,7 @@ class CarriedWrites:
     def _open_journal(self) -> None:
         folder = journals.journal_dir(self.repo.store_dir, ADAPTER)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}{journals.SUFFIX}"
+        path = folder / f"{os.getpid()}-{os.urandom(6).hex()}{journals.SUFFIX}"  # (not uuid4: tests patch it)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # (held until close: a live saver's journal is never taken for a dead one)
