@@ -123,7 +123,7 @@ def termination_state(condition: Any) -> list[dict[str, Any]]:
         except Exception:  # noqa: BLE001 - a condition that is not a component (FunctionalTermination): no config
             configured = set()
         values: dict[str, Any] = {}
-        for name, value in vars(c).items():
+        for name, value in getattr(c, "__dict__", {}).items():  # (a condition with __slots__: nothing kept)
             if name in configured or not name.startswith("_") or not isinstance(value, (int, float)):
                 continue  # (a limit, or no number or flag: bool is an int)
             values[name] = {"elapsed": time.monotonic() - value} if name in _CLOCKS else value
