@@ -282,3 +282,23 @@ def test_half_a_surrogate_pair_in_a_destructive_command_still_gets_its_snapshot(
     assert "undo with: agentsnap-claude-code restore" in out["systemMessage"], out
     listing = CliRunner().invoke(cli, ["points", "-C", str(project)]).output
     assert "rm -rf src # caf?" in listing, listing
+
+
+def test_the_core_cli_finds_the_plugins_store_once_the_link_went_with_the_files(home: Path, project: Path) -> None:
+    """The plugin keeps the project's store outside it and a link file ``.agentsnap`` in it for the core CLI. After
+    ``git clean -fdx`` (or ``rm -rf ./* ./.[!.]*``) took the link, ``agentsnap restore HEAD`` - the core CLI the README
+    also names - said "no agentsnap store found" until the plugin's next hook made the link again. Now the plugin
+    records its link in core's registry of stores outside their trees: the core CLI finds the store by the project's
+    path, makes the link again and says so."""
+    import subprocess
+    import sys
+
+    path = write_transcript(home, project)
+    out = json.loads(run_hook(payload(project, path, "PreToolUse", **RM_SRC)).stdout)
+    assert "undo with" in out["systemMessage"], out
+    shutil.rmtree(project / "src")
+    (project / ".agentsnap").unlink()
+    proc = subprocess.run([sys.executable, "-m", "agentsnap_core", "restore", "HEAD"], cwd=project,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "made again" in proc.stderr, (proc.stdout, proc.stderr)
+    assert (project / "src" / "app.py").read_text() == "print('hello')\n"

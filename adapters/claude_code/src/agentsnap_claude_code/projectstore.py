@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import time
 from pathlib import Path
 
 from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.repository import outside
 from agentsnap_core.repository.repo import DEFAULT_BRANCH, PRIMARY, STORE_DIR
 from agentsnap_core.stores import bind_store_url
 from agentsnap_core.stores.local import LocalStore
@@ -67,17 +67,13 @@ def _create(store: Path, root: Path, settings: Settings) -> None:
 
 
 def link(root: Path, store: Path) -> None:
-    """Write ``<root>/.agentsnap`` (a link to the store) unless something is there; keep it out of git."""
-    marker = root / STORE_DIR
-    if marker.exists():
+    """Write ``<root>/.agentsnap`` (a link to the store) unless something is there; keep it out of git and record it
+    in core's registry of stores outside their trees, so the core CLI finds the store by the project's path even
+    once the link is gone (``agentsnap_core.repository.outside``)."""
+    if (root / STORE_DIR).exists():
         return
     try:
-        marker.write_text(json.dumps({"store": str(store), "worktree": PRIMARY}) + "\n")
-        exclude = root / ".git" / "info" / "exclude"
-        if exclude.parent.is_dir():
-            text = exclude.read_text() if exclude.exists() else ""
-            if f"/{STORE_DIR}" not in text.split():
-                exclude.write_text(text + ("" if text.endswith("\n") or not text else "\n") + f"/{STORE_DIR}\n")
+        outside.link(root, store)
     except OSError:
         pass  # the link is a convenience for the core CLI; the plugin finds its store by the project path
 

@@ -49,14 +49,19 @@ def link(root: Path, store: Path) -> dict[str, str]:
     """Make ``root``'s link file to ``store`` and record it in the registry; keep the link out of git. Returns what
     :func:`gitshield.shield` returns (``exclude`` when listed now, ``problem`` when that could not be done)."""
     _write(root / LINK_NAME, json.dumps({"store": str(store), "worktree": PRIMARY}) + "\n")
-    entry = _entry(root)
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    _write(entry, json.dumps({"root": str(root), "store": str(store)}) + "\n")
+    remember(root, store)
     try:
         listed = gitshield.exclude(root, root / LINK_NAME)
     except OSError as exc:
         return {"problem": f"{exc.strerror or exc}: {exc.filename or root}"}
     return {"exclude": listed} if listed else {}
+
+
+def remember(root: Path, store: Path) -> None:
+    """Record in the registry that the tree ``root`` is kept by ``store`` (outside it)."""
+    entry = _entry(root)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    _write(entry, json.dumps({"root": str(root), "store": str(store)}) + "\n")
 
 
 def recall(start: Path) -> tuple[Path, Path] | None:
