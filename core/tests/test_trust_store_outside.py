@@ -100,3 +100,24 @@ def test_a_store_dir_that_would_lose_or_mix_snapshots_is_refused(tmp_path: Path,
     assert sorted(p.name for p in root.iterdir()) == before  # no link made
     if case in ("inside", "not-a-store"):
         assert not (store / "format.json").exists()
+
+
+def test_a_clone_can_keep_its_store_outside_too_and_a_failed_one_leaves_none(tmp_path: Path) -> None:
+    root, team = _tree(tmp_path), tmp_path / "team.store"
+    assert cli(root, "init")[0] == 0
+    snap = cli(root, "snapshot", "-m", "shared")[1].strip()
+    assert cli(root, "push", str(team), "main")[0] == 0
+    copy, store = tmp_path / "copy", tmp_path / "stores" / "copy"
+    code, out, err = cli(tmp_path, "clone", str(team), str(copy), "--store-dir", str(store))
+    assert code == 0, (out, err)
+    assert (copy / ".agentsnap").is_file() and (store / "format.json").is_file()
+    assert (copy / "src" / "app.py").read_text() == "print('hi')\n"
+    shutil.rmtree(copy)
+    copy.mkdir()
+    code, out, err = cli(copy, "restore", snap)
+    assert code == 0 and (copy / "src" / "app.py").is_file(), (out, err)
+
+    other = tmp_path / "stores" / "other"
+    code, out, err = cli(tmp_path, "clone", str(team), str(tmp_path / "copy2"), "-b", "nope", "--store-dir",
+                         str(other))
+    assert code == 2 and not other.exists() and not (tmp_path / "copy2").exists(), (out, err)

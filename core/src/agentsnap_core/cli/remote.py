@@ -157,16 +157,19 @@ def pull_cmd(ctx: click.Context, remote: str | None, branch: str | None, jobs: i
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("-b", "--branch", default=None, help="Branch to check out (default: main, else the first).")
 @click.option("--store", "store_url", default=None, help="Keep objects and refs in this store URL instead of .agentsnap/.")
+@click.option("--store-dir", "store_dir", type=click.Path(file_okay=False), default=None,
+              help="Keep the store in this directory outside DIRECTORY (as 'init --store-dir').")
 @jobs_opt
 @json_opt
 @click.pass_context
-def clone_cmd(ctx: click.Context, url: str, directory: str, branch: str | None, store_url: str | None, jobs: int,
-              as_json: bool) -> None:  # fmt: skip
+def clone_cmd(ctx: click.Context, url: str, directory: str, branch: str | None, store_url: str | None,
+              store_dir: str | None, jobs: int, as_json: bool) -> None:  # fmt: skip
     """Make DIRECTORY a copy of the repository at URL and check out its branch."""
     url, directory = _path_in_dir(ctx, url), in_dir(ctx, directory)
     store_url = _path_in_dir(ctx, store_url) if store_url else store_url
     with _bar("clone", as_json) as progress:
         repo, result = remote_mod.clone(url, directory, branch=branch, store_url=store_url, jobs=jobs,
+                                        store_dir=None if store_dir is None else in_dir(ctx, store_dir),
                                         progress=progress)  # fmt: skip
     try:
         _report("clone", result, as_json, {"root": str(repo.root), "branch": repo.current_branch()})

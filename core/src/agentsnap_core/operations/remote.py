@@ -705,10 +705,12 @@ def clone(
     *,
     branch: str | None = None,
     store_url: str | None = None,
+    store_dir: str | os.PathLike[str] | None = None,
     jobs: int = DEFAULT_JOBS,
     progress: TransferProgress | None = None,
 ) -> tuple[Repo, TransferResult]:
-    """Make ``directory`` a new repository with the remote's snapshots, and check out its branch.
+    """Make ``directory`` a new repository with the remote's snapshots, and check out its branch (``store_dir``: its
+    store outside it, as ``Repo.init(store_dir=...)``).
 
     The remote is opened before anything is created, so a bad URL leaves nothing behind.
     """
@@ -719,6 +721,9 @@ def clone(
     dest = Path(directory).resolve()
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise TargetNotEmpty(str(directory))
+    store = Path(store_dir).expanduser().resolve() if store_dir is not None else None
+    store_made = store is not None and not (store / "format.json").exists()  # (what a failed clone takes back)
+    store_existed = store is not None and store.exists()
     src = open_store(url)
     made = not dest.exists()
     repo = None
@@ -726,7 +731,7 @@ def clone(
         heads = src.refs.list_refs("refs/heads/")
         if branch is not None and heads and f"refs/heads/{branch}" not in heads:
             raise InvalidInput(f"the remote has no branch {branch!r} (it has {', '.join(sorted(heads))})")
-        repo = Repo.init(dest, branch=branch or DEFAULT_BRANCH, store_url=store_url)
+        repo = Repo.init(dest, branch=branch or DEFAULT_BRANCH, store_url=store_url, store_dir=store_dir)
         add_remote(repo, DEFAULT_REMOTE, url)
         result = _fetch_from(repo, src, DEFAULT_REMOTE, url, jobs, progress)
         if _encrypted(src, [*heads.values(), *src.refs.list_refs("refs/tags/").values()]):
@@ -755,6 +760,10 @@ def clone(
                     shutil.rmtree(child, ignore_errors=True)
                 else:
                     child.unlink()
+        if store is not None and store_made and repo is not None:  # (a store this clone made, outside the tree)
+            shutil.rmtree(store, ignore_errors=True)
+            if store_existed:
+                store.mkdir(exist_ok=True)
         raise
     finally:
         src.close()
