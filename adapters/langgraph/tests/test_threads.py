@@ -316,3 +316,22 @@ def test_concurrent_processes_on_one_store_lose_nothing(store: Path) -> None:
         snaps = {row[4] for row in saver.index.iter_rows(None, None, None, None, None)}
     assert snaps <= reachable(repo)
     assert repo.verify()["ok"]
+
+
+def test_a_project_whose_store_is_outside_it_keeps_its_threads_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project made with ``agentsnap init --store-dir`` (the store outside the tree, a link file in it). Before,
+    ``PFSaver(project)`` refused the link ("is a linked worktree file"), and once the link had gone with the files
+    (``git clean -fdx``) it made a new, empty store inside the project in silence: the threads were not there. Now it
+    follows the link, or finds the store the link named, and the threads go on."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    project, store = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    Repo.init(project, store_dir=store).close()
+    with PFSaver(project) as saver:
+        say(chat_graph(saver), "t", "hi", "h1")
+    (project / ".agentsnap").unlink()  # (what git clean -fdx does to it)
+    with PFSaver(project) as saver:
+        assert contents(chat_graph(saver), "t") == ["hi", "echo: hi"]
+    assert (project / ".agentsnap").is_file()  # the link, made again; no store inside the project
+    with Repo.open(project) as repo:
+        assert repo.store_dir == store.resolve() and repo.refs.get_ref(thread_ref("t"))
