@@ -237,12 +237,17 @@ def test_stores_remote_block(tmp_path: Path, combined_url: str) -> None:
     (work / "a.txt").write_text("one\n")
     sh("agentsnap snapshot -m one", work)
     run = commands(block("STORES.md", 0))
-    assert len(run) == 6 and run[4].startswith("agentsnap clone s3://")
+    assert len(run) == 7 and run[4].startswith("agentsnap clone s3://")
+    assert run[6] == "agentsnap push team --delete attempt-1 attempt-2"
     run[0] = f"agentsnap remote add team '{combined_url}'"
     run[4] = f"agentsnap clone '{combined_url}' ./copy"
-    for line in run:
+    for i, line in enumerate(run):
+        if i == 6:  # (the branches it deletes: two forks pushed first)
+            sh("agentsnap fork -n 2 && agentsnap push team attempt-1 attempt-2", work)
         sh(line, work)
     assert (work / "copy" / "a.txt").read_text() == "one\n"
+    fetched = json.loads(sh("agentsnap fetch team --json", work))
+    assert not any("attempt" in ref for ref in [*fetched["updated"], *fetched["up_to_date"]]), fetched
     from urllib.parse import urlsplit
 
     listed = sh("agentsnap remote list", work)  # "Passwords ... are replaced by *** in ... remote list"
