@@ -371,8 +371,11 @@ class Repo:
             if other and other != str(root) and outside.linked_to(Path(other), store_dir):
                 repo.close()  # (the project moved away from here since: that store is its, not this directory's)
                 raise
-            repo.git_shield = outside.link(root, store_dir)
-            repo.relinked = str(root / STORE_DIR)
+            try:
+                repo.git_shield = outside.link(root, store_dir)
+                repo.relinked = str(root / STORE_DIR)
+            except OSError:
+                pass  # (a tree that cannot be written now: the registry finds the store again next time)
             return repo
         repo = cls(root, store_dir, wt)
         if wt == PRIMARY and store_dir != root / STORE_DIR:  # a tree linked to a store outside it
