@@ -269,3 +269,23 @@ def test_a_checkout_bound_to_a_shared_store_keeps_its_binding_when_its_index_is_
         assert repo.get(two).parents == [one]
     with Repo.init(tmp_path / "elsewhere", store_url=shared) as other:  # a second checkout of the shared store
         assert other.get("main").id == two
+
+
+def test_a_lost_index_of_an_encrypted_store_read_with_its_key_names_only_the_tip(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """An encrypted store whose index was lost, re-indexed by a command run with the key: the recovery could not read
+    a sealed manifest, so it knew no snapshot's parents and gave every snapshot its own ``lost-found/`` branch (ten
+    snapshots, ten branches to sort out by hand). Now it reads them with the key: one branch, at the tip."""
+    crypto = pytest.importorskip("agentsnap_core.format.crypto")
+    monkeypatch.setenv(crypto.KEY_ENV, crypto.generate_key())
+    root = new_work(tmp_path, {"plan.txt": "v0\n"})
+    with Repo.open(root) as repo:
+        crypto.enable_encryption(repo)
+    ids = snapshots(root, ["one", "two", "three"], "plan.txt")
+    _lose_index(root / ".agentsnap")
+    code, out, err = cli(root, "branch")
+    assert code == 0, err
+    assert [line.split()[-2] if line.startswith("*") else line.split()[0] for line in out.splitlines()] == [
+        f"lost-found/{ids[-1][:12]}"], out
+    code, out, _ = cli(root, "log", f"lost-found/{ids[-1][:12]}", "--json")
+    assert [s["id"] for s in json.loads(out)] == ids[::-1], out

@@ -888,7 +888,9 @@ class LocalStore:
                 stored = self.objects.get_stored(oid)
             except AgentSnapError:
                 continue
-            self.recovered_encrypted = self.recovered_encrypted or objects.is_sealed(stored)  # it was, and stays so
+            if not self.recovered_encrypted and objects.is_sealed(stored):  # it was, and stays so
+                self.recovered_encrypted = True
+                self._open_sealed_manifests()
             if len(stored) < objects.HEADER.size or stored[4] != objects.Kind.MANIFEST:  # (the kind: in the clear)
                 continue
             try:
@@ -918,6 +920,17 @@ class LocalStore:
                                   "recovered: index.sqlite was missing; every snapshot no other has as a parent "
                                   "got a lost-found/ branch")
         return sorted(branches)
+
+    @staticmethod
+    def _open_sealed_manifests() -> None:
+        """With the key in this process's environment, the recovery reads sealed manifests (their parents link the
+        snapshots, so only each line's tip gets a ``lost-found/`` branch, not every snapshot); a wrong key or none
+        leaves them unread, each named by its own branch."""
+        from agentsnap_core.format import crypto
+
+        key = crypto.load_key() if objects.encrypted_opener is None else None
+        if key is not None:
+            crypto.install_key(key)
 
     def _mark_packed(self) -> None:
         """Before the first pack: mark the store format 2, so an agentsnap that reads only loose objects
