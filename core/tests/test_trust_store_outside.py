@@ -121,3 +121,19 @@ def test_a_clone_can_keep_its_store_outside_too_and_a_failed_one_leaves_none(tmp
     code, out, err = cli(tmp_path, "clone", str(team), str(tmp_path / "copy2"), "-b", "nope", "--store-dir",
                          str(other))
     assert code == 2 and not other.exists() and not (tmp_path / "copy2").exists(), (out, err)
+
+
+def test_open_at_is_the_trees_own_store_never_one_further_up(tmp_path: Path) -> None:
+    """``Repo.open_at(path)``, what adapters use before making a store at a path: the tree's own store, its link, or
+    its store outside found through the registry once the link was deleted; None for a directory inside another
+    tree (``Repo.open`` would return that tree's store)."""
+    from agentsnap_core import Repo
+
+    root = _tree(tmp_path)
+    Repo.init(root, store_dir=tmp_path / "keep").close()
+    assert Repo.open_at(root / "src") is None
+    (root / ".agentsnap").unlink()
+    repo = Repo.open_at(root)
+    assert repo is not None and repo.store_dir == (tmp_path / "keep").resolve() and repo.relinked
+    repo.close()
+    assert Repo.open_at(tmp_path / "nowhere") is None

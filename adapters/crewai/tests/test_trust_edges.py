@@ -165,3 +165,28 @@ def test_capturing_a_flow_state_json_cannot_hold_is_refused(tmp_path: Path) -> N
     other = LooseFlow()
     repo.restore_into(other, repo.capture(loose, "plain").id)
     assert other.state.extra == {"p": {"x": 3}, "t": [1, 2]}
+
+
+def test_a_project_whose_store_is_outside_it_keeps_its_memory_when_the_link_is_gone(tmp_path, monkeypatch):
+    """A project made with ``agentsnap init --store-dir`` keeps only a link file ``.agentsnap`` in its tree. Once that
+    link had gone with the files (``git clean -fdx``), ``AgentsnapStorage(project)`` made a new, empty store inside
+    the project in silence: the crew's memories were not there. Now it finds the store outside the tree again."""
+    from agentsnap_core import Repo
+    from agentsnap_crewai import AgentsnapStorage
+    from crewai.memory.types import MemoryRecord
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    project, store = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    Repo.init(project, store_dir=store).close()
+    storage = AgentsnapStorage(project)
+    storage.save([MemoryRecord(content="The user prefers metric units", embedding=[1.0, 2.0, 3.0], scope="/prefs")])
+    storage.snapshot()
+    storage.close()
+    (project / ".agentsnap").unlink()  # (what git clean -fdx does to it)
+    again = AgentsnapStorage(project)
+    try:
+        assert again.count() == 1 and again.repo.store_dir == store.resolve()
+    finally:
+        again.close()
+    assert (project / ".agentsnap").is_file()

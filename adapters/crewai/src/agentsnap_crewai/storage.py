@@ -107,7 +107,8 @@ class AgentsnapStorage:
     """A complete CrewAI ``StorageBackend`` kept in an agentsnap repository.
 
     Args:
-        repo: a :class:`agentsnap_core.Repo` or the path of one (created when missing).
+        repo: a :class:`agentsnap_core.Repo` or the path of one (created when missing; a tree whose store is
+            outside it, ``agentsnap init --store-dir``, is found again even once its link file was deleted).
         branch: the agentsnap branch that holds this memory's snapshots.
         vector_dim: the embedding size; learnt from the first embedding when None.
 
@@ -559,4 +560,5 @@ def _open_or_init(path: Path) -> Repo:
         raise InvalidInput(f"{str(path)!r} is a file; an agentsnap repository is a directory (give a directory's path)")
     if (path / ".agentsnap").exists():
         return Repo.open(path)
-    return Repo.init(path)
+    found = Repo.open_at(path)  # a tree whose store is outside it (init --store-dir) and whose link was deleted
+    return found if found is not None else Repo.init(path)

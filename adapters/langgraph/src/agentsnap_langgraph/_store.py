@@ -81,14 +81,12 @@ def open_store(path: str | os.PathLike[str] | None) -> Repo:
         base = Path(path or ".").resolve()
         store_dir = base if (base / "format.json").exists() or base.name == STORE_DIR else base / STORE_DIR
     if store_dir.name == STORE_DIR and (store_dir.is_file() or not store_dir.exists()):
-        try:  # a tree whose store is outside it (agentsnap init --store-dir): its link, or the link it lost
-            repo = Repo.open(store_dir.parent)
-        except StoreNotFound:
-            pass
-        else:
-            if repo.root == store_dir.parent and repo.worktree == PRIMARY:
-                return repo
-            repo.close()  # (a store further up, or a fork's worktree: not this project's own)
+        # a tree whose store is outside it (agentsnap init --store-dir): its link, or the link it lost
+        repo = Repo.open_at(store_dir.parent)
+        if repo is not None and repo.worktree == PRIMARY:
+            return repo
+        if repo is not None:
+            repo.close()  # (a fork's worktree: not this project's own store)
     if store_dir.is_file():
         raise AgentSnapError(f"{store_dir} is a linked worktree file; give the store directory instead")
     for above in (store_dir, *store_dir.parents):  # a file where the store or a folder above it would go

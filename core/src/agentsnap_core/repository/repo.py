@@ -383,6 +383,22 @@ class Repo:
         repo.git_shield = gitshield.keep_out(root, store_dir)  # (a store made before git init ran above it)
         return repo
 
+    @classmethod
+    def open_at(cls, path: str | os.PathLike[str]) -> Repo | None:
+        """The repository whose working tree is ``path`` itself - its own ``.agentsnap/``, a link file, or a store
+        outside it found through the registry once its link went with the files (``init --store-dir``) - or None:
+        ``path`` has no store of its own (a store further up is another tree's). For adapters that open or create a
+        store at a path: without this, a tree whose link was deleted got a new, empty store in silence."""
+        root = Path(check_path("path", path)).resolve()
+        try:
+            repo = cls.open(root)
+        except StoreNotFound:
+            return None
+        if repo.root == root:
+            return repo
+        repo.close()
+        return None
+
     def _check_project(self) -> None:
         """The tree a store outside it was made for (``store.project``) is this one; or it moved here (the old place
         no longer links to the store): the store follows it. A copy of a linked tree (both link the store as its
