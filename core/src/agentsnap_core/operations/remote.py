@@ -466,11 +466,10 @@ def push(
                 lease = repo.refs.get_ref(tracking) if tracking else None
                 if name is None and old is not None and ref.startswith("refs/heads/"):  # (a branch pushed by URL:
                     # a fetch by URL makes no remote-tracking refs; a tag is never moved, whatever the lease)
-                    result.rejected[ref] = ("--force-with-lease needs a named remote, whose remote-tracking refs are "
-                                            "the lease: 'agentsnap remote add NAME URL', fetch NAME, then push NAME")
+                    result.rejected[ref] = LEASE_NEEDS_A_NAME
                     continue
                 if lease != old:
-                    result.rejected[ref] = f"stale lease (remote has {_short(old)}, we last saw {_short(lease)}); fetch first"
+                    result.rejected[ref] = _stale_lease(old, lease)
                     continue
             elif ref.startswith("refs/tags/") and old is not None:
                 result.rejected[ref] = "tag already exists on the remote"
@@ -497,6 +496,15 @@ def push(
         err.result = result  # type: ignore[attr-defined]
         raise err
     return result
+
+
+#: why ``--force-with-lease`` is refused for a remote given by URL (push and push --delete)
+LEASE_NEEDS_A_NAME = ("--force-with-lease needs a named remote, whose remote-tracking refs are the lease: "
+                      "'agentsnap remote add NAME URL', fetch NAME, then push NAME")
+
+
+def _stale_lease(old: str | None, lease: str | None) -> str:
+    return f"stale lease (remote has {_short(old)}, we last saw {_short(lease)}); fetch first"
 
 
 def delete_remote_refs(repo: Repo, remote: str | None, refs: list[str], *, force_with_lease: bool = False
@@ -533,11 +541,9 @@ def delete_remote_refs(repo: Repo, remote: str | None, refs: list[str], *, force
             if force_with_lease:
                 lease = repo.refs.get_ref(tracking) if tracking else None
                 if tracking is None:
-                    result.rejected[ref] = ("--force-with-lease needs a named remote, whose remote-tracking refs are "
-                                            "the lease: 'agentsnap remote add NAME URL', fetch NAME, then push NAME")
+                    result.rejected[ref] = LEASE_NEEDS_A_NAME
                 elif lease != old:
-                    result.rejected[ref] = (f"stale lease (remote has {_short(old)}, we last saw {_short(lease)}); "
-                                            "fetch first")
+                    result.rejected[ref] = _stale_lease(old, lease)
         if not result.rejected:
             try:
                 dst.refs.update_refs([RefUpdate(ref, None, old) for ref, old in found.items()],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from agentsnap_core.repository import gitshield
 
-LINK_NAME = ".agentsnap"
+LINK_NAME = ".agentsnap"  #: (repo.STORE_DIR and repo.PRIMARY: repo imports this module, not the other way)
 PRIMARY = "_"
 #: the store's config key naming the tree it was made for (a second tree is refused while that one links to it)
 PROJECT_KEY = "store.project"
@@ -84,3 +84,11 @@ def linked_to(root: Path, store: Path) -> bool:
         return Path(info["store"]).resolve() == store.resolve()
     except (OSError, ValueError, KeyError, TypeError):
         return False
+
+
+def other_tree(project: str | None, root: Path, store: Path) -> str | None:
+    """The tree ``store`` was made for (its ``store.project`` value ``project``) when that is not ``root`` and still
+    links to it - a second tree must not share it - else None."""
+    if project and project != str(root) and linked_to(Path(project), store):
+        return project
+    return None

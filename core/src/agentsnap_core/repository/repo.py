@@ -155,7 +155,7 @@ def _outside_store(root: Path, store_dir: str | os.PathLike[str]) -> Path:
             other = local.refs.get_config(outside.PROJECT_KEY)
         finally:
             local.close()
-        if other and other != str(root) and outside.linked_to(Path(other), store):
+        if outside.other_tree(other, root, store):
             raise InvalidInput(f"{store} is the store of {other} (linked there); give this tree another directory")
     elif store.exists() and any(store.iterdir()):
         raise InvalidInput(f"{store} is not empty and holds no agentsnap store; give a new or empty directory")
@@ -367,8 +367,7 @@ class Repo:
                 raise
             root, store_dir = found  # a tree whose link went with its files (rm -rf, git clean -fdx): linked again
             repo = cls(root, store_dir, PRIMARY)
-            other = repo.refs.get_config(outside.PROJECT_KEY)
-            if other and other != str(root) and outside.linked_to(Path(other), store_dir):
+            if outside.other_tree(repo.refs.get_config(outside.PROJECT_KEY), root, store_dir):
                 repo.close()  # (the project moved away from here since: that store is its, not this directory's)
                 raise
             try:
@@ -406,7 +405,7 @@ class Repo:
         other = self.refs.get_config(outside.PROJECT_KEY)
         if not other or other == str(self.root):
             return
-        if outside.linked_to(Path(other), self.store_dir):
+        if outside.other_tree(other, self.root, self.store_dir):
             self.close()
             raise InvalidInput(f"{self.root / STORE_DIR} links to the store of {other}, which still uses it (a copy of "
                                f"that tree?); give this tree its own: remove {self.root / STORE_DIR}, then "
