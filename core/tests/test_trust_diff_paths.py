@@ -7,6 +7,7 @@ branch or tag: 'src/app.py'": diff took no paths, so a one-file question got eit
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from trust_kit import cli, new_work
@@ -46,3 +47,32 @@ def test_a_path_in_neither_side_is_refused_and_a_bad_range_still_says_so(tmp_pat
     assert code == 2 and "paths name files" in err, err
     code, out, err = cli(root, "diff")  # no paths: the whole tree, as before
     assert code == 0 and all(name in out for name in ("app.py", "util.py", "README")), out
+
+
+def test_a_path_through_a_link_in_the_tree_names_the_trees_path_not_where_the_link_points(tmp_path: Path) -> None:
+    """An agent replaced the directory ``data/`` with a link to a directory elsewhere; the user asks what changed
+    there and takes the snapshot's file back, as ``git diff -- data`` / ``git checkout HEAD -- data/f`` would.
+
+    Before, the paths were read with every link followed: ``diff -- data`` and ``restore HEAD -- data/f`` both
+    said "path ... is outside the working tree" (exit 2), so the one file could only come back by restoring the
+    whole tree. Now ``data`` is the tree's path: the diff shows the link and the file gone, the restore puts the
+    directory back in place of the link and writes nothing where the link pointed.
+    """
+    root = new_work(tmp_path, {"data/f": "inside\n", "keep.txt": "k\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "data" / "f").unlink()
+    (root / "data").rmdir()
+    (root / "data").symlink_to(elsewhere)
+    (root / "keep.txt").write_text("changed\n")
+    code, out, err = cli(root, "diff", "--stat", "--", "data")
+    assert code == 0, err
+    assert out.splitlines() == ["A data", "D data/f"], out
+    code, out, err = cli(root, "restore", "HEAD", "--", "data/f")
+    assert code == 0, err
+    assert not (root / "data").is_symlink() and (root / "data" / "f").read_text() == "inside\n"
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    assert (root / "keep.txt").read_text() == "changed\n"  # only the path asked for
+    code, out, err = cli(root, "restore", "HEAD", "--", os.fspath(tmp_path / "elsewhere" / "x"))
+    assert code == 2 and "outside the working tree" in err, (out, err)

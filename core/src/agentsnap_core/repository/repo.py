@@ -1181,11 +1181,21 @@ class Repo:
                               "(refs/undo/restore): nothing changed")
 
     def _norm_path(self, p: str) -> str:
-        full = (Path(os.getcwd()) / p).resolve() if not os.path.isabs(p) else Path(p).resolve()
+        """``p`` (relative to the current directory, or absolute) as a path in the tree, read as written.
+
+        A link inside the tree is not followed: ``d/f`` where ``d`` is now a link to a directory elsewhere still
+        names the tree's ``d/f`` (as git reads a pathspec), so ``restore SPEC -- d/f`` puts the snapshot's
+        directory back in place of the link and ``diff -- d`` shows the link. Only a path that names the tree
+        through another way in (an absolute path through a link to it) is read with links followed.
+        """
+        written = Path(os.path.normpath(os.path.join(os.getcwd(), p)))
         try:
-            rel = full.relative_to(self.root).as_posix()
+            rel = written.relative_to(self.root).as_posix()
         except ValueError:
-            raise InvalidInput(f"path {p!r} is outside the working tree {self.root}") from None
+            try:
+                rel = Path(p).resolve().relative_to(self.root).as_posix()
+            except ValueError:
+                raise InvalidInput(f"path {p!r} is outside the working tree {self.root}") from None
         if rel in ("", "."):
             raise InvalidInput("give paths inside the tree, or omit them to restore everything")
         return rel
