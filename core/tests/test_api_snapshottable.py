@@ -16,7 +16,7 @@ import agentsnap_core
 import pydantic
 import pytest
 from agentsnap_core.errors import UnsafeSnapshot
-from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.encoding import pack, pack_value, unpack
 from agentsnap_core.format.snapshottable import decode_value, dump_state, encode_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -96,17 +96,17 @@ class Holder(agentsnap_core.Snapshottable):
 
 def roundtrip(value: Any) -> Any:
     """Through the encoding and real msgpack bytes, as the store does."""
-    return decode_value(unpack(pack(encode_value(value))))
+    return decode_value(unpack(pack_value(encode_value(value))))
 
 
 def same(a: Any, b: Any) -> bool:
-    """Equal, and of the same types all the way down (1 vs True vs 1.0, list vs tuple)."""
+    """Equal, and of the same types all the way down (1 vs True vs 1.0, list vs tuple), dicts in the same order."""
     if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     if isinstance(a, dt.datetime) and a.tzinfo is not None:
         return a == b and a.utcoffset() == b.utcoffset() and a.tzinfo == b.tzinfo
     return bool(a == b)
@@ -190,9 +190,44 @@ def test_property_nested_values_round_trip_through_the_store(value: Any, tmp_pat
 
 
 def test_same_value_same_bytes_so_snapshots_dedup() -> None:
-    a = {"s": {3, 1, 2}, "d": {2: "b", 1: "a"}}
-    b = {"d": {1: "a", 2: "b"}, "s": {2, 3, 1}}
-    assert pack(encode_value(a)) == pack(encode_value(b))
+    a = {"s": {3, 1, 2}, "d": {2: "b", 1: "a"}, "t": {"y": 1, "x": 2}}
+    b = {"s": {2, 3, 1}, "d": {2: "b", 1: "a"}, "t": {"y": 1, "x": 2}}  # (sets have no order of their own)
+    assert pack_value(encode_value(a)) == pack_value(encode_value(b))
+    assert pack_value({"a": 1, "b": {"c": 2}}) == pack({"b": {"c": 2}, "a": 1})  # sorted maps: pack's bytes
+
+
+def test_a_dicts_order_comes_back_as_the_agent_built_it(tmp_path: Path) -> None:
+    """An agent keeps tool results in a dict in the order they came and builds its next prompt from it.
+
+    Before, every map of a saved state came back with its keys sorted (``{"search": .., "fetch": ..}`` as
+    ``{"fetch": .., "search": ..}``; a dict with int keys sorted too), typed agent or plain ``state_dict()`` alike,
+    and the trace's messages with their keys sorted: the restored agent built a different prompt than the one it
+    would have built, with no word said. Now maps keep their order through the store, nested ones too.
+    """
+
+    class Plain:
+        def __init__(self) -> None:
+            self.results: dict[str, Any] = {}
+            self.messages = [{"role": "user", "content": "hi"}]
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"results": self.results}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            self.results = state["results"]
+
+    typed = Holder()
+    typed.value = {"search": {"q": "x", "hits": 3}, "fetch": {"url": "u"}, 10: "ten", 2: "two", "calc": (1, {"z": 0, "a": 1})}
+    plain = Plain()
+    plain.results = {"search": 1, "fetch": {"url": "u", "status": 200}, "calc": 3}
+    with agentsnap_core.Client(tmp_path / "store") as client:
+        back = client.restore(client.save(typed, agent_id="typed"), into=Holder())
+        assert same(back.value, typed.value)
+        assert list(back.value) == ["search", "fetch", 10, 2, "calc"] and list(back.value["calc"][1]) == ["z", "a"]
+        again = Plain()
+        client.restore(snap := client.save(plain, agent_id="plain"), into=again)
+        assert list(again.results) == ["search", "fetch", "calc"] and list(again.results["fetch"]) == ["url", "status"]
+        assert list(client.repo.read_layer(snap, "trace")[0]) == ["role", "content"]
 
 
 # ---------------------------------------------------------------------------------------------- errors

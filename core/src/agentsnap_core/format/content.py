@@ -16,7 +16,7 @@ import blake3
 from agentsnap_core.errors import InvalidInput, ObjectCorrupt
 from agentsnap_core.format import objects
 from agentsnap_core.format.crypto import EncryptedObjects
-from agentsnap_core.format.encoding import MAX_DECODE_BYTES, pack, unpack
+from agentsnap_core.format.encoding import MAX_DECODE_BYTES, pack_value, unpack
 from agentsnap_core.format.objects import Kind
 
 if TYPE_CHECKING:
@@ -144,10 +144,10 @@ def write_to(store: ObjectStore, oid: str, fh: IO[bytes]) -> int:
 
 
 def put_value(store: ObjectStore, value: Any, what: str = "value") -> str:
-    """Store a plain value (msgpack, canonical) as content; return its id. A value :func:`get_value` would refuse
-    to decode (over :data:`MAX_DECODE_BYTES` encoded) is refused here, before it is stored: never a snapshot that
-    saves and then cannot be restored."""
-    data = pack(value)
+    """Store a plain value (msgpack, its maps in their own order: :func:`~agentsnap_core.format.encoding.pack_value`)
+    as content; return its id. A value :func:`get_value` would refuse to decode (over :data:`MAX_DECODE_BYTES`
+    encoded) is refused here, before it is stored: never a snapshot that saves and then cannot be restored."""
+    data = pack_value(value)
     if len(data) > MAX_DECODE_BYTES:
         raise ValueTooLarge(what, len(data))
     return put_bytes(store, data)

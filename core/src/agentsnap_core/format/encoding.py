@@ -1,7 +1,10 @@
 """Canonical msgpack encoding: the same value always gives the same bytes.
 
-Maps are written with their keys sorted; only plain data types are accepted (no pickle,
-no extension types on load), so decoding an untrusted object can never run code.
+Documents the store itself builds (manifests, refs, indexes: :func:`pack`) are written with their map keys sorted.
+Values that come from an agent (its state, trace and other layers: :func:`pack_value`) keep their maps in the order
+they were built, as a Python dict does: an agent that reads its dict in insertion order (tool results in the order
+they came, a JSON document it sends to a model) reads it in the same order after a restore. Only plain data types
+are accepted (no pickle, no extension types on load), so decoding an untrusted object can never run code.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def _in_order(value: Any) -> Any:
+    if isinstance(value, dict):
+        for k in value:
+            _sort_key(k)  # (the same keys as a sorted map accepts)
+        return {k: _in_order(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_in_order(v) for v in value]
+    return value
+
+
 def _sort_key(key: Any) -> tuple[int, Any]:
     if isinstance(key, str):
         return (0, key)
@@ -42,9 +55,19 @@ def _sort_key(key: Any) -> tuple[int, Any]:
 
 
 def pack(value: Any) -> bytes:
-    """Encode ``value`` canonically (sorted map keys, tuples as lists)."""
+    """Encode ``value`` canonically (sorted map keys, tuples as lists): documents the store builds."""
+    return _packb(_canonical, value)
+
+
+def pack_value(value: Any) -> bytes:
+    """Encode an agent's ``value`` with its maps in their own order (tuples as lists): the same value built the same
+    way gives the same bytes; a map in sorted order gives :func:`pack`'s bytes."""
+    return _packb(_in_order, value)
+
+
+def _packb(prepare: Any, value: Any) -> bytes:
     try:
-        return msgpack.packb(_canonical(value), use_bin_type=True, strict_types=False)
+        return msgpack.packb(prepare(value), use_bin_type=True, strict_types=False)
     except (TypeError, OverflowError, ValueError) as exc:  # e.g. an int outside msgpack's 64-bit range
         raise AgentSnapError(f"value cannot be stored: {exc}") from None
 

@@ -215,7 +215,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
             [encode_value(k, f"{path} key {k!r}", allow_pickle=allow_pickle), encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle)]
             for k, v in value.items()
         ]
-        return {TAG: "dict", "v": sorted(pairs, key=lambda p: pack(p[0]))}
+        return {TAG: "dict", "v": pairs}  # (in the dict's own order, as the decoder builds it again)
     if kind in (set, frozenset):
         items = sorted((encode_value(v, f"{path} item {v!r}", allow_pickle=allow_pickle) for v in value), key=pack)
         return {TAG: "frozenset" if kind is frozenset else "set", "v": items}
