@@ -201,6 +201,97 @@ def test_async_checkpoint_with_async_client(tmp_path: Path) -> None:
     assert asyncio.run(main()) == 2
 
 
+def test_a_streaming_agent_is_checkpointed_after_its_stream_not_before(tmp_path: Path) -> None:
+    """``@checkpoint`` on a generator or async generator method (an agent that streams its steps) and on a plain
+    function that returns a coroutine (another decorator around an async one).
+
+    Before, the wrapper called the method, got the generator (or coroutine) back without running it, and saved at
+    once: the snapshot held the agent as it was *before* the call (``[]`` after a three-step stream), and a stream
+    that then failed or was abandoned still counted as a successful call. Now the save comes after the stream has
+    run to its end; one that raised or was closed early saves nothing; values sent or thrown in reach the stream.
+    """
+    client = agentsnap_core.Client(tmp_path)
+
+    class Streamer(Agent):
+        @agentsnap_core.checkpoint(every=1, client=client, agent_id="gen")
+        def stream(self, n: int, fail_at: int = -1) -> Any:
+            for i in range(n):
+                if i == fail_at:
+                    raise RuntimeError("tool failed")
+                self.step(f"s{i}")
+                got = yield i
+                if got is not None:
+                    self.step(f"sent {got}")
+            return "done"
+
+        @agentsnap_core.checkpoint(every=1, client=client, agent_id="agen")
+        async def astream(self, n: int) -> Any:
+            for i in range(n):
+                self.step(f"a{i}")
+                try:
+                    yield i
+                except KeyError:
+                    self.step("handled")
+
+        @agentsnap_core.checkpoint(every=1, client=client, agent_id="wrapped")
+        def later(self) -> Any:  # a plain function returning a coroutine
+            async def work() -> str:
+                self.step("awaited")
+                return "ok"
+
+            return work()
+
+    s = Streamer()
+    assert list(s.stream(3)) == [0, 1, 2]
+    assert client.restore(Streamer.stream.last, into=Streamer()).memory == ["s0", "s1", "s2"]
+    gen = s.stream(2)
+    assert next(gen) == 0 and gen.send("x") == 1
+    with pytest.raises(StopIteration) as stop:
+        next(gen)
+    assert stop.value.value == "done"  # (the generator's return value comes through)
+    assert client.restore(Streamer.stream.last, into=Streamer()).memory[-3:] == ["s0", "sent x", "s1"]
+    last = Streamer.stream.last
+    with pytest.raises(RuntimeError):
+        list(s.stream(3, fail_at=1))
+    abandoned = s.stream(3)
+    next(abandoned)
+    abandoned.close()
+    assert Streamer.stream.last == last and len(client.timeline("gen")) == 2  # neither saved
+
+    async def run() -> list[int]:
+        out = []
+        agen = s.astream(3)
+        out.append(await agen.asend(None))
+        out.append(await agen.athrow(KeyError("k")))  # handled inside: the stream goes on
+        out.extend([x async for x in agen])
+        return out
+
+    assert asyncio.run(run()) == [0, 1, 2]
+    assert client.restore(Streamer.astream.last, into=Streamer()).memory[-4:] == ["a0", "handled", "a1", "a2"]
+    assert asyncio.run(s.later()) == "ok"
+    assert client.restore(Streamer.later.last, into=Streamer()).memory[-1] == "awaited"
+    client.close()
+
+
+def test_an_async_client_on_a_plain_function_is_refused_not_left_unsaved(tmp_path: Path) -> None:
+    """Before, a plain method with ``client=AsyncClient(...)`` got a coroutine from ``save`` that nobody awaited:
+    no snapshot, ``.last`` a coroutine object, only a RuntimeWarning at exit. Now the call says what to do."""
+
+    async def main() -> None:
+        async with agentsnap_core.AsyncClient(tmp_path) as client:
+
+            class Sync(Agent):
+                @agentsnap_core.checkpoint(every=1, client=client)
+                def work(self) -> None:
+                    self.step("x")
+
+            with pytest.raises(InvalidInput, match="AsyncClient saves only from an async def"):
+                Sync().work()
+            assert await client.timeline() == []
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"every": 0}, {"every": True}, {"seconds": -1}])
 def test_checkpoint_policy_needs_a_sane_interval(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):

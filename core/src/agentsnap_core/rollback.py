@@ -240,6 +240,12 @@ def checkpoint(
         session_id: session to save in.
         clock: the time source for ``seconds`` (tests pass a fake).
 
+    A call counts once it has finished without raising: a coroutine once awaited, a generator or async generator
+    (a streaming agent) once it has run to its end - one closed early (the caller stopped reading) or that raised
+    is not counted and saves nothing. A plain function that returns one of those (wrapped by another decorator)
+    is treated the same way. With an :class:`~agentsnap_core.client.AsyncClient`, only async functions and async
+    generators can save (a plain function or generator is refused with :class:`InvalidInput` when due).
+
     The wrapper has ``.policy`` (:class:`AutoSnapshot`) and ``.last`` (id of the last snapshot saved).
     """
     policy = AutoSnapshot(every, seconds, clock)
@@ -265,29 +271,110 @@ def checkpoint(
             return {"agent_id": agent_id or type(obj).__name__, "session_id": session_id,
                     "message": f"checkpoint: after {fn.__qualname__}"}
 
+        def saved_sync(obj: Any) -> Any:
+            saved = the_client().save(obj, **save_kwargs(obj))
+            if inspect.isawaitable(saved):  # an AsyncClient: nothing here can wait for its save
+                getattr(saved, "close", lambda: None)()
+                raise InvalidInput(f"@checkpoint on {fn.__qualname__}: an AsyncClient saves only from an async def "
+                                   "function (or async generator); give this one a Client")
+            return saved
+
+        wrapped: Any = None  # (the wrapper made below: its .last is set after each save)
+
+        def after(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            obj = target(args, kwargs)
+            if policy.tick(obj):
+                wrapped.last = saved_sync(obj)
+
+        async def after_async(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            obj = target(args, kwargs)
+            if policy.tick(obj):
+                saved = the_client().save(obj, **save_kwargs(obj))
+                wrapped.last = await saved if inspect.isawaitable(saved) else saved
+
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def awrapper(*args: Any, **kwargs: Any) -> Any:
                 result = await fn(*args, **kwargs)
-                obj = target(args, kwargs)
-                if policy.tick(obj):
-                    saved = the_client().save(obj, **save_kwargs(obj))
-                    awrapper.last = await saved if inspect.isawaitable(saved) else saved  # type: ignore[attr-defined]
+                await after_async(args, kwargs)
                 return result
 
-            awrapper.policy, awrapper.last = policy, None  # type: ignore[attr-defined]
-            return awrapper  # type: ignore[return-value]
+            wrapped = awrapper
+        elif inspect.isasyncgenfunction(fn):  # a streaming agent: saved once the stream has run to its end
+            wrapped = functools.wraps(fn)(_forwarding(fn, after_async))
+        elif inspect.isgeneratorfunction(fn):
 
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            result = fn(*args, **kwargs)
-            obj = target(args, kwargs)
-            if policy.tick(obj):
-                wrapper.last = the_client().save(obj, **save_kwargs(obj))  # type: ignore[attr-defined]
-            return result
+            @functools.wraps(fn)
+            def gwrapper(*args: Any, **kwargs: Any) -> Any:
+                result = yield from fn(*args, **kwargs)
+                after(args, kwargs)
+                return result
 
-        wrapper.policy, wrapper.last = policy, None  # type: ignore[attr-defined]
-        return wrapper  # type: ignore[return-value]
+            wrapped = gwrapper
+        else:
+
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                result = fn(*args, **kwargs)
+                if inspect.isawaitable(result) or inspect.isgenerator(result) or inspect.isasyncgen(result):
+                    return _then(result, lambda: after(args, kwargs), lambda: after_async(args, kwargs))
+                after(args, kwargs)
+                return result
+
+            wrapped = wrapper
+
+        wrapped.policy, wrapped.last = policy, None
+        return wrapped  # type: ignore[no-any-return]
 
     return decorate
+
+
+def _forwarding(make: Callable[..., Any], after: Callable[[tuple[Any, ...], dict[str, Any]], Any]) -> Any:
+    """An async generator function: it yields what ``make(*args, **kwargs)`` (an async generator) yields, passes
+    what is sent or thrown in on to it and closes it when closed (it sees the caller as if iterated directly), and
+    awaits ``after(args, kwargs)`` once it has run to its end."""
+
+    async def forwarding(*args: Any, **kwargs: Any) -> Any:
+        agen = make(*args, **kwargs)
+        try:
+            item = await agen.asend(None)
+            while True:
+                try:
+                    sent = yield item
+                except GeneratorExit:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - thrown in by the caller: the stream's to handle
+                    item = await agen.athrow(exc)
+                else:
+                    item = await agen.asend(sent)
+        except StopAsyncIteration:
+            pass
+        finally:
+            await agen.aclose()
+        await after(args, kwargs)
+
+    return forwarding
+
+
+def _then(result: Any, after: Callable[[], None], after_async: Callable[[], Any]) -> Any:
+    """``result`` (an awaitable, generator or async generator a plain function returned) with the save after it
+    has finished."""
+    if inspect.isgenerator(result):
+
+        def gen() -> Any:
+            value = yield from result
+            after()
+            return value
+
+        return gen()
+    if inspect.isasyncgen(result):
+        return _forwarding(lambda: result, lambda args, kwargs: after_async())()
+
+    async def awaited() -> Any:
+        value = await result
+        await after_async()
+        return value
+
+    return awaited()
+
