@@ -3,10 +3,12 @@ command that applies it; a truncated or deleted ledger is detected when a tool r
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,58 @@ def test_a_three_way_merge_says_what_the_deferred_effects_did(tmp_path: Path, mo
         assert f"agentsnap effects apply {branch}" in said, said
     else:
         assert "effects: applied" in said, said
+
+
+def test_a_tool_that_returns_work_still_to_do_is_refused_not_recorded_done(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A streaming tool (a generator), or a plain function that hands back a coroutine (another decorator around an
+    async one), guarded with ``@effect``.
+
+    Before, the ledger recorded the call "done" the moment the function returned the generator, before any of its
+    work ran, with the generator's ``repr`` as its result: a restored agent replaying the step was handed the string
+    ``"<generator object ...>"`` (iterated as characters) and the tool never ran for it; a coroutine's call was
+    "done" even if awaiting it later failed. Now a guarded generator is refused where it is decorated, and a returned
+    coroutine is closed unstarted and the call recorded as failed (so a retry runs it), with a message saying what to
+    do; a pure (unguarded) generator tool is left as it is.
+    """
+    from agentsnap_core.errors import InvalidInput
+    from agentsnap_core.layers.effects import effect
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY", raising=False)
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY_FILE", raising=False)
+    repo = Repo.init(tmp_path / "work")
+    fx = Effects(repo)
+    ran: list[str] = []
+
+    def stream(to: str):  # noqa: ANN202
+        ran.append(to)
+        yield "sent"
+
+    async def astream(to: str):  # noqa: ANN202
+        yield to
+
+    with pytest.raises(InvalidInput, match="cannot guard 'stream': it is a generator"):
+        effect(stream, session=fx)
+    with pytest.raises(InvalidInput, match="cannot guard 'astream': it is a generator"):
+        effect(astream, session=fx)
+    assert list(effect(stream, session=fx, kind="pure")("x")) == ["sent"]  # not guarded: nothing to record
+
+    async def send(to: str) -> str:
+        ran.append(f"async {to}")
+        return "sent"
+
+    hidden = effect(lambda to: send(to), name="send", session=fx)  # noqa: PLW0108 - a plain function returning one
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # (no "coroutine ... was never awaited")
+        with fx.step(1), pytest.raises(InvalidInput, match="returned a coroutine"):
+            hidden("bob")
+        gc.collect()
+    assert ran == ["x"]  # the coroutine was closed unstarted
+    with fx.step(1):  # the failed call is retried, not replayed as done
+        with pytest.raises(InvalidInput, match="returned a coroutine"):
+            hidden("bob")
+    statuses = [e.get("ok") for e in fx.ledger.sync().entries if e.get("kind") == "result"]
+    assert statuses == [False, False]
+    repo.close()
+

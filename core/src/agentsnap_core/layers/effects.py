@@ -555,7 +555,7 @@ class Effects:
         call = self._start(spec, args, kwargs)
         if call.run:
             with call:
-                call.result = fn(*args, **kwargs)
+                call.result = _returned(spec, fn(*args, **kwargs))
         return call.result
 
     async def _aguarded(self, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -564,6 +564,31 @@ class Effects:
             with call:
                 call.result = await fn(*args, **kwargs)
         return call.result
+
+
+def _returned(spec: ToolSpec, result: Any) -> Any:
+    """``result`` of a guarded plain function, refused when it is work still to be done (a coroutine, generator or
+    async generator another decorator hid): recording it as the call's result would mark the effect done before it
+    ran, and a replay would hand the agent its ``repr`` string. The refusal is recorded as a failed call (retried)."""
+    if not (inspect.isawaitable(result) or inspect.isgenerator(result) or inspect.isasyncgen(result)):
+        return result
+    what = type(result).__name__
+    stop = getattr(result, "close", None) if inspect.iscoroutine(result) or inspect.isgenerator(result) else None
+    if stop is not None:
+        stop()  # (not started: nothing of the tool ran)
+    elif callable(cancel := getattr(result, "cancel", None)):  # a task or future: stop it if it can be
+        cancel()
+    raise InvalidInput(f"effect {spec.name!r} returned a {what}, work that runs only after the call has returned: the "
+                       "ledger records a call's result when it returns; guard the async def function itself, or make "
+                       "the tool return its result (a list of what it would yield)")
+
+
+def _refuse_streams(f: Callable[..., Any], spec: ToolSpec) -> None:
+    if spec.guarded and (inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f)):
+        raise InvalidInput(f"@effect cannot guard {spec.name!r}: it is a generator, whose work happens while it is "
+                           "read, after the call has returned, and the ledger records a call's result when it returns "
+                           "(a replay would hand back a string, the generator's repr); make the tool return its result "
+                           "(a list of what it would yield), or guard the function that does the side effect")
 
 
 def _session_for(session: Effects | None, spec: ToolSpec) -> Effects | None:
@@ -608,6 +633,7 @@ def effect(
         except (TypeError, ValueError):
             sig = None
         spec = ToolSpec(str(name or getattr(f, "__name__", None) or "tool"), kind, key, simulate, guard, on_divergence, record_args, sig)
+        _refuse_streams(f, spec)
         register_tool(spec.name, f)
         if inspect.iscoroutinefunction(f):
 
