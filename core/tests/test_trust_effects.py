@@ -218,3 +218,42 @@ def test_a_tool_that_returns_work_still_to_do_is_refused_not_recorded_done(tmp_p
     assert statuses == [False, False]
     repo.close()
 
+
+
+def test_a_replayed_result_is_the_one_the_tool_returned_keys_in_their_order(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restored agent re-running a step gets the payment API's answer from the ledger instead of charging again.
+
+    Before, the answer came back with every map's keys sorted (``{"status", "id", "amount"}`` as ``{"amount", "id",
+    "status"}``; a result over 64 KiB kept in the object store too): an agent that put the answer into its next
+    prompt as JSON wrote a different prompt than in the run it was restored from. Now it is the value the tool
+    returned, in order, inline or stored apart; the ledger still verifies.
+    """
+    from agentsnap_core.layers.effects import effect
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY", raising=False)
+    monkeypatch.delenv("AGENTSNAP_EFFECTS_KEY_FILE", raising=False)
+    root = tmp_path / "work"
+    Repo.init(root).close()
+    charged: list[int] = []
+
+    def charge(n: int) -> dict:
+        charged.append(n)
+        return {"status": "ok", "id": f"ch_{n}", "amount": n, "receipt": {"z": 1, "a": 2}, "log": "x" * (n * 1024)}
+
+    answers = {}
+    for attempt in ("run", "replay"):  # each attempt a new session on the store, as after a restore
+        repo = Repo.open(root)
+        fx = Effects(repo)
+        guarded = effect(charge, session=fx)
+        for n in (1, 80):  # inline; over 64 KiB: in the object store
+            with fx.step(n):
+                answers[attempt, n] = guarded(n)
+        repo.close()
+    assert charged == [1, 80]  # the replay ran nothing
+    for n in (1, 80):
+        assert list(answers["replay", n]) == ["status", "id", "amount", "receipt", "log"]
+        assert list(answers["replay", n]["receipt"]) == ["z", "a"] and answers["replay", n] == answers["run", n]
+    code, out, err = cli(root, "verify")
+    assert code == 0, out + err

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import content
-from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.encoding import pack, pack_value, unpack
 from agentsnap_core.format.files import write_replacing
 from agentsnap_core.stores.ledger import LEDGER_FILE, LedgerStore, SqliteLedgerStore
 
@@ -337,8 +337,9 @@ class Ledger:
         return out
 
     def put_result(self, value: Any) -> dict[str, Any]:
-        """``{"result": value}`` inline, or ``{"result_ref": content id}`` for large values (made durable)."""
-        data = pack(value)
+        """``{"result": value}`` inline, or ``{"result_ref": content id}`` for large values (made durable); either way
+        the value's maps keep their order (a replayed result is the one the tool returned, not one with sorted keys)."""
+        data = pack_value(value)
         if len(data) <= INLINE_RESULT_BYTES or self.repo is None:
             return {"result": value}
         oid = content.put_bytes(self.repo.objects, data)
@@ -508,7 +509,7 @@ def _write_chained(store: LedgerStore, key: bytes, start: int, prev: bytes,
     for k, record in enumerate(records):
         i = start + k
         body_map = {**record, "v": ENTRY_FORMAT, "i": i, "kid": kid, "time": record.get("time", time.time())}
-        body = pack(body_map)
+        body = pack_value(body_map)  # (an inline result keeps its maps' order; the MAC covers these bytes)
         prev = entry_mac(key, i, prev, body)
         seal = pack({"count": i + 1, "head": prev, "kid": kid, "mac": seal_mac(key, i + 1, prev)})
         made.append((body_map, body, prev, seal))
