@@ -24,7 +24,7 @@ import msgpack
 import numpy as np
 from agentsnap_core import InvalidInput, Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError
-from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.encoding import pack_value
 from agentsnap_core.repository.repo import check_ref_name
 from crewai.memory.storage.backend import EmbeddingDimensionMismatchError
 from crewai.memory.types import MemoryRecord, ScopeInfo
@@ -198,7 +198,7 @@ class AgentsnapStorage:
     def _journal(self, op: str, arg: Any) -> None:
         path = self._journal_path
         path.parent.mkdir(parents=True, exist_ok=True)
-        entry = pack([op, arg])
+        entry = pack_value([op, arg])  # (a record replayed after a crash keeps its metadata's order)
         with open(path, "ab") as f:
             if f.tell() > self._offset:
                 f.truncate(self._offset)  # drop a torn entry left by a crashed writer before appending
