@@ -51,6 +51,47 @@ class Profile(pydantic.BaseModel):
     scores: list[float] = []
 
 
+class Aliased(pydantic.BaseModel):
+    user_name: str = pydantic.Field(alias="userName")
+
+
+class WithExcluded(pydantic.BaseModel):
+    keep: int = 1
+    token: str = pydantic.Field(default="none", exclude=True)
+
+
+class Forbidding(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    a: int = 1
+
+    @pydantic.computed_field  # type: ignore[prop-decorator]
+    @property
+    def double(self) -> int:
+        return self.a * 2
+
+
+class Memo(pydantic.BaseModel):
+    text: str = ""
+
+
+class Holds(pydantic.BaseModel):
+    child: pydantic.BaseModel  # declared as the base class, holding a Memo
+
+
+class Tagged(pydantic.BaseModel):
+    tags: list[str]
+
+    @pydantic.field_validator("tags")
+    @classmethod
+    def _stamp(cls, v: list[str]) -> list[str]:
+        return [*v, "seen"]  # not idempotent: validating twice changes the value
+
+
+class Loose(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+    a: int = 0
+
+
 Pair = namedtuple("Pair", "left right")
 
 
@@ -194,6 +235,32 @@ def test_same_value_same_bytes_so_snapshots_dedup() -> None:
     b = {"s": {2, 3, 1}, "d": {2: "b", 1: "a"}, "t": {"y": 1, "x": 2}}  # (sets have no order of their own)
     assert pack_value(encode_value(a)) == pack_value(encode_value(b))
     assert pack_value({"a": 1, "b": {"c": 2}}) == pack({"b": {"c": 2}, "a": 1})  # sorted maps: pack's bytes
+
+
+@pytest.mark.parametrize("model", [
+    Aliased(userName="bob"), WithExcluded(keep=2, token="t-123"), Forbidding(a=3), Holds(child=Memo(text="n")),
+    Tagged(tags=["a"]), Loose(a=1, extra_field={"k": 1}), Profile(name="x", born=dt.date(2000, 1, 2)),
+], ids=lambda m: type(m).__name__)
+def test_a_pydantic_model_comes_back_field_for_field(model: pydantic.BaseModel, tmp_path: Path) -> None:
+    """Pydantic models an agent keeps (its memory, its tool settings), saved and restored through the store.
+
+    Before, a model was stored as ``model_dump()`` and rebuilt with ``model_validate``: a model with a field alias
+    saved and then could never be restored (ValidationError, "userName: Field required"); one with a
+    ``@computed_field`` and ``extra="forbid"`` the same; a field marked ``exclude=True`` came back as its default
+    with no word (the token lost); a submodel in a field typed as its base class failed with a bare AttributeError;
+    a validator that changes values ran a second time (["a", "seen"] came back ["a", "seen", "seen"]). Now every
+    field comes back as it was, nested models as their own classes, which fields were set too, without validating
+    again.
+    """
+    holder = Holder()
+    holder.value = model
+    with agentsnap_core.Client(tmp_path) as client:
+        back = client.restore(client.save(holder, agent_id="m"), into=Holder()).value
+    assert type(back) is type(model) and back == model
+    assert back.__dict__ == model.__dict__ and back.__pydantic_fields_set__ == model.__pydantic_fields_set__
+    assert back.__pydantic_extra__ == model.__pydantic_extra__
+    if isinstance(model, Holds):
+        assert type(back.child) is Memo
 
 
 def test_a_dicts_order_comes_back_as_the_agent_built_it(tmp_path: Path) -> None:
@@ -355,3 +422,11 @@ def test_timezones_and_folds_survive() -> None:
     assert back.tzinfo == ZoneInfo("Europe/Paris") and back.utcoffset() == ambiguous.utcoffset() and back.fold == 1
     assert same(roundtrip(uuid.UUID(int=5)), uuid.UUID(int=5))
     assert same(roundtrip(Decimal("1.10")), Decimal("1.10")) and str(roundtrip(Decimal("1.10"))) == "1.10"
+
+
+def test_a_model_saved_by_an_earlier_version_still_loads() -> None:
+    """Snapshots written before models were stored field by field hold ``model_dump()`` under ``v``: still read."""
+    from agentsnap_core.format.snapshottable import TAG
+
+    old = {TAG: "model", "cls": f"{__name__}:Profile", "v": {"name": "x", "born": {TAG: "date", "v": "2000-01-02"}, "scores": [1.5]}}
+    assert decode_value(unpack(pack(old))) == Profile(name="x", born=dt.date(2000, 1, 2), scores=[1.5])

@@ -250,6 +250,15 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
         fields = {f.name: encode_value(getattr(value, f.name), f"{path}.{f.name}", allow_pickle=allow_pickle) for f in dataclasses.fields(value)}
         return {TAG: "dataclass", "cls": _class_name(type(value)), "v": fields}
     if callable(getattr(value, "model_dump", None)) and callable(getattr(type(value), "model_validate", None)):
+        held = _model_fields(value)
+        if held is not None:  # pydantic 2: the fields as they are, read back without validation
+            doc = {TAG: "model", "cls": _class_name(type(value)),
+                   "fields": {k: encode_value(v, f"{path}.{k}", allow_pickle=allow_pickle) for k, v in held.items()},
+                   "set": sorted(getattr(value, "__pydantic_fields_set__", ()))}
+            extra = getattr(value, "__pydantic_extra__", None)
+            if extra:
+                doc["extra"] = encode_value(dict(extra), f"{path} (extra fields)", allow_pickle=allow_pickle)
+            return doc
         dumped = value.model_dump(mode="python")
         return {TAG: "model", "cls": _class_name(type(value)), "v": encode_value(dumped, path, allow_pickle=allow_pickle)}
     if allow_pickle:
@@ -258,6 +267,28 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
         except Exception as exc:
             raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
     raise UnsupportedValue(path, value)
+
+
+#: "no such field" in :func:`_decode_tagged`'s check of a constructed model
+_MISSING = object()
+
+
+def _model_fields(value: Any) -> dict[str, Any] | None:
+    """A pydantic 2 model's field values by field name (what its ``__dict__`` holds), or None for another kind.
+
+    Not ``model_dump()``: a dump leaves out fields marked ``exclude=True`` (their values came back as the defaults),
+    adds ``@computed_field`` values (refused on the way back by ``extra="forbid"``), is keyed the way
+    ``model_validate`` does not read when fields have aliases (the snapshot saved and could never be restored), and
+    turns a submodel held in a field typed as its base class into a plain dict. Fields are encoded one by one, so
+    nested models keep their own classes, and loaded with ``model_construct``: the state as it was, not validated
+    again (validators that change values would change them a second time)."""
+    cls = type(value)
+    declared = cls.__dict__.get("__pydantic_fields__") or getattr(cls, "model_fields", None)
+    attrs = getattr(value, "__dict__", None)
+    if not (isinstance(declared, dict) and isinstance(attrs, dict) and callable(getattr(cls, "model_construct", None))
+            and hasattr(value, "__pydantic_fields_set__") and set(attrs) <= set(declared)):
+        return None
+    return dict(attrs)
 
 
 def _encode_attrs(state: Any, path: str, allow_pickle: bool) -> Any:
@@ -350,7 +381,20 @@ def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pick
                 object.__setattr__(obj, k, x)
         return obj
     if tag == "model":
-        validate = getattr(_find_class(data.get("cls"), path), "model_validate", None)
+        cls = _find_class(data.get("cls"), path)
+        if isinstance(data.get("fields"), dict):  # (written by _model_fields)
+            construct = getattr(cls, "model_construct", None)
+            if not callable(construct):
+                raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no model_construct()")
+            values = {k: sub(x, f"{path}.{k}") for k, x in data["fields"].items()}
+            extra = sub(data["extra"], f"{path} (extra fields)") if data.get("extra") else {}
+            obj = construct(_fields_set=set(data.get("set") or ()), **{**extra, **values})
+            missing = {k for k in values if obj.__dict__.get(k, _MISSING) is not values[k]}
+            if missing:  # (a field whose name is another field's alias: set as it was saved)
+                for k in missing:
+                    obj.__dict__[k] = values[k]
+            return obj
+        validate = getattr(cls, "model_validate", None)
         if not callable(validate):
             raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no model_validate()")
         return validate(sub(v))
