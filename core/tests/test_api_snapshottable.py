@@ -92,6 +92,25 @@ class Loose(pydantic.BaseModel):
     a: int = 0
 
 
+@dataclasses.dataclass
+class Plan:
+    steps: list[str]
+
+    def __post_init__(self) -> None:
+        self.steps = ["start", *self.steps]  # not idempotent: each __init__ prepends again
+        self.seen = set(self.steps)  # made by __init__, not a field
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeded:
+    x: int
+    seed: dataclasses.InitVar[int]
+    derived: int = dataclasses.field(init=False, default=0)
+
+    def __post_init__(self, seed: int) -> None:
+        object.__setattr__(self, "derived", seed * 2)
+
+
 Pair = namedtuple("Pair", "left right")
 
 
@@ -430,3 +449,18 @@ def test_a_model_saved_by_an_earlier_version_still_loads() -> None:
 
     old = {TAG: "model", "cls": f"{__name__}:Profile", "v": {"name": "x", "born": {TAG: "date", "v": "2000-01-02"}, "scores": [1.5]}}
     assert decode_value(unpack(pack(old))) == Profile(name="x", born=dt.date(2000, 1, 2), scores=[1.5])
+
+
+def test_a_dataclass_comes_back_as_saved_even_when_its_init_changes_fields(tmp_path: Path) -> None:
+    """Before, a dataclass was rebuilt by calling it with the saved fields: a ``__post_init__`` that prepends
+    ("start") did it again on every restore (["start", "a"] came back ["start", "start", "a"], in silence), and one
+    that takes an ``InitVar`` (which is never stored) could not be called at all: saved, never restored. Now each
+    field is set as saved after ``__init__`` (which still makes what is not a field, like ``seen`` here); a class
+    whose ``__init__`` needs an ``InitVar`` is rebuilt from its fields alone."""
+    holder = Holder()
+    holder.value = [Plan(["a"]), Seeded(1, 5)]
+    with agentsnap_core.Client(tmp_path) as client:
+        plan, seeded = client.restore(client.save(holder, agent_id="dc"), into=Holder()).value
+    assert plan.steps == ["start", "a"] and plan.seen == {"start", "a"}
+    assert seeded == Seeded(1, 5) and seeded.derived == 10
+

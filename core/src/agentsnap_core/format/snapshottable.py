@@ -269,6 +269,19 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
     raise UnsupportedValue(path, value)
 
 
+def _needs_init_vars(cls: Any) -> bool:
+    """Whether ``cls.__init__`` takes an ``InitVar`` without a default (never stored: only ``__init__`` sees it)."""
+    real = {f.name for f in dataclasses.fields(cls)}
+    for f in getattr(cls, "__dataclass_fields__", {}).values():  # (fields, ClassVars and InitVars)
+        if f.name in real or not f.init or f.default is not dataclasses.MISSING:
+            continue
+        hint = f.type
+        if isinstance(hint, dataclasses.InitVar) or hint is dataclasses.InitVar or (
+                isinstance(hint, str) and hint.replace("dataclasses.", "").startswith("InitVar")):
+            return True
+    return False
+
+
 #: "no such field" in :func:`_decode_tagged`'s check of a constructed model
 _MISSING = object()
 
@@ -375,9 +388,12 @@ def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pick
             raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not a dataclass")
         values = {k: sub(x, f"{path}.{k}") for k, x in v.items()}
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        obj = cls(**{k: x for k, x in values.items() if k in fields and fields[k].init})
-        for k, x in values.items():
-            if k in fields and not fields[k].init:
+        if _needs_init_vars(cls):  # (its __init__ cannot be called again: the fields alone, as they were)
+            obj = cls.__new__(cls)
+        else:  # __init__ and __post_init__ run, so what they make besides the fields is there again...
+            obj = cls(**{k: x for k, x in values.items() if k in fields and fields[k].init})
+        for k, x in values.items():  # ...and every field is then set as it was saved: a __post_init__ that
+            if k in fields:  # changes a field (prepends, normalises) does not change it a second time
                 object.__setattr__(obj, k, x)
         return obj
     if tag == "model":
