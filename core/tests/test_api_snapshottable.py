@@ -111,6 +111,23 @@ class Seeded:
         object.__setattr__(self, "derived", seed * 2)
 
 
+class Slotted(agentsnap_core.Snapshottable):
+    __slots__ = ("plan", "done", "_client", "spare")  # a memory-lean agent class
+
+    def __init__(self) -> None:
+        self.plan: list[str] = []
+        self.done = 0
+        self._client = "live connection"
+
+
+class MoreSlots(Slotted):
+    __slots__ = ("budget",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.budget = 10
+
+
 Pair = namedtuple("Pair", "left right")
 
 
@@ -463,4 +480,25 @@ def test_a_dataclass_comes_back_as_saved_even_when_its_init_changes_fields(tmp_p
         plan, seeded = client.restore(client.save(holder, agent_id="dc"), into=Holder()).value
     assert plan.steps == ["start", "a"] and plan.seen == {"start", "a"}
     assert seeded == Seeded(1, 5) and seeded.derived == 10
+
+
+def test_an_agent_class_with_slots_saves_its_slots(tmp_path: Path) -> None:
+    """Before, ``state_dict()`` read ``vars(self)`` only: an agent class with ``__slots__`` saved ``{}`` and came back
+    as a fresh instance (its plan and progress gone, no word said), ``clone()`` the same, and ``rollback`` left a
+    slot set by the failed block. Now slots are attributes like any other: public ones saved, private ones kept
+    out (and shared by ``clone``), an unset slot skipped."""
+    agent = MoreSlots()
+    agent.plan, agent.done, agent.budget = ["search", "write"], 1, 7
+    agent.note = "a dict attribute too"  # (the mixin gives instances a __dict__ as well)
+    assert agent.state_dict() == {"plan": ["search", "write"], "done": 1, "budget": 7, "note": "a dict attribute too"}
+    with agentsnap_core.Client(tmp_path) as client:
+        back = client.restore(client.save(agent, agent_id="slots"), into=MoreSlots())
+    assert (back.plan, back.done, back.budget, back.note) == (["search", "write"], 1, 7, "a dict attribute too")
+    twin = agent.clone()
+    assert (twin.plan, twin.budget, twin._client) == (["search", "write"], 7, "live connection")
+    with pytest.raises(RuntimeError), agentsnap_core.rollback(agent):
+        agent.spare = "set by the failed block"
+        agent.done = 2
+        raise RuntimeError
+    assert agent.done == 1 and not hasattr(agent, "spare")
 

@@ -53,12 +53,12 @@ def _restore(agent: Any, layers: dict[str, Any], repo: Repo | None) -> None:
 def _drop_added(obj: Any, encoded: Any) -> None:
     """Remove the public attributes a failed block added to a Snapshottable (and its nested ones, loaded in place):
     loading the entry state sets the attributes it holds and leaves any other one where it was."""
-    from agentsnap_core.format.snapshottable import TAG, Snapshottable
+    from agentsnap_core.format.snapshottable import TAG, Snapshottable, instance_attributes
 
     if not (isinstance(obj, Snapshottable) and type(obj).__snapshot_fields__ is None and isinstance(encoded, dict)
             and TAG not in encoded):
         return
-    for key in [k for k in vars(obj) if not k.startswith("_") and k not in encoded]:
+    for key in [k for k in instance_attributes(obj) if not k.startswith("_") and k not in encoded]:
         delattr(obj, key)
     for key, value in encoded.items():
         if isinstance(value, dict) and value.get(TAG) == "obj":

@@ -109,7 +109,7 @@ class Snapshottable:
             if missing:
                 raise AgentSnapError(f"{type(self).__name__} has no attribute(s) {missing} listed in __snapshot_fields__")
             return {f: getattr(self, f) for f in fields}
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        return {k: v for k, v in instance_attributes(self).items() if not k.startswith("_")}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Set the attributes from ``state``; nested snapshottable attributes load in place."""
@@ -129,12 +129,30 @@ class Snapshottable:
         """A copy made through the state round-trip; private attributes (clients, locks) are shared, not copied."""
         cls = type(self)
         twin = cls.__new__(cls)
-        for key, value in vars(self).items():
+        for key, value in instance_attributes(self).items():
             if key.startswith("_"):
                 setattr(twin, key, value)
         state = decode_value(_encode_state(self, cls.__name__), cls.__name__, trust_pickle=True)
         twin.load_state_dict(state)
         return twin
+
+
+def instance_attributes(obj: object) -> dict[str, Any]:
+    """``obj``'s instance attributes: those its ``__slots__`` hold (in the classes' order, base first), then its
+    ``__dict__``. (``vars()`` alone misses slots: an agent class with ``__slots__`` saved nothing of them.)"""
+    out: dict[str, Any] = {}
+    for cls in reversed(type(obj).__mro__):
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            name = f"_{cls.__name__.lstrip('_')}{name}" if name.startswith("__") and not name.endswith("__") else name
+            try:
+                out[name] = getattr(obj, name)
+            except AttributeError:  # (a slot never set)
+                pass
+    out.update(getattr(obj, "__dict__", {}))
+    return out
 
 
 def is_typed(obj: object) -> bool:
