@@ -502,3 +502,31 @@ def test_an_agent_class_with_slots_saves_its_slots(tmp_path: Path) -> None:
         raise RuntimeError
     assert agent.done == 1 and not hasattr(agent, "spare")
 
+
+
+def test_file_names_that_are_not_utf8_survive_a_typed_agent_and_are_named_in_a_plain_one(tmp_path: Path) -> None:
+    """An agent that listed a directory holding a file name that is not UTF-8 (``os.listdir`` gives it with a lone
+    surrogate, ``"bad\\udcff.txt"``). Before, the agent could not be saved at all ("value cannot be stored: 'utf-8'
+    codec can't encode character '\\udcff'...", not saying where). Now a typed agent keeps such strings exactly (as
+    keys and set members too); a plain ``state_dict()`` value is still refused, and the message says where it is."""
+
+    class Plain:
+        def __init__(self) -> None:
+            self.listing: list[str] = []
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"listing": self.listing}
+
+        def load_state_dict(self, state: dict[str, Any]) -> None:
+            self.listing = state["listing"]
+
+    holder = Holder()
+    holder.value = {"files": ["ok.txt", "bad\udcff.txt"], "bad\udcfe": 1, "seen": {"x\udc80"}}
+    plain = Plain()
+    plain.listing = ["ok.txt", "bad\udcff.txt"]
+    with agentsnap_core.Client(tmp_path) as client:
+        back = client.restore(client.save(holder, agent_id="typed"), into=Holder()).value
+        assert same(back, holder.value)
+        with pytest.raises(agentsnap_core.AgentSnapError, match=r"value\['listing'\]\[1\] is a string with characters"):
+            client.save(plain, agent_id="plain")
+        assert client.timeline("plain") == []

@@ -68,8 +68,33 @@ def pack_value(value: Any) -> bytes:
 def _packb(prepare: Any, value: Any) -> bytes:
     try:
         return msgpack.packb(prepare(value), use_bin_type=True, strict_types=False)
+    except UnicodeEncodeError:  # (a subclass of ValueError)
+        where = _not_utf8(value, "value") or "a value"
+        raise AgentSnapError(f"value cannot be stored: {where} is a string with characters UTF-8 cannot hold (lone "
+                             "surrogates, as from bytes decoded with errors='surrogateescape'); store it as bytes "
+                             "(os.fsencode) or decode it with errors='replace'") from None
     except (TypeError, OverflowError, ValueError) as exc:  # e.g. an int outside msgpack's 64-bit range
         raise AgentSnapError(f"value cannot be stored: {exc}") from None
+
+
+def _not_utf8(value: Any, path: str) -> str:
+    """Where in ``value`` the first string UTF-8 cannot encode is (``value['messages'][3]['content']``)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found = _not_utf8(k, f"{path} key {k!r}") or _not_utf8(v, f"{path}[{k!r}]")
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _not_utf8(v, f"{path}[{i}]")
+            if found:
+                return found
+    return ""
 
 
 def pack_plain(value: Any) -> bytes:

@@ -204,8 +204,13 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
     """``value`` as plain msgpack data (tagged maps for richer types); raises :class:`UnsupportedValue`."""
     # exact types: a subclass (OrderedDict, Counter, a str subclass...) would come back as the base type, silently
     kind = type(value)
-    if value is None or kind in (bool, str, float):
+    if value is None or kind in (bool, float):
         return value
+    if kind is str:
+        if value.isascii() or _utf8(value):
+            return value
+        # lone surrogates (a file name or process output decoded with surrogateescape): msgpack strings are UTF-8
+        return {TAG: "str", "v": value.encode("utf-8", "surrogatepass")}
     if isinstance(value, enum.Enum):
         doc: dict[str, Any] = {TAG: "enum", "cls": _class_name(kind), "name": value.name}
         if value.name is None or kind.__members__.get(value.name) is not value:  # a combined Flag (READ|WRITE), Flag(0)
@@ -227,7 +232,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
             return {TAG: "namedtuple", "cls": _class_name(kind), "v": items}
         return {TAG: "tuple", "v": items}
     if kind is dict:
-        if all(type(k) is str for k in value) and TAG not in value:
+        if all(type(k) is str and (k.isascii() or _utf8(k)) for k in value) and TAG not in value:
             return {k: encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle) for k, v in value.items()}
         pairs = [
             [encode_value(k, f"{path} key {k!r}", allow_pickle=allow_pickle), encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle)]
@@ -285,6 +290,14 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
         except Exception as exc:
             raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
     raise UnsupportedValue(path, value)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _needs_init_vars(cls: Any) -> bool:
@@ -366,6 +379,8 @@ def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pick
         return set(items) if tag == "set" else frozenset(items)
     if tag == "int":
         return int(v)
+    if tag == "str":
+        return bytes(v).decode("utf-8", "surrogatepass")
     if tag == "bytearray":
         return bytearray(v)
     if tag in ("datetime", "time"):
