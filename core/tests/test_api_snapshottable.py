@@ -331,6 +331,14 @@ def test_a_dicts_order_comes_back_as_the_agent_built_it(tmp_path: Path) -> None:
         client.restore(snap := client.save(plain, agent_id="plain"), into=again)
         assert list(again.results) == ["search", "fetch", "calc"] and list(again.results["fetch"]) == ["url", "status"]
         assert list(client.repo.read_layer(snap, "trace")[0]) == ["role", "content"]
+    repo = agentsnap_core.Repo.init(tmp_path / "work")  # the working trace, through a restore
+    repo.append_message("assistant", "calling", tool_calls=[{"name": "search", "args": {"q": "x", "k": 3}}])
+    first = repo.snapshot("one")
+    repo.append_message("user", "more")
+    repo.restore(first.id)
+    [msg] = repo.messages()
+    assert list(msg) == ["id", "role", "content", "tool_calls"] and list(msg["tool_calls"][0]["args"]) == ["q", "k"]
+    repo.close()
 
 
 # ---------------------------------------------------------------------------------------------- errors

@@ -38,7 +38,7 @@ from agentsnap_core.errors import (
     UnsupportedFormat,
 )
 from agentsnap_core.format import content
-from agentsnap_core.format.encoding import pack, unpack
+from agentsnap_core.format.encoding import pack, pack_value, unpack
 from agentsnap_core.format.files import write_replacing
 from agentsnap_core.format.objects import Kind, is_oid
 from agentsnap_core.layers import journal, world
@@ -721,7 +721,7 @@ class Repo:
         if not isinstance(role, str) or not role:
             raise InvalidInput("a trace message needs a non-empty role")
         msg = {"id": fields.pop("id", None) or os.urandom(16).hex(), "role": role, "content": content_, **fields}
-        data = pack(msg)
+        data = pack_value(msg)  # (a message keeps its fields' order, as the trace layer does)
         self.wt_dir.mkdir(parents=True, exist_ok=True)
         with open(self._trace_path, "ab") as f:
             f.write(data)
@@ -739,7 +739,7 @@ class Repo:
     def set_messages(self, messages: list[dict[str, Any]]) -> None:
         self.wt_dir.mkdir(parents=True, exist_ok=True)
         tmp = self._trace_path.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(pack(m) for m in messages))
+        tmp.write_bytes(b"".join(pack_value(m) for m in messages))
         os.replace(tmp, self._trace_path)
 
     # ---------------------------------------------------------------- world
