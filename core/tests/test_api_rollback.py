@@ -292,6 +292,26 @@ def test_an_async_client_on_a_plain_function_is_refused_not_left_unsaved(tmp_pat
     asyncio.run(main())
 
 
+def test_auto_snapshot_with_an_async_client_saves_through_atick(tmp_path: Path) -> None:
+    """Before, ``snapper.tick()`` with an AsyncClient returned the save's coroutine, which asyncio code that called
+    ``tick()`` as documented never awaited: no snapshot, ``.last`` a coroutine object, a RuntimeWarning at exit. Now
+    ``tick()`` refuses it with what to call instead, and ``await snapper.atick()`` saves."""
+
+    async def main() -> int:
+        async with agentsnap_core.AsyncClient(tmp_path) as client:
+            agent = Agent()
+            snapper = agentsnap_core.auto_snapshot(agent, every=1, client=client, agent_id="loop")
+            agent.step("one")
+            with pytest.raises(InvalidInput, match="await snapper.atick"):
+                snapper.tick()
+            agent.step("two")
+            saved = await snapper.atick("turn 2")
+            assert saved is not None and snapper.last == saved
+            return len(await client.timeline("loop"))
+
+    assert asyncio.run(main()) == 1
+
+
 @pytest.mark.parametrize("kwargs", [{}, {"every": 0}, {"every": True}, {"seconds": -1}])
 def test_checkpoint_policy_needs_a_sane_interval(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidInput):

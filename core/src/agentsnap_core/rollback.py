@@ -196,7 +196,8 @@ class auto_snapshot:  # noqa: N801 - a policy object used like a function
     """Save ``agent`` when the policy is due; call :meth:`tick` after each turn of a loop you do not own.
 
     ``snapper = agentsnap_core.auto_snapshot(agent, every=10, client=client)`` then ``snapper.tick()`` per turn
-    (returns the new snapshot id, or None when no save was due).
+    (returns the new snapshot id, or None when no save was due); ``await snapper.atick()`` in asyncio code (the
+    one form an :class:`~agentsnap_core.client.AsyncClient` takes).
     """
 
     def __init__(self, agent: Any, *, every: int | None = None, seconds: float | None = None, client: Any = None,
@@ -207,15 +208,34 @@ class auto_snapshot:  # noqa: N801 - a policy object used like a function
         self.last: str | None = None
 
     def tick(self, message: str = "") -> str | None:
+        """Count a turn; save when due (the new id, else None). With an AsyncClient use :meth:`atick`."""
+        saved = self._due(message)
+        if inspect.isawaitable(saved):  # an AsyncClient's save: only a coroutine can wait for it
+            getattr(saved, "close", lambda: None)()
+            raise InvalidInput("auto_snapshot with an AsyncClient: call 'await snapper.atick()' (tick() cannot wait "
+                               "for the save, which would never happen)")
+        if saved is not None:
+            self.last = saved
+        return saved
+
+    async def atick(self, message: str = "") -> str | None:
+        """:meth:`tick` for asyncio code: the save is awaited (an AsyncClient's, or a Client's)."""
+        saved = self._due(message)
+        if inspect.isawaitable(saved):
+            saved = await saved
+        if saved is not None:
+            self.last = saved
+        return saved
+
+    def _due(self, message: str) -> Any:
         if not self.policy.tick(self.agent):
             return None
         if self.client is None:
             from agentsnap_core.client import Client
 
             self.client = Client()
-        self.last = self.client.save(self.agent, agent_id=self.agent_id, session_id=self.session_id,
-                                     message=message or "auto snapshot")
-        return self.last
+        return self.client.save(self.agent, agent_id=self.agent_id, session_id=self.session_id,
+                                message=message or "auto snapshot")
 
 
 def checkpoint(
