@@ -538,3 +538,32 @@ def test_file_names_that_are_not_utf8_survive_a_typed_agent_and_are_named_in_a_p
         with pytest.raises(agentsnap_core.AgentSnapError, match=r"value\['listing'\]\[1\] is a string with characters"):
             client.save(plain, agent_id="plain")
         assert client.timeline("plain") == []
+
+
+def test_a_class_a_restore_could_not_find_is_refused_at_save_and_register_type_names_it(tmp_path: Path) -> None:
+    """A dataclass made inside a function (a factory, a test, a notebook cell's helper) held in an agent's state.
+
+    Before, the save succeeded and the snapshot could never be restored, not even in the same process ("...
+    make.<locals>.Local is not a class in the running program"), and ``register_type(cls, "name")`` did not help:
+    snapshots still held the qualified name, and a name without ``module:`` was "a bad class reference". Now the
+    save is refused, saying what to do, and a class given a name with ``register_type`` is written and found by it.
+    """
+
+    def make() -> type:
+        @dataclasses.dataclass
+        class Local:
+            x: int = 1
+
+        return Local
+
+    local = make()
+    holder = Holder()
+    holder.value = [local(x=2)]
+    with agentsnap_core.Client(tmp_path) as client:
+        with pytest.raises(agentsnap_core.AgentSnapError, match=r"cannot snapshot .*Local cannot be found by its name .*"
+                                                                r"defined inside a function.*register_type"):
+            client.save(holder, agent_id="local")
+        assert client.timeline("local") == []
+        agentsnap_core.register_type(local, "tests.Local")
+        back = client.restore(client.save(holder, agent_id="local"), into=Holder())
+    assert type(back.value[0]) is local and back.value[0].x == 2

@@ -21,6 +21,7 @@ import enum
 import pickle
 import sys
 import uuid
+import weakref
 from decimal import Decimal
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -47,6 +48,8 @@ ENVELOPE_VERSION = 1
 TAG = "$t"
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 _TYPES: dict[str, type] = {}
+#: the name each class is written under: its register_type name, or module:qualname once found by it
+_NAMES: weakref.WeakKeyDictionary[type, str] = weakref.WeakKeyDictionary()
 #: builtins stored as themselves or by a tag; a subclass of one (OrderedDict, Counter, numpy.float64...) is not one
 _PLAIN: tuple[type, ...] = (dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float, complex, dt.datetime,
                              dt.date, dt.time, dt.timedelta, Decimal, uuid.UUID)
@@ -81,7 +84,9 @@ class SupportsStateDict(Protocol):
 
 def register_type(cls: type[T], name: str | None = None) -> type[T]:
     """Allow ``cls`` to be rebuilt from snapshots even before its module is imported (usable as a decorator)."""
-    _TYPES[name or _class_name(cls)] = cls
+    key = name or _class_name(cls)
+    _TYPES[key] = cls
+    _NAMES[cls] = key
     return cls
 
 
@@ -180,11 +185,33 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+def _written_name(cls: type, path: str) -> str:
+    """The name a snapshot holds for ``cls``: one a restore finds it by (:func:`_find_class`), else refused now.
+    A class made inside a function (``make.<locals>.Local``) or replaced in its module since would save and then
+    never restore, not even in this process."""
+    name = _NAMES.get(cls)
+    if name is not None:
+        return name
+    name = _class_name(cls)
+    try:
+        found: Any = _find_class(name, path)
+    except AgentSnapError:
+        found = None
+    if found is not cls:
+        raise AgentSnapError(
+            f"cannot snapshot {path}: class {cls.__qualname__} cannot be found by its name {name!r} "
+            f"({'it is defined inside a function' if '<locals>' in cls.__qualname__ else 'its module holds another object under that name'}), "
+            "so a restore could not rebuild it; define it at module level, or name it with "
+            "agentsnap_core.register_type(cls, 'name')")
+    _NAMES[cls] = name
+    return name
+
+
 def _find_class(name: object, path: str) -> type:
+    if isinstance(name, str) and name in _TYPES:  # (register_type's name: any string)
+        return _TYPES[name]
     if not isinstance(name, str) or ":" not in name:
         raise AgentSnapError(f"cannot restore {path}: bad class reference {name!r}")
-    if name in _TYPES:
-        return _TYPES[name]
     module_name, _, qual = name.partition(":")
     obj: Any = sys.modules.get(module_name)
     if obj is None:
@@ -212,7 +239,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
         # lone surrogates (a file name or process output decoded with surrogateescape): msgpack strings are UTF-8
         return {TAG: "str", "v": value.encode("utf-8", "surrogatepass")}
     if isinstance(value, enum.Enum):
-        doc: dict[str, Any] = {TAG: "enum", "cls": _class_name(kind), "name": value.name}
+        doc: dict[str, Any] = {TAG: "enum", "cls": _written_name(kind, path), "name": value.name}
         if value.name is None or kind.__members__.get(value.name) is not value:  # a combined Flag (READ|WRITE), Flag(0)
             doc["value"] = encode_value(value.value, path, allow_pickle=allow_pickle)
         return doc
@@ -229,7 +256,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
     if kind is tuple or isinstance(value, tuple) and hasattr(kind, "_fields"):
         items = [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
         if kind is not tuple:  # a namedtuple
-            return {TAG: "namedtuple", "cls": _class_name(kind), "v": items}
+            return {TAG: "namedtuple", "cls": _written_name(kind, path), "v": items}
         return {TAG: "tuple", "v": items}
     if kind is dict:
         if all(type(k) is str and (k.isascii() or _utf8(k)) for k in value) and TAG not in value:
@@ -264,18 +291,18 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
         state = value.state_dict()
         return {
             TAG: "obj",
-            "cls": _class_name(type(value)),
+            "cls": _written_name(type(value), path),
             "name": snapshot_name(value),
             "version": snapshot_version(value),
             "v": _encode_attrs(state, path, allow_pickle or _pickles(value)),
         }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = {f.name: encode_value(getattr(value, f.name), f"{path}.{f.name}", allow_pickle=allow_pickle) for f in dataclasses.fields(value)}
-        return {TAG: "dataclass", "cls": _class_name(type(value)), "v": fields}
+        return {TAG: "dataclass", "cls": _written_name(type(value), path), "v": fields}
     if callable(getattr(value, "model_dump", None)) and callable(getattr(type(value), "model_validate", None)):
         held = _model_fields(value)
         if held is not None:  # pydantic 2: the fields as they are, read back without validation
-            doc = {TAG: "model", "cls": _class_name(type(value)),
+            doc = {TAG: "model", "cls": _written_name(type(value), path),
                    "fields": {k: encode_value(v, f"{path}.{k}", allow_pickle=allow_pickle) for k, v in held.items()},
                    "set": sorted(getattr(value, "__pydantic_fields_set__", ()))}
             extra = getattr(value, "__pydantic_extra__", None)
@@ -283,7 +310,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
                 doc["extra"] = encode_value(dict(extra), f"{path} (extra fields)", allow_pickle=allow_pickle)
             return doc
         dumped = value.model_dump(mode="python")
-        return {TAG: "model", "cls": _class_name(type(value)), "v": encode_value(dumped, path, allow_pickle=allow_pickle)}
+        return {TAG: "model", "cls": _written_name(type(value), path), "v": encode_value(dumped, path, allow_pickle=allow_pickle)}
     if allow_pickle:
         try:
             return {TAG: "pickle", "v": pickle.dumps(value, protocol=5)}
