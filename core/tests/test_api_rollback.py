@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,30 @@ def test_rollback_with_world_puts_files_back_and_keeps_the_failed_state(tmp_path
     failed = repo.world_entries(rb.undo)
     assert any(e[0] == "junk.tmp" for e in failed)  # the failed attempt is kept for inspection
     assert repo.get(rb.snapshot).message == "rollback: before risky edit"
+    repo.close()
+
+
+def test_rollback_of_a_link_in_the_tree_puts_the_link_back(tmp_path: Path) -> None:
+    """``rollback(world="cache")`` where ``cache`` is a link in the tree to a directory elsewhere (a shared model or
+    pip cache). Before, the path was read with the link followed: "world ... is outside the working tree", and the
+    block could not be protected at all. Now ``cache`` is the tree's own path: a block that replaces the link gets
+    the link back, and nothing where it points is touched."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "model.bin").write_text("weights")
+    repo = agentsnap_core.Repo.init(work)
+    (work / "cache").symlink_to(elsewhere)
+    repo.snapshot("base")
+    with pytest.raises(RuntimeError), agentsnap_core.rollback(None, world=work / "cache", repo=repo):
+        (work / "cache").unlink()
+        (work / "cache").mkdir()
+        (work / "cache" / "junk").write_text("x")
+        raise RuntimeError
+    assert (work / "cache").is_symlink() and os.readlink(work / "cache") == str(elsewhere)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["model.bin"]
+    with pytest.raises(InvalidInput, match="world .* is outside the working tree"):
+        with agentsnap_core.rollback(None, world=elsewhere / "model.bin", repo=repo):
+            pass
     repo.close()
 
 

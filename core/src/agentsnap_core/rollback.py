@@ -96,17 +96,22 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollb
         self._own_repo = False
 
     def __enter__(self) -> rollback:
+        try:
+            return self._enter()
+        except BaseException:
+            if self._own_repo and self.repo is not None:  # (no __exit__ follows a failed __enter__)
+                self.repo.close()
+                self.repo, self._own_repo = None, False
+            raise
+
+    def _enter(self) -> rollback:
         if self.world is not None:
             if self.repo is None:
                 start = Path(self.world)
                 self.repo = Repo.open(start if start.is_dir() else start.parent)
                 self._own_repo = True
-            full = Path(self.world).resolve()
-            try:
-                rel = full.relative_to(self.repo.root).as_posix()
-            except ValueError:
-                raise InvalidInput(f"world {os.fspath(self.world)!r} is outside the working tree {self.repo.root}") from None
-            self._paths = None if rel in ("", ".") else [rel]
+            rel = self.repo.tree_path(self.world, "world")  # (as written: a link in the tree is the link)
+            self._paths = None if not rel else [rel]
         self._layers = _capture(self.agent, self.repo) if self.agent is not None else None
         if self.repo is not None and self.world is not None:
             state = {k: v for k, v in (self._layers or {}).items() if k != "trace"}

@@ -1180,14 +1180,16 @@ class Repo:
         return AgentSnapError(f"{what}; the tree was rolled back to the undo snapshot {undo.id[:12]} "
                               "(refs/undo/restore): nothing changed")
 
-    def _norm_path(self, p: str) -> str:
-        """``p`` (relative to the current directory, or absolute) as a path in the tree, read as written.
+    def tree_path(self, p: str | os.PathLike[str], what: str = "path") -> str:
+        """``p`` (relative to the current directory, or absolute) as a path in the tree, read as written (``""``:
+        the tree itself).
 
         A link inside the tree is not followed: ``d/f`` where ``d`` is now a link to a directory elsewhere still
         names the tree's ``d/f`` (as git reads a pathspec), so ``restore SPEC -- d/f`` puts the snapshot's
         directory back in place of the link and ``diff -- d`` shows the link. Only a path that names the tree
         through another way in (an absolute path through a link to it) is read with links followed.
         """
+        p = os.fspath(p)
         written = Path(os.path.normpath(os.path.join(os.getcwd(), p)))
         try:
             rel = written.relative_to(self.root).as_posix()
@@ -1195,8 +1197,12 @@ class Repo:
             try:
                 rel = Path(p).resolve().relative_to(self.root).as_posix()
             except ValueError:
-                raise InvalidInput(f"path {p!r} is outside the working tree {self.root}") from None
-        if rel in ("", "."):
+                raise InvalidInput(f"{what} {p!r} is outside the working tree {self.root}") from None
+        return "" if rel == "." else rel
+
+    def _norm_path(self, p: str) -> str:
+        rel = self.tree_path(p)
+        if not rel:
             raise InvalidInput("give paths inside the tree, or omit them to restore everything")
         return rel
 
