@@ -76,3 +76,25 @@ def test_a_path_through_a_link_in_the_tree_names_the_trees_path_not_where_the_li
     assert (root / "keep.txt").read_text() == "changed\n"  # only the path asked for
     code, out, err = cli(root, "restore", "HEAD", "--", os.fspath(tmp_path / "elsewhere" / "x"))
     assert code == 2 and "outside the working tree" in err, (out, err)
+
+
+def test_dot_names_the_whole_tree_as_in_git(tmp_path: Path) -> None:
+    """``agentsnap diff -- .`` and ``agentsnap restore REV -- .`` (git's ``checkout REV -- .``: every file back as REV
+    has it, the branch left where it is). Before, both said "give paths inside the tree, or omit them to restore
+    everything" (exit 2), a diff too. Now ``.`` (or ``..`` from a subdirectory, at the top) is every path."""
+    root = new_work(tmp_path, {"f": "one\n", "d/x": "x\n"})
+    assert cli(root, "snapshot", "-m", "one")[0] == 0
+    (root / "f").write_text("two\n")
+    (root / "d" / "x").unlink()
+    (root / "n").write_text("new\n")
+    assert cli(root, "snapshot", "-m", "two")[0] == 0
+    (root / "f").write_text("three\n")
+    code, out, err = cli(root, "diff", "--stat", "--", ".")
+    assert code == 0 and out.splitlines() == ["M f"], (out, err)
+    code, out, err = cli(root / "d", "diff", "--stat", "HEAD~1", "--", "..")
+    assert code == 0 and sorted(out.splitlines()) == ["A n", "D d/x", "M f"], (out, err)
+    head = cli(root, "log")[1].splitlines()[0].split()[0]
+    code, out, err = cli(root, "restore", "HEAD~1", "--", ".")
+    assert code == 0, err
+    assert (root / "f").read_text() == "one\n" and (root / "d" / "x").read_text() == "x\n" and not (root / "n").exists()
+    assert cli(root, "log")[1].splitlines()[0].split()[0] == head  # the branch did not move

@@ -1094,7 +1094,13 @@ class Repo:
             raise AgentSnapError(f"snapshot {snap.id[:12]} has no world layer to restore")
         target_entries = self.load_tree(rec["tree"])  # validates before any write (once: the hook reuses it)
         allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
-        norm_paths = [self._norm_path(p) for p in paths] if paths else None
+        norm_paths = [self.tree_path(p) for p in paths] if paths else None
+        if norm_paths and "" in norm_paths:  # `-- .` at the top (git's `checkout REV -- .`): every path, each file
+            # put back as the snapshot has it and the branch left where it is (a path restore, not a reset)
+            norm_paths = sorted({e[0].split("/", 1)[0] for e in target_entries}
+                                | ({e[0].split("/", 1)[0] for e in self.working_entries()} if to is None else set()))
+            if not norm_paths:
+                raise InvalidInput(f"snapshot {snap.id[:12]} and the working tree are both empty: nothing to restore")
         if norm_paths:  # a path that names nothing is a typo, never a restore that did nothing and said "restored"
             kept = [world.name_in(n) for n in rec.get("left_out") or []]  # (secret files the vault may bring back)
             _check_paths_match(norm_paths, target_entries, snap.id, self.root if to is None else None, kept)
@@ -1203,7 +1209,7 @@ class Repo:
     def _norm_path(self, p: str) -> str:
         rel = self.tree_path(p)
         if not rel:
-            raise InvalidInput("give paths inside the tree, or omit them to restore everything")
+            raise InvalidInput("give a path inside the tree, not the tree itself")
         return rel
 
     # ---------------------------------------------------------------- fork / switch
@@ -1473,7 +1479,8 @@ class Repo:
         the current directory, as on the command line) keeps only the files at or below them."""
         from agentsnap_core.repository.diffing import diff_snapshots
 
-        return diff_snapshots(self, a, b, layer, [self._norm_path(p) for p in paths] if paths else None)
+        rels = [self.tree_path(p) for p in paths] if paths else None
+        return diff_snapshots(self, a, b, layer, None if rels is None or "" in rels else rels)  # (`-- .`: all)
 
     # ---------------------------------------------------------------- maintenance
     def verify(self) -> dict[str, Any]:
