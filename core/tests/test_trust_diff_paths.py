@@ -98,3 +98,7 @@ def test_dot_names_the_whole_tree_as_in_git(tmp_path: Path) -> None:
     assert code == 0, err
     assert (root / "f").read_text() == "one\n" and (root / "d" / "x").read_text() == "x\n" and not (root / "n").exists()
     assert cli(root, "log")[1].splitlines()[0].split()[0] == head  # the branch did not move
+    (root / "f").write_text("unsaved\n")
+    code, out, err = cli(root, "restore", "HEAD", "--", "")  # a script's unset "$FILE": never the whole tree
+    assert code == 2 and "an empty path names nothing" in err, (out, err)
+    assert (root / "f").read_text() == "unsaved\n"

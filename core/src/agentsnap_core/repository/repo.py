@@ -1196,6 +1196,8 @@ class Repo:
         through another way in (an absolute path through a link to it) is read with links followed.
         """
         p = os.fspath(p)
+        if not p:  # (a script's unset variable: never "here", which at the top would be the whole tree)
+            raise InvalidInput(f"an empty {what} names nothing; give a path (write '.' for the whole tree)")
         written = Path(os.path.normpath(os.path.join(os.getcwd(), p)))
         try:
             rel = written.relative_to(self.root).as_posix()
