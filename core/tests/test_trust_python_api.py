@@ -197,6 +197,39 @@ def test_save_world_given_a_path_is_refused(client: Client) -> None:
     assert client.timeline() == []
 
 
+def test_restore_world_true_puts_the_saved_files_back_sync_and_async(tmp_path: Path) -> None:
+    """``save(agent, world=True)`` captured the files, but ``restore`` loaded the agent alone and had no way to put
+    them back (nor said so): an agent restored to before its file edits kept the edited files. Now
+    ``restore(id, world=True)`` (sync and async) puts them back too, undoable, without moving the branch; a snapshot
+    saved without files, or a world that is not a bool, is refused before anything is touched."""
+    root = tmp_path / "work"
+    with Client(root) as client:
+        bot = Bot()
+        (root / "notes.md").write_text("plan v1\n")
+        saved = client.save(bot, agent_id="bot", world=True)
+        head = client.repo.head()
+        bot.memory.append("edited the plan")
+        (root / "notes.md").write_text("plan v2\n")
+        (root / "scratch.txt").write_text("x")
+        back = client.restore(saved, into=Bot(), world=True)
+        assert back.memory == ["hello"] and (root / "notes.md").read_text() == "plan v1\n"
+        assert not (root / "scratch.txt").exists() and client.repo.head() == head
+        agent_only = client.save(bot, agent_id="bot")
+        (root / "notes.md").write_text("plan v3\n")
+        with pytest.raises(InvalidInput, match="holds no files"):
+            client.restore(agent_only, world=True)
+        with pytest.raises(InvalidInput, match="world must be True"):
+            client.restore(saved, world="notes.md")  # type: ignore[arg-type]
+        assert (root / "notes.md").read_text() == "plan v3\n"
+
+    async def main() -> list[str]:
+        async with AsyncClient(root) as aclient:
+            agent = await aclient.restore(saved, into=Bot(), world=True)
+            return agent.memory
+
+    assert asyncio.run(main()) == ["hello"] and (root / "notes.md").read_text() == "plan v1\n"
+
+
 def test_register_migration_with_the_class_or_a_float_version() -> None:
     """``register_migration(MyAgent, "1.0", fn)`` (the class, not its name) was accepted and never used: loading
     then said ``no migration from version 1.0; register one with register_migration('MyAgent', '1.0', fn)``.

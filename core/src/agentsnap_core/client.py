@@ -72,6 +72,15 @@ def _check_id(kind: str, value: object) -> str:
     return value
 
 
+def _check_world(snap: Snapshot, world: object) -> None:
+    """``restore(world=...)``: True or False, and True only for a snapshot that holds files."""
+    if not isinstance(world, bool):
+        raise InvalidInput(f"world must be True (put the saved files back too) or False, not {world!r}")
+    if world and "world" not in snap.layers:
+        raise InvalidInput(f"snapshot {snap.id[:12]} holds no files (it was saved without world=True); "
+                           "restore it without world=True")
+
+
 def _check_metadata(metadata: object) -> dict[str, Any]:
     """``metadata`` if it comes back from the store exactly as given (plain data), else :class:`InvalidInput`."""
     if not isinstance(metadata, dict):
@@ -264,11 +273,19 @@ class Client:
             raise InvalidInput(f"ttl must be a positive number of seconds, not {ttl!r}")
         return self.clock() + float(ttl)
 
-    def restore(self, snapshot: str, into: Any = None) -> Any:
-        """Load ``snapshot`` into ``into`` (or a new instance of the saved class) and return the agent."""
+    def restore(self, snapshot: str, into: Any = None, *, world: bool = False) -> Any:
+        """Load ``snapshot`` into ``into`` (or a new instance of the saved class) and return the agent.
+
+        ``world=True`` also puts the working tree's files back as a ``save(world=True)`` captured them (each file as
+        the snapshot has it, undoable, the branch you work on left where it is); without it only the agent is loaded.
+        """
         snap = self._live(snapshot)
+        _check_world(snap, world)
         layers = {name: self.repo.read_layer(snap, name) for name in snap.layers if name != "world"}
-        return self._apply(snap, layers, into)
+        agent = self._apply(snap, layers, into)
+        if world:
+            self.repo.restore(snap.id, paths=[str(self.repo.root)])  # (the whole tree as a path restore)
+        return agent
 
     def _apply(self, snap: Snapshot, layers: dict[str, Any], into: Any) -> Any:
         if into is None:
@@ -447,13 +464,18 @@ class AsyncClient:
         layers = self._client.capture(agent)
         return await self._run(self._client._write, layers, agent, **kwargs)
 
-    async def restore(self, snapshot: str, into: Any = None) -> Any:
+    async def restore(self, snapshot: str, into: Any = None, *, world: bool = False) -> Any:
         def read() -> tuple[Snapshot, dict[str, Any]]:
             snap = self._client._live(snapshot)
+            _check_world(snap, world)
             return snap, {n: self._client.repo.read_layer(snap, n) for n in snap.layers if n != "world"}
 
         snap, layers = await self._run(read)
-        return self._client._apply(snap, layers, into)
+        agent = self._client._apply(snap, layers, into)
+        if world:
+            repo = self._client.repo
+            await self._run(lambda: repo.restore(snap.id, paths=[str(repo.root)]))
+        return agent
 
     async def handoff(self, snapshot: str, target_agent_id: str, **kwargs: Any) -> str:
         return await self._run(self._client.handoff, snapshot, target_agent_id, **kwargs)

@@ -151,14 +151,11 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollb
 
     def _restore_world(self) -> str | None:
         assert self.repo is not None and self.snapshot is not None
-        paths = self._paths
-        if paths is None:  # the whole tree, without moving the branch or resetting the trace
-            tops = {e[0].split("/", 1)[0] for e in self.repo.world_entries(self.snapshot)}
-            tops |= {e[0].split("/", 1)[0] for e in self.repo.working_entries()}
-            paths = sorted(tops)
-            if not paths:
-                return None
-        result = self.repo.restore(self.snapshot, paths=[str(self.repo.root / p) for p in paths])  # absolute: no chdir
+        if self._paths is None and not self.repo.world_entries(self.snapshot) and not self.repo.working_entries():
+            return None  # (an empty tree before and after: nothing to put back)
+        # the whole tree as a path restore (the root: `-- .`), so the branch does not move and the trace is not reset
+        paths = [str(self.repo.root / p) for p in self._paths] if self._paths is not None else [str(self.repo.root)]
+        result = self.repo.restore(self.snapshot, paths=paths)  # (absolute: no chdir)
         return result.get("undo")
 
 
