@@ -159,6 +159,14 @@ class rollback:  # noqa: N801 - used like a function: `with agentsnap_core.rollb
         return result.get("undo")
 
 
+def _not_awaitable(saved: Any, refusal: str) -> Any:
+    """``saved`` (a save's result in code that cannot wait); an AsyncClient's unawaited save is closed and refused."""
+    if inspect.isawaitable(saved):
+        getattr(saved, "close", lambda: None)()
+        raise InvalidInput(refusal)
+    return saved
+
+
 class AutoSnapshot:
     """The ``auto_snapshot`` policy: due every ``every`` calls and/or every ``seconds`` seconds, per agent."""
 
@@ -211,11 +219,8 @@ class auto_snapshot:  # noqa: N801 - a policy object used like a function
 
     def tick(self, message: str = "") -> str | None:
         """Count a turn; save when due (the new id, else None). With an AsyncClient use :meth:`atick`."""
-        saved = self._due(message)
-        if inspect.isawaitable(saved):  # an AsyncClient's save: only a coroutine can wait for it
-            getattr(saved, "close", lambda: None)()
-            raise InvalidInput("auto_snapshot with an AsyncClient: call 'await snapper.atick()' (tick() cannot wait "
-                               "for the save, which would never happen)")
+        saved = _not_awaitable(self._due(message), "auto_snapshot with an AsyncClient: call 'await snapper.atick()' "
+                               "(tick() cannot wait for the save, which would never happen)")
         if saved is not None:
             self.last = saved
         return saved
@@ -294,12 +299,9 @@ def checkpoint(
                     "message": f"checkpoint: after {fn.__qualname__}"}
 
         def saved_sync(obj: Any) -> Any:
-            saved = the_client().save(obj, **save_kwargs(obj))
-            if inspect.isawaitable(saved):  # an AsyncClient: nothing here can wait for its save
-                getattr(saved, "close", lambda: None)()
-                raise InvalidInput(f"@checkpoint on {fn.__qualname__}: an AsyncClient saves only from an async def "
-                                   "function (or async generator); give this one a Client")
-            return saved
+            return _not_awaitable(the_client().save(obj, **save_kwargs(obj)),
+                                  f"@checkpoint on {fn.__qualname__}: an AsyncClient saves only from an async def "
+                                  "function (or async generator); give this one a Client")
 
         wrapped: Any = None  # (the wrapper made below: its .last is set after each save)
 

@@ -77,12 +77,21 @@ def _packb(prepare: Any, value: Any) -> bytes:
         raise AgentSnapError(f"value cannot be stored: {exc}") from None
 
 
+def utf8_ok(text: str) -> bool:
+    """Whether UTF-8 can hold ``text`` (not so for lone surrogates, as ``surrogateescape`` decoding leaves)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _not_utf8(value: Any, path: str) -> str:
     """Where in ``value`` the first string UTF-8 cannot encode is (``value['messages'][3]['content']``)."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
+        if not utf8_ok(value):
             return path
     elif isinstance(value, dict):
         for k, v in value.items():

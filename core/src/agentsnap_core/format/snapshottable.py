@@ -27,7 +27,7 @@ from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from agentsnap_core.errors import AgentSnapError, UnsafeSnapshot
-from agentsnap_core.format.encoding import pack
+from agentsnap_core.format.encoding import pack, utf8_ok
 
 __all__ = [
     "ENVELOPE",
@@ -234,7 +234,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
     if value is None or kind in (bool, float):
         return value
     if kind is str:
-        if value.isascii() or _utf8(value):
+        if utf8_ok(value):
             return value
         # lone surrogates (a file name or process output decoded with surrogateescape): msgpack strings are UTF-8
         return {TAG: "str", "v": value.encode("utf-8", "surrogatepass")}
@@ -259,7 +259,7 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
             return {TAG: "namedtuple", "cls": _written_name(kind, path), "v": items}
         return {TAG: "tuple", "v": items}
     if kind is dict:
-        if all(type(k) is str and (k.isascii() or _utf8(k)) for k in value) and TAG not in value:
+        if all(type(k) is str and utf8_ok(k) for k in value) and TAG not in value:
             return {k: encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle) for k, v in value.items()}
         pairs = [
             [encode_value(k, f"{path} key {k!r}", allow_pickle=allow_pickle), encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle)]
@@ -317,14 +317,6 @@ def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False)
         except Exception as exc:
             raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
     raise UnsupportedValue(path, value)
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _needs_init_vars(cls: Any) -> bool:
