@@ -5,8 +5,9 @@
 objects recurse. Values that plain msgpack cannot hold - tuples, sets, frozensets, datetimes, dates,
 times, timedeltas, ``Decimal``, ``UUID``, paths, enums, dataclasses, pydantic-style models (anything with
 ``model_dump()`` / ``model_validate()``) - are written as small tagged maps (``{"$t": "tuple", "v": [...]}``)
-so they come back as the same type. Nothing is pickled unless a class opts in with
-``__snapshot_pickle__ = True``, and pickled values are only loaded with ``trust_pickle=True``.
+so they come back as the same type; what two places share (and cycles) comes back shared. Nothing is pickled
+unless a class opts in with ``__snapshot_pickle__ = True``, and pickled values are only loaded with
+``trust_pickle=True``.
 
 Classes named in a snapshot are never imported: they must already be imported (``sys.modules``) or
 registered with :func:`register_type`. A value of an unsupported type raises :class:`UnsupportedValue`
@@ -22,6 +23,7 @@ import pickle
 import sys
 import uuid
 import weakref
+from contextvars import ContextVar
 from decimal import Decimal
 from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -117,7 +119,9 @@ class Snapshottable:
         return {k: v for k, v in instance_attributes(self).items() if not k.startswith("_")}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Set the attributes from ``state``; nested snapshottable attributes load in place."""
+        """Set the attributes from ``state``; nested snapshottable attributes load in place (the object this one holds
+        takes the state of the one given; on a restore the decoder has done that already, consistently with every
+        other reference to it, and this sets what it is given)."""
         if not isinstance(state, dict):
             raise AgentSnapError(f"{type(self).__name__}.load_state_dict needs a dict, not {type(state).__name__}")
         fields = type(self).__snapshot_fields__
@@ -125,7 +129,7 @@ class Snapshottable:
             if fields is not None and key not in fields:
                 raise AgentSnapError(f"{type(self).__name__}: {key!r} is not one of __snapshot_fields__ {list(fields)}")
             current: Any = getattr(self, key, None)
-            if is_typed(current) and type(value) is type(current) and value is not current:
+            if is_typed(current) and type(value) is type(current) and value is not current and not _DECODING.get():
                 current.load_state_dict(value.state_dict())
             else:
                 setattr(self, key, value)
@@ -137,8 +141,7 @@ class Snapshottable:
         for key, value in instance_attributes(self).items():
             if key.startswith("_"):
                 setattr(twin, key, value)
-        state = decode_value(_encode_state(self, cls.__name__), cls.__name__, trust_pickle=True)
-        twin.load_state_dict(state)
+        _load_into(twin, _encode_state(self, cls.__name__), cls.__name__, snapshot_version(cls), trust_pickle=True)
         return twin
 
 
@@ -227,96 +230,181 @@ def _find_class(name: object, path: str) -> type:
 
 
 # ---------------------------------------------------------------------------------------------- encoding
+#: identity: the containers and objects whose identity a program can see (a list two attributes share, a sub-agent
+#: that points back at its parent) are numbered in the order they are written; a second reference to one is written
+#: as ``{"$t": "ref", "v": n}``. A value that shares nothing is written exactly as before (same bytes, so unchanged
+#: state still dedups); the reader numbers what it builds in the same order.
+_BUSY = object()  # (a dataclass or model being read back: made from its fields, so nothing can point at it yet)
+
+
 def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False) -> Any:
-    """``value`` as plain msgpack data (tagged maps for richer types); raises :class:`UnsupportedValue`."""
-    # exact types: a subclass (OrderedDict, Counter, a str subclass...) would come back as the base type, silently
-    kind = type(value)
-    if value is None or kind in (bool, float):
-        return value
-    if kind is str:
-        if utf8_ok(value):
+    """``value`` as plain msgpack data (tagged maps for richer types); raises :class:`UnsupportedValue`.
+
+    Shared references and reference cycles through lists, dicts, sets and Snapshottable objects come back as they
+    were (see :func:`decode_value`); a cycle through a dataclass or a model is refused (they are rebuilt from their
+    fields, so a field cannot hold the object itself)."""
+    return _Encoder().value(value, path, allow_pickle)
+
+
+class _Encoder:
+    def __init__(self) -> None:
+        # id -> number (ints only: a dict the garbage collector does not walk); keep[number] holds the object alive,
+        # since a freed temporary's id (a state_dict() result) may come again
+        self.memo: dict[int, int] = {}
+        self.keep: list[Any] = []
+        self.building: dict[int, str] = {}  # id -> path of a dataclass or model whose fields are being written
+
+    def enter(self, value: Any, path: str, ready: bool = True) -> Any:
+        """None for an object seen the first time (numbered now), else the reference to write instead."""
+        key = id(value)
+        seen = self.memo.get(key)
+        if seen is None:
+            self.memo[key] = len(self.keep)
+            self.keep.append(value)
+            if not ready:
+                self.building[key] = path
+            return None
+        if key in self.building:
+            raise AgentSnapError(
+                f"cannot snapshot {path}: it is {self.building[key]} again, which contains it (a reference cycle "
+                f"through {type(value).__name__}, which a restore rebuilds from its fields, so a field cannot hold the "
+                "object itself); hold the back-reference in a Snapshottable object, a list or a dict, or make it "
+                "private (_name)")
+        return {TAG: "ref", "v": seen}
+
+    def done(self, value: Any) -> None:
+        del self.building[id(value)]
+
+    def rewind(self, mark: int) -> None:
+        """Forget the objects numbered from ``mark`` on (a set's items, written again in their sorted order)."""
+        for key in [k for k, n in self.memo.items() if n >= mark]:
+            del self.memo[key]
+        del self.keep[mark:]
+
+    def attrs(self, state: Any, path: str, allow_pickle: bool) -> Any:
+        """A state dict, its entries named as attributes in error paths (``Agent.memory[2]``)."""
+        if type(state) is dict and all(type(k) is str for k in state) and TAG not in state:
+            return {k: self.value(v, f"{path}.{k}", allow_pickle) for k, v in state.items()}
+        return self.value(state, path, allow_pickle)
+
+    def value(self, value: Any, path: str, allow_pickle: bool) -> Any:  # noqa: C901, PLR0911, PLR0912 - one case per type
+        # exact types: a subclass (OrderedDict, Counter, a str subclass...) would come back as the base type, silently
+        kind = type(value)
+        if value is None or kind in (bool, float):
             return value
-        # lone surrogates (a file name or process output decoded with surrogateescape): msgpack strings are UTF-8
-        return {TAG: "str", "v": value.encode("utf-8", "surrogatepass")}
-    if isinstance(value, enum.Enum):
-        doc: dict[str, Any] = {TAG: "enum", "cls": _written_name(kind, path), "name": value.name}
-        if value.name is None or kind.__members__.get(value.name) is not value:  # a combined Flag (READ|WRITE), Flag(0)
-            doc["value"] = encode_value(value.value, path, allow_pickle=allow_pickle)
-        return doc
-    if kind is int:
-        if _INT_MIN <= value <= _INT_MAX:
+        if kind is str:
+            if utf8_ok(value):
+                return value
+            # lone surrogates (a file name or process output decoded with surrogateescape): msgpack strings are UTF-8
+            return {TAG: "str", "v": value.encode("utf-8", "surrogatepass")}
+        if isinstance(value, enum.Enum):
+            doc: dict[str, Any] = {TAG: "enum", "cls": _written_name(kind, path), "name": value.name}
+            if value.name is None or kind.__members__.get(value.name) is not value:  # a combined Flag (READ|WRITE), Flag(0)
+                doc["value"] = self.value(value.value, path, allow_pickle)
+            return doc
+        if kind is int:
+            if _INT_MIN <= value <= _INT_MAX:
+                return value
+            return {TAG: "int", "v": str(value)}
+        if kind is bytes:
             return value
-        return {TAG: "int", "v": str(value)}
-    if kind is bytes:
-        return value
-    if kind is bytearray:
-        return {TAG: "bytearray", "v": bytes(value)}
-    if kind is list:
-        return [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
-    if kind is tuple or isinstance(value, tuple) and hasattr(kind, "_fields"):
-        items = [encode_value(v, f"{path}[{i}]", allow_pickle=allow_pickle) for i, v in enumerate(value)]
-        if kind is not tuple:  # a namedtuple
-            return {TAG: "namedtuple", "cls": _written_name(kind, path), "v": items}
-        return {TAG: "tuple", "v": items}
-    if kind is dict:
-        if all(type(k) is str and utf8_ok(k) for k in value) and TAG not in value:
-            return {k: encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle) for k, v in value.items()}
-        pairs = [
-            [encode_value(k, f"{path} key {k!r}", allow_pickle=allow_pickle), encode_value(v, f"{path}[{k!r}]", allow_pickle=allow_pickle)]
-            for k, v in value.items()
-        ]
-        return {TAG: "dict", "v": pairs}  # (in the dict's own order, as the decoder builds it again)
-    if kind in (set, frozenset):
-        items = sorted((encode_value(v, f"{path} item {v!r}", allow_pickle=allow_pickle) for v in value), key=pack)
-        return {TAG: "frozenset" if kind is frozenset else "set", "v": items}
-    if kind is dt.datetime:
-        return _with_zone({TAG: "datetime", "v": value.isoformat(), **({"fold": 1} if value.fold else {})}, value.tzinfo)
-    if kind is dt.date:
-        return {TAG: "date", "v": value.isoformat()}
-    if kind is dt.time:
-        return _with_zone({TAG: "time", "v": value.isoformat()}, value.tzinfo)
-    if kind is dt.timedelta:
-        return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
-    if kind is Decimal:
-        return {TAG: "decimal", "v": str(value)}
-    if kind is uuid.UUID:
-        return {TAG: "uuid", "v": value.hex}
-    if isinstance(value, PurePath):
-        flavour = "windows" if isinstance(value, PureWindowsPath) else "posix"
-        tag = "purepath" if kind in (PurePosixPath, PureWindowsPath) else "path"
-        return {TAG: tag, "flavour": flavour, "v": str(value)}
-    if kind is complex:
-        return {TAG: "complex", "v": [value.real, value.imag]}
-    if is_typed(value):
-        state = value.state_dict()
-        return {
-            TAG: "obj",
-            "cls": _written_name(type(value), path),
-            "name": snapshot_name(value),
-            "version": snapshot_version(value),
-            "v": _encode_attrs(state, path, allow_pickle or _pickles(value)),
-        }
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: encode_value(getattr(value, f.name), f"{path}.{f.name}", allow_pickle=allow_pickle) for f in dataclasses.fields(value)}
-        return {TAG: "dataclass", "cls": _written_name(type(value), path), "v": fields}
-    if callable(getattr(value, "model_dump", None)) and callable(getattr(type(value), "model_validate", None)):
+        if kind is bytearray:
+            return self.enter(value, path) or {TAG: "bytearray", "v": bytes(value)}
+        if kind is list:  # (the memo inlined for the two commonest containers: a state is mostly lists and dicts)
+            if self.memo.setdefault(id(value), len(self.keep)) != len(self.keep):  # (seen before)
+                return self.enter(value, path)
+            self.keep.append(value)
+            sub = self.value
+            return [sub(v, f"{path}[{i}]", allow_pickle) for i, v in enumerate(value)]
+        if kind is tuple or isinstance(value, tuple) and hasattr(kind, "_fields"):
+            items = [self.value(v, f"{path}[{i}]", allow_pickle) for i, v in enumerate(value)]
+            if kind is not tuple:  # a namedtuple
+                return {TAG: "namedtuple", "cls": _written_name(kind, path), "v": items}
+            return {TAG: "tuple", "v": items}
+        if kind is dict:
+            if self.memo.setdefault(id(value), len(self.keep)) != len(self.keep):  # (seen before)
+                return self.enter(value, path)
+            self.keep.append(value)
+            if all(type(k) is str and utf8_ok(k) for k in value) and TAG not in value:
+                sub = self.value
+                return {k: sub(v, f"{path}[{k!r}]", allow_pickle) for k, v in value.items()}
+            pairs = [[self.value(k, f"{path} key {k!r}", allow_pickle), self.value(v, f"{path}[{k!r}]", allow_pickle)]
+                     for k, v in value.items()]
+            return {TAG: "dict", "v": pairs}  # (in the dict's own order, as the decoder builds it again)
+        if kind in (set, frozenset):
+            return (self.enter(value, path) if kind is set else None) or self.items(value, path, allow_pickle)
+        if kind is dt.datetime:
+            return _with_zone({TAG: "datetime", "v": value.isoformat(), **({"fold": 1} if value.fold else {})}, value.tzinfo)
+        if kind is dt.date:
+            return {TAG: "date", "v": value.isoformat()}
+        if kind is dt.time:
+            return _with_zone({TAG: "time", "v": value.isoformat()}, value.tzinfo)
+        if kind is dt.timedelta:
+            return {TAG: "timedelta", "v": [value.days, value.seconds, value.microseconds]}
+        if kind is Decimal:
+            return {TAG: "decimal", "v": str(value)}
+        if kind is uuid.UUID:
+            return {TAG: "uuid", "v": value.hex}
+        if isinstance(value, PurePath):
+            flavour = "windows" if isinstance(value, PureWindowsPath) else "posix"
+            tag = "purepath" if kind in (PurePosixPath, PureWindowsPath) else "path"
+            return {TAG: tag, "flavour": flavour, "v": str(value)}
+        if kind is complex:
+            return {TAG: "complex", "v": [value.real, value.imag]}
+        if is_typed(value):  # (made blank before its state is read back: its state may point at it)
+            return self.enter(value, path) or {
+                TAG: "obj",
+                "cls": _written_name(type(value), path),
+                "name": snapshot_name(value),
+                "version": snapshot_version(value),
+                "v": self.attrs(value.state_dict(), path, allow_pickle or _pickles(value)),
+            }
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            ref = self.enter(value, path, False)
+            if ref is not None:
+                return ref
+            fields = {f.name: self.value(getattr(value, f.name), f"{path}.{f.name}", allow_pickle) for f in dataclasses.fields(value)}
+            self.done(value)
+            return {TAG: "dataclass", "cls": _written_name(type(value), path), "v": fields}
+        if callable(getattr(value, "model_dump", None)) and callable(getattr(type(value), "model_validate", None)):
+            ref = self.enter(value, path, False)
+            if ref is not None:
+                return ref
+            doc = self.model(value, path, allow_pickle)
+            self.done(value)
+            return doc
+        if allow_pickle:
+            try:
+                return {TAG: "pickle", "v": pickle.dumps(value, protocol=5)}
+            except Exception as exc:
+                raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
+        raise UnsupportedValue(path, value)
+
+    def items(self, value: set[Any] | frozenset[Any], path: str, allow_pickle: bool) -> dict[str, Any]:
+        """A set's items sorted by their bytes (one order for one set), numbered in that order as they are read."""
+        mark = len(self.keep)
+        items = [self.value(v, f"{path} item {v!r}", allow_pickle) for v in value]
+        if len(self.keep) == mark:  # (nothing with an identity inside: the usual case)
+            items.sort(key=pack)
+        else:
+            order = sorted(range(len(items)), key=lambda i: pack(items[i]))
+            self.rewind(mark)
+            members = list(value)
+            items = [self.value(members[i], f"{path} item {members[i]!r}", allow_pickle) for i in order]
+        return {TAG: "frozenset" if type(value) is frozenset else "set", "v": items}
+
+    def model(self, value: Any, path: str, allow_pickle: bool) -> dict[str, Any]:
         held = _model_fields(value)
         if held is not None:  # pydantic 2: the fields as they are, read back without validation
             doc = {TAG: "model", "cls": _written_name(type(value), path),
-                   "fields": {k: encode_value(v, f"{path}.{k}", allow_pickle=allow_pickle) for k, v in held.items()},
+                   "fields": {k: self.value(v, f"{path}.{k}", allow_pickle) for k, v in held.items()},
                    "set": sorted(getattr(value, "__pydantic_fields_set__", ()))}
             extra = getattr(value, "__pydantic_extra__", None)
             if extra:
-                doc["extra"] = encode_value(dict(extra), f"{path} (extra fields)", allow_pickle=allow_pickle)
+                doc["extra"] = self.value(dict(extra), f"{path} (extra fields)", allow_pickle)
             return doc
         dumped = value.model_dump(mode="python")
-        return {TAG: "model", "cls": _written_name(type(value), path), "v": encode_value(dumped, path, allow_pickle=allow_pickle)}
-    if allow_pickle:
-        try:
-            return {TAG: "pickle", "v": pickle.dumps(value, protocol=5)}
-        except Exception as exc:
-            raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
-    raise UnsupportedValue(path, value)
+        return {TAG: "model", "cls": _written_name(type(value), path), "v": self.value(dumped, path, allow_pickle)}
 
 
 def _needs_init_vars(cls: Any) -> bool:
@@ -354,13 +442,6 @@ def _model_fields(value: Any) -> dict[str, Any] | None:
     return dict(attrs)
 
 
-def _encode_attrs(state: Any, path: str, allow_pickle: bool) -> Any:
-    """A state dict, its entries named as attributes in error paths (``Agent.memory[2]``)."""
-    if type(state) is dict and all(type(k) is str for k in state) and TAG not in state:
-        return {k: encode_value(v, f"{path}.{k}", allow_pickle=allow_pickle) for k, v in state.items()}
-    return encode_value(state, path, allow_pickle=allow_pickle)
-
-
 def _with_zone(doc: dict[str, Any], tz: dt.tzinfo | None) -> dict[str, Any]:
     key = getattr(tz, "key", None)  # zoneinfo.ZoneInfo: keep the zone, not only today's offset
     if isinstance(key, str):
@@ -369,93 +450,192 @@ def _with_zone(doc: dict[str, Any], tz: dt.tzinfo | None) -> dict[str, Any]:
 
 
 def decode_value(data: Any, path: str = "value", *, trust_pickle: bool = False) -> Any:
-    """The inverse of :func:`encode_value`; nested snapshottable objects get their migrations applied."""
-    if isinstance(data, list):
-        return [decode_value(v, f"{path}[{i}]", trust_pickle=trust_pickle) for i, v in enumerate(data)]
-    if not isinstance(data, dict):
-        return data
-    if TAG not in data:
-        return {k: decode_value(v, f"{path}[{k!r}]", trust_pickle=trust_pickle) for k, v in data.items()}
-    tag, v = data[TAG], data.get("v")
+    """The inverse of :func:`encode_value`; nested snapshottable objects get their migrations applied. A list, dict,
+    set or object written once and referenced twice comes back as one object referenced twice."""
+    token = _DECODING.set(True)
     try:
-        return _decode_tagged(tag, v, data, path, trust_pickle)
-    except AgentSnapError:
-        raise
-    except Exception as exc:
-        raise AgentSnapError(f"cannot restore {path}: bad {tag!r} value ({type(exc).__name__}: {exc})") from None
+        return _Decoder(trust_pickle).value(data, path)
+    finally:
+        _DECODING.reset(token)
 
 
-def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pickle: bool) -> Any:
-    sub = lambda x, p=path: decode_value(x, p, trust_pickle=trust_pickle)  # noqa: E731
-    if tag == "tuple":
-        return tuple(sub(x, f"{path}[{i}]") for i, x in enumerate(v))
-    if tag == "namedtuple":
-        return _find_class(data.get("cls"), path)(*(sub(x, f"{path}[{i}]") for i, x in enumerate(v)))
-    if tag == "dict":
-        return {sub(k, f"{path} key"): sub(x, f"{path}[{k!r}]") for k, x in v}
-    if tag in ("set", "frozenset"):
-        items = [sub(x, f"{path} item") for x in v]
-        return set(items) if tag == "set" else frozenset(items)
-    if tag == "int":
-        return int(v)
-    if tag == "str":
-        return bytes(v).decode("utf-8", "surrogatepass")
-    if tag == "bytearray":
-        return bytearray(v)
-    if tag in ("datetime", "time"):
-        value = dt.datetime.fromisoformat(v) if tag == "datetime" else dt.time.fromisoformat(v)
-        if isinstance(data.get("tz"), str):
-            from zoneinfo import ZoneInfo
+#: set while a snapshot is read back: Snapshottable.load_state_dict then sets what it is given (the decoder has
+#: already loaded in place each object it could, consistently with every other reference to it)
+_DECODING: ContextVar[bool] = ContextVar("agentsnap_decoding", default=False)
 
-            value = value.replace(tzinfo=ZoneInfo(data["tz"]), fold=1 if data.get("fold") else 0)
-        return value
-    if tag == "date":
-        return dt.date.fromisoformat(v)
-    if tag == "timedelta":
-        return dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
-    if tag == "decimal":
-        return Decimal(v)
-    if tag == "uuid":
-        return uuid.UUID(hex=v)
-    if tag in ("path", "purepath"):
-        import os
-        from pathlib import Path
 
-        windows = data.get("flavour") == "windows"
-        if tag == "path" and windows == (os.name == "nt"):
-            return Path(v)  # a concrete path of this system's flavour
-        return (PureWindowsPath if windows else PurePosixPath)(v)
-    if tag == "complex":
-        return complex(v[0], v[1])
-    if tag == "enum":
-        cls = _find_class(data.get("cls"), path)
-        if not issubclass(cls, enum.Enum):
-            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not an Enum")
-        if "value" in data:  # a value that is no single member (a combined Flag)
-            return cls(sub(data["value"]))
-        return cls[data["name"]]
-    if tag == "dataclass":
-        cls = _find_class(data.get("cls"), path)
-        if not dataclasses.is_dataclass(cls):
-            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not a dataclass")
-        values = {k: sub(x, f"{path}.{k}") for k, x in v.items()}
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        if _needs_init_vars(cls):  # (its __init__ cannot be called again: the fields alone, as they were)
-            obj = cls.__new__(cls)
-        else:  # __init__ and __post_init__ run, so what they make besides the fields is there again...
-            obj = cls(**{k: x for k, x in values.items() if k in fields and fields[k].init})
-        for k, x in values.items():  # ...and every field is then set as it was saved: a __post_init__ that
-            if k in fields:  # changes a field (prepends, normalises) does not change it a second time
-                object.__setattr__(obj, k, x)
+class _Decoder:
+    def __init__(self, trust_pickle: bool) -> None:
+        self.trust_pickle = trust_pickle
+        self.memo: dict[int, Any] = {}
+        self.count = 0
+        self.used: set[int] = set()  # ids of objects already loaded in place (each takes one saved object's state)
+
+    def reserve(self, obj: Any = _BUSY) -> int:
+        n = self.count
+        self.memo[n] = obj
+        self.count += 1
+        return n
+
+    def value(self, data: Any, path: str, target: Any = None) -> Any:
+        if isinstance(data, list):
+            out: list[Any] = []
+            self.reserve(out)
+            out.extend([self.value(v, f"{path}[{i}]") for i, v in enumerate(data)])
+            return out
+        if not isinstance(data, dict):
+            return data
+        if TAG not in data:
+            plain: dict[Any, Any] = {}
+            self.reserve(plain)
+            for k, x in data.items():
+                plain[k] = self.value(x, f"{path}[{k!r}]")
+            return plain
+        tag, v = data[TAG], data.get("v")
+        try:
+            return self.tagged(tag, v, data, path, target)
+        except AgentSnapError:
+            raise
+        except Exception as exc:
+            raise AgentSnapError(f"cannot restore {path}: bad {tag!r} value ({type(exc).__name__}: {exc})") from None
+
+    def attrs(self, v: Any, path: str, owner: Any) -> Any:
+        """An object's saved state; a Snapshottable attribute that holds an object of the saved class is loaded in
+        place (the object the program already holds, with its private attributes: clients, locks)."""
+        if not (isinstance(v, dict) and TAG not in v):
+            return self.value(v, path)
+        in_place = isinstance(owner, Snapshottable) and type(owner).load_state_dict is Snapshottable.load_state_dict
+        state: dict[str, Any] = {}
+        for k, x in v.items():
+            target = getattr(owner, k, None) if in_place and isinstance(x, dict) and x.get(TAG) == "obj" else None
+            state[k] = self.value(x, f"{path}.{k}", target)
+        return state
+
+    def load(self, obj: Any, v: Any, data: dict[str, Any], cls: Any, path: str) -> Any:
+        """Load saved state ``v`` (class ``cls``, as ``data`` names its version) into ``obj``."""
+        from agentsnap_core.format.migrations import migrate
+
+        state = self.attrs(v, path, obj)
+        obj.load_state_dict(migrate(str(data.get("name") or cls.__name__), str(data.get("version")), state,
+                                    snapshot_version(cls), path))
         return obj
-    if tag == "model":
+
+    def tagged(self, tag: Any, v: Any, data: dict[str, Any], path: str, target: Any) -> Any:  # noqa: C901, PLR0911, PLR0912
+        sub = self.value
+        if tag == "ref":
+            found = self.memo.get(v, _BUSY) if type(v) is int else _BUSY
+            if found is _BUSY:
+                raise AgentSnapError(f"cannot restore {path}: it refers to object {v!r}, which the snapshot does not "
+                                     "hold before it (a damaged snapshot)")
+            return found
+        if tag == "tuple":
+            return tuple(sub(x, f"{path}[{i}]") for i, x in enumerate(v))
+        if tag == "namedtuple":
+            return _find_class(data.get("cls"), path)(*(sub(x, f"{path}[{i}]") for i, x in enumerate(v)))
+        if tag == "dict":
+            out: dict[Any, Any] = {}
+            self.reserve(out)
+            for k, x in v:
+                key = sub(k, f"{path} key")
+                out[key] = sub(x, f"{path}[{key!r}]")
+            return out
+        if tag == "set":
+            items: set[Any] = set()
+            self.reserve(items)
+            items.update(sub(x, f"{path} item") for x in v)
+            return items
+        if tag == "frozenset":
+            return frozenset(sub(x, f"{path} item") for x in v)
+        if tag == "int":
+            return int(v)
+        if tag == "str":
+            return bytes(v).decode("utf-8", "surrogatepass")
+        if tag == "bytearray":
+            return self._made(bytearray(v))
+        if tag in ("datetime", "time"):
+            value = dt.datetime.fromisoformat(v) if tag == "datetime" else dt.time.fromisoformat(v)
+            if isinstance(data.get("tz"), str):
+                from zoneinfo import ZoneInfo
+
+                value = value.replace(tzinfo=ZoneInfo(data["tz"]), fold=1 if data.get("fold") else 0)
+            return value
+        if tag == "date":
+            return dt.date.fromisoformat(v)
+        if tag == "timedelta":
+            return dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+        if tag == "decimal":
+            return Decimal(v)
+        if tag == "uuid":
+            return uuid.UUID(hex=v)
+        if tag in ("path", "purepath"):
+            import os
+            from pathlib import Path
+
+            windows = data.get("flavour") == "windows"
+            if tag == "path" and windows == (os.name == "nt"):
+                return Path(v)  # a concrete path of this system's flavour
+            return (PureWindowsPath if windows else PurePosixPath)(v)
+        if tag == "complex":
+            return complex(v[0], v[1])
+        if tag == "enum":
+            cls = _find_class(data.get("cls"), path)
+            if not issubclass(cls, enum.Enum):
+                raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not an Enum")
+            if "value" in data:  # a value that is no single member (a combined Flag)
+                return cls(sub(data["value"], path))
+            return cls[data["name"]]
+        if tag == "dataclass":
+            n = self.reserve()
+            cls = _find_class(data.get("cls"), path)
+            if not dataclasses.is_dataclass(cls):
+                raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} is not a dataclass")
+            values = {k: sub(x, f"{path}.{k}") for k, x in v.items()}
+            fields = {f.name: f for f in dataclasses.fields(cls)}
+            if _needs_init_vars(cls):  # (its __init__ cannot be called again: the fields alone, as they were)
+                obj: Any = cls.__new__(cls)
+            else:  # __init__ and __post_init__ run, so what they make besides the fields is there again...
+                obj = cls(**{k: x for k, x in values.items() if k in fields and fields[k].init})
+            for k, x in values.items():  # ...and every field is then set as it was saved: a __post_init__ that
+                if k in fields:  # changes a field (prepends, normalises) does not change it a second time
+                    object.__setattr__(obj, k, x)
+            self.memo[n] = obj
+            return obj
+        if tag == "model":
+            n = self.reserve()
+            self.memo[n] = obj = self.model(v, data, path)
+            return obj
+        if tag == "obj":
+            n = self.reserve()
+            cls = _find_class(data.get("cls"), path)
+            if not (isinstance(cls, type) and callable(getattr(cls, "load_state_dict", None))):
+                raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no load_state_dict()")
+            if type(target) is cls and id(target) not in self.used:  # loaded in place (see attrs)
+                obj = target
+            else:  # (blank first: what its state holds may point back at it)
+                obj = _blank(cls)
+            self.used.add(id(obj))
+            self.memo[n] = obj
+            return self.load(obj, v, data, cls, path)
+        if tag == "pickle":
+            if not self.trust_pickle:
+                raise UnsafeSnapshot(
+                    path, "it holds pickled data and loading pickle runs code; pass trust_pickle=True only for a store you wrote yourself"
+                )
+            return pickle.loads(v)  # noqa: S301 - opt-in, trusted store only
+        raise AgentSnapError(f"cannot restore {path}: unknown value tag {tag!r} (written by a newer agentsnap?)")
+
+    def _made(self, obj: Any) -> Any:
+        self.reserve(obj)
+        return obj
+
+    def model(self, v: Any, data: dict[str, Any], path: str) -> Any:
         cls = _find_class(data.get("cls"), path)
         if isinstance(data.get("fields"), dict):  # (written by _model_fields)
             construct = getattr(cls, "model_construct", None)
             if not callable(construct):
                 raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no model_construct()")
-            values = {k: sub(x, f"{path}.{k}") for k, x in data["fields"].items()}
-            extra = sub(data["extra"], f"{path} (extra fields)") if data.get("extra") else {}
+            values = {k: self.value(x, f"{path}.{k}") for k, x in data["fields"].items()}
+            extra = self.value(data["extra"], f"{path} (extra fields)") if data.get("extra") else {}
             obj = construct(_fields_set=set(data.get("set") or ()), **{**extra, **values})
             missing = {k for k in values if obj.__dict__.get(k, _MISSING) is not values[k]}
             if missing:  # (a field whose name is another field's alias: set as it was saved)
@@ -465,24 +645,7 @@ def _decode_tagged(tag: Any, v: Any, data: dict[str, Any], path: str, trust_pick
         validate = getattr(cls, "model_validate", None)
         if not callable(validate):
             raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no model_validate()")
-        return validate(sub(v))
-    if tag == "obj":
-        cls = _find_class(data.get("cls"), path)
-        if not (isinstance(cls, type) and callable(getattr(cls, "load_state_dict", None))):
-            raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no load_state_dict()")
-        from agentsnap_core.format.migrations import migrate
-
-        state = migrate(str(data.get("name") or cls.__name__), str(data.get("version")), sub(v), snapshot_version(cls), path)
-        obj = _blank(cls)
-        obj.load_state_dict(state)
-        return obj
-    if tag == "pickle":
-        if not trust_pickle:
-            raise UnsafeSnapshot(
-                path, "it holds pickled data and loading pickle runs code; pass trust_pickle=True only for a store you wrote yourself"
-            )
-        return pickle.loads(v)  # noqa: S301 - opt-in, trusted store only
-    raise AgentSnapError(f"cannot restore {path}: unknown value tag {tag!r} (written by a newer agentsnap?)")
+        return validate(self.value(v, path))
 
 
 def _blank(cls: Any) -> Any:
@@ -502,19 +665,34 @@ def dump_state(obj: Any) -> dict[str, Any]:
 
 
 def _encode_state(obj: Any, name: str) -> Any:
-    """``obj.state_dict()`` encoded, its entries named as ``name.attr`` in errors."""
+    """``obj.state_dict()`` encoded, its entries named as ``name.attr`` in errors; ``obj`` itself is object 0 (what
+    its state holds may point back at the agent)."""
+    enc = _Encoder()
+    enc.enter(obj, name)
     try:
-        return _encode_attrs(obj.state_dict(), name, _pickles(obj))
-    except RecursionError:  # (an object that holds itself, or data nested thousands deep: never a bare RecursionError)
-        raise AgentSnapError(f"cannot snapshot {name}: its state holds a reference cycle (an object that contains "
-                             "itself, e.g. self.me = self) or nests deeper than can be encoded; break the cycle or "
+        return enc.attrs(obj.state_dict(), name, _pickles(obj))
+    except RecursionError:  # (data nested thousands deep: never a bare RecursionError)
+        raise AgentSnapError(f"cannot snapshot {name}: its state nests deeper than can be encoded; flatten it or "
                              "make that attribute private (_name)") from None
+
+
+def _load_into(obj: Any, encoded: Any, name: str, version: str, *, trust_pickle: bool) -> None:
+    """Load an encoded state (from :func:`_encode_state`) into ``obj`` (object 0), migrating it from ``version``."""
+    from agentsnap_core.format.migrations import migrate
+
+    dec = _Decoder(trust_pickle)
+    dec.reserve(obj)
+    dec.used.add(id(obj))
+    token = _DECODING.set(True)
+    try:
+        state = dec.attrs(encoded, name, obj)
+        obj.load_state_dict(migrate(name, version, state, snapshot_version(obj), name))
+    finally:
+        _DECODING.reset(token)
 
 
 def load_state(obj: Any, layer: Any, *, trust_pickle: bool = False) -> None:
     """Load a state layer written by :func:`dump_state` into ``obj``, migrating it to ``obj``'s version first."""
-    from agentsnap_core.format.migrations import migrate
-
     if not (isinstance(layer, dict) and layer.get("format") == ENVELOPE):
         if isinstance(layer, dict):  # a plain state_dict layer (written before the object was typed)
             obj.load_state_dict(layer)
@@ -527,8 +705,7 @@ def load_state(obj: Any, layer: Any, *, trust_pickle: bool = False) -> None:
     name = str(layer.get("class"))
     if name != snapshot_name(obj):
         raise AgentSnapError(f"the snapshot holds a {name} agent; it cannot be loaded into a {snapshot_name(obj)}")
-    state = decode_value(layer.get("state"), name, trust_pickle=trust_pickle)
-    obj.load_state_dict(migrate(name, str(layer.get("version")), state, snapshot_version(obj), name))
+    _load_into(obj, layer.get("state"), name, str(layer.get("version")), trust_pickle=trust_pickle)
 
 
 def typed_trace(obj: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,148 @@
+"""Object identity through a snapshot: what two attributes share stays shared, what points back stays a cycle.
+
+Before: every reference was written as a copy, so a restore (and ``clone()``) gave two objects where the agent had
+one. A planner holding the agent's memory, or ``self.context = self.history``, then stopped seeing what the agent
+learnt after the restore, in silence; a sub-agent pointing back at its parent (``Planner(agent=self)``) could not be
+saved at all ("reference cycle"). pickle and ``copy.deepcopy`` keep identity; so does agentsnap now.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import agentsnap_core
+import pytest
+from agentsnap_core import Client, Snapshottable
+from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.format.snapshottable import decode_value, encode_value
+
+
+class Memory(Snapshottable):
+    def __init__(self) -> None:
+        self.facts: list[str] = []
+
+
+class Planner(Snapshottable):
+    def __init__(self, agent: Any = None, memory: Memory | None = None) -> None:
+        self.agent = agent
+        self.memory = memory
+        self.steps: list[str] = []
+
+
+class Agent(Snapshottable):
+    def __init__(self) -> None:
+        self.memory = Memory()
+        self.planner = Planner()  # wired to the memory at run time, not by __init__
+        self.history: list[str] = []
+        self.context: Any = None
+
+
+@dataclasses.dataclass(eq=False)
+class Node:
+    peers: list[Any]
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Client:
+    with Client(tmp_path) as c:
+        yield c
+
+
+def _wired() -> Agent:
+    agent = Agent()
+    agent.planner.memory = agent.memory
+    agent.context = agent.history
+    agent.memory.facts.append("paris")
+    agent.history.append("hi")
+    return agent
+
+
+def test_what_two_attributes_share_is_shared_after_a_restore(client: Client) -> None:
+    """Before: ``back.planner.memory is back.memory`` was False, so the planner kept ['paris'] after the agent learnt
+    'rome'; ``back.context`` stayed ['hi'] after ``back.history`` grew."""
+    back = client.restore(client.save(_wired(), agent_id="bot"))
+    assert back.planner.memory is back.memory and back.context is back.history
+    back.memory.facts.append("rome")
+    back.history.append("again")
+    assert back.planner.memory.facts == ["paris", "rome"] and back.context == ["hi", "again"]
+
+
+def test_clone_keeps_what_is_shared() -> None:
+    twin = _wired().clone()
+    assert twin.planner.memory is twin.memory and twin.context is twin.history
+
+
+def test_a_sub_agent_pointing_back_at_its_parent_is_saved_and_points_at_the_restored_parent(client: Client) -> None:
+    """Before: refused ("its state holds a reference cycle")."""
+    agent = Agent()
+    agent.planner.agent = agent
+    agent.planner.steps.append("search")
+    table: dict[str, Any] = {"rows": []}
+    table["rows"].append(table)  # a dict that holds itself, through a list
+    agent.context = table
+    back = client.restore(client.save(agent, agent_id="bot"))
+    assert back.planner.agent is back and back.planner.steps == ["search"]
+    assert back.context["rows"][0] is back.context
+
+
+def test_objects_in_a_set_keep_their_identity_whatever_the_sets_order(client: Client) -> None:
+    """A set is written sorted by its items' bytes, not in the order it was walked: the objects in it are numbered in
+    the written order, so references to them from elsewhere still find them."""
+    agent = Agent()
+    tools = [Planner(memory=Memory()) for _ in range(6)]
+    for i, tool in enumerate(tools):
+        tool.steps.append(f"tool {i}")
+        tool.memory.facts.append("x" * (6 - i))  # (sorted order differs from creation order)
+    agent.context = {"tools": set(tools), "first": tools[0], "last": tools[-1], "mem": tools[3].memory}
+    back = client.restore(client.save(agent, agent_id="bot")).context
+    assert back["first"] in back["tools"] and back["last"] in back["tools"]
+    assert back["first"].steps == ["tool 0"] and back["last"].steps == ["tool 5"]
+    assert any(t.memory is back["mem"] for t in back["tools"])
+    assert sorted(t.steps[0] for t in back["tools"]) == [f"tool {i}" for i in range(6)]
+
+
+def test_rollback_keeps_the_objects_the_program_holds_and_what_they_share() -> None:
+    """Loading in place (the objects a tool already holds get the saved state back) and sharing agree: the memory
+    object a closure holds is the one rolled back, and the planner still shares it."""
+    agent = _wired()
+    held = agent.memory  # (a tool closure's reference)
+    with pytest.raises(ValueError), agentsnap_core.rollback(agent):
+        agent.memory.facts.append("half done")
+        agent.planner.memory = Memory()
+        raise ValueError("tool failed")
+    assert agent.memory is held and held.facts == ["paris"]
+    assert agent.planner.memory is agent.memory
+
+
+def test_a_state_that_shares_nothing_is_written_as_before() -> None:
+    """Equal but distinct values stay plain data (the same bytes as before: unchanged state still dedups)."""
+    assert encode_value({"a": [1], "b": [1]}) == {"a": [1], "b": [1]}
+    shared = [1]
+    doc = encode_value({"a": shared, "b": shared})
+    assert doc == {"a": [1], "b": {"$t": "ref", "v": 1}}  # (object 0 is the dict, 1 the list)
+    back = decode_value(doc)
+    assert back["a"] is back["b"]
+
+
+def test_a_cycle_through_a_dataclass_is_one_clear_error_and_nothing_is_saved(client: Client) -> None:
+    """A dataclass is rebuilt from its fields (``__init__`` runs), so a field cannot hold the object itself: refused
+    at save, naming both places; a cycle through a list a dataclass holds comes back."""
+    agent = Agent()
+    node = Node([])
+    node.peers.append(node)
+    agent.context = node
+    with pytest.raises(AgentSnapError, match=r"Agent\.context\.peers\[0\]: it is Agent\.context again"):
+        client.save(agent, agent_id="bot")
+    assert client.timeline("bot") == []
+    ring: list[Any] = []
+    ring.append(Node(ring))
+    agent.context = ring
+    back = client.restore(client.save(agent, agent_id="bot"))
+    assert back.context[0].peers is back.context
+
+
+def test_a_damaged_reference_is_one_clear_error() -> None:
+    with pytest.raises(AgentSnapError, match="refers to object 7, which the snapshot does not hold"):
+        decode_value([{"$t": "ref", "v": 7}])
