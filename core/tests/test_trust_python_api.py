@@ -45,6 +45,10 @@ class Name(str):  # noqa: FURB189
     __slots__ = ()
 
 
+class Recent(collections.OrderedDict):  # a user's subclass of a container that does come back as itself
+    pass
+
+
 class Perm(enum.Flag):
     READ = 1
     WRITE = 2
@@ -63,24 +67,24 @@ def client(tmp_path: Path) -> Client:
 @pytest.mark.parametrize(
     "value",
     [
-        collections.OrderedDict(a=1),
-        collections.defaultdict(list, a=[1]),
-        collections.Counter("aab"),
         Tags(["x"]),
         Name("n"),
+        Recent(a=1),
     ],
-    ids=["OrderedDict", "defaultdict", "Counter", "list-subclass", "str-subclass"],
+    ids=["list-subclass", "str-subclass", "OrderedDict-subclass"],
 )
 def test_a_subclass_of_a_builtin_is_refused_not_restored_as_the_base_type(client: Client, value: Any) -> None:
     """``bot.counts = Counter(...)`` saved without a word and came back a plain ``dict`` (so ``counts['new']``
     raised KeyError instead of giving 0); an OrderedDict, a defaultdict (its factory gone), a list or str subclass
     all came back as the base type. Now the save is refused, naming the attribute and the base type, and writes
-    nothing."""
+    nothing. (OrderedDict, defaultdict, Counter and deque themselves now come back as they are:
+    test_trust_collections.py.)"""
     bot = Bot()
     bot.memory = value
     with pytest.raises(UnsupportedValue) as err:
         client.save(bot, agent_id="bot")
-    assert "Bot.memory" in str(err.value) and f"a plain {type(value).__mro__[1].__name__}" in str(err.value)
+    base = next(b for b in type(value).__mro__ if b.__module__ == "builtins")
+    assert "Bot.memory" in str(err.value) and f"a plain {base.__name__}" in str(err.value)
     assert client.timeline() == []
 
 

@@ -16,6 +16,7 @@ naming the attribute path (``agent.memory['k'][2]``).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import enum
@@ -69,8 +70,8 @@ class UnsupportedValue(AgentSnapError):
                f"{base.__name__}(value), or set __snapshot_pickle__ = True)") if base is not None else ""
         super().__init__(
             f"cannot snapshot {path}: values of type {self.type_name} are not supported{why} "
-            "(plain data, tuples, sets, bytes, datetimes, Decimal, UUID, paths, enums, dataclasses, "
-            "pydantic models and Snapshottable objects are); make the attribute private (_name), list "
+            "(plain data, tuples, sets, bytes, datetimes, Decimal, UUID, paths, enums, deque, defaultdict, "
+            "OrderedDict, Counter, dataclasses, pydantic models and Snapshottable objects are); make the attribute private (_name), list "
             "__snapshot_fields__, or give the class state_dict()/load_state_dict()"
         )
 
@@ -235,6 +236,9 @@ def _find_class(name: object, path: str) -> type:
 #: as ``{"$t": "ref", "v": n}``. A value that shares nothing is written exactly as before (same bytes, so unchanged
 #: state still dedups); the reader numbers what it builds in the same order.
 _BUSY = object()  # (a dataclass or model being read back: made from its fields, so nothing can point at it yet)
+#: the standard library's containers that come back as themselves (exact types; a subclass of one is refused)
+_COLLECTIONS: dict[type, str] = {collections.deque: "deque", collections.defaultdict: "defaultdict",
+                                 collections.OrderedDict: "odict", collections.Counter: "counter"}
 
 
 def encode_value(value: Any, path: str = "value", *, allow_pickle: bool = False) -> Any:
@@ -328,9 +332,9 @@ class _Encoder:
             if all(type(k) is str and utf8_ok(k) for k in value) and TAG not in value:
                 sub = self.value
                 return {k: sub(v, f"{path}[{k!r}]", allow_pickle) for k, v in value.items()}
-            pairs = [[self.value(k, f"{path} key {k!r}", allow_pickle), self.value(v, f"{path}[{k!r}]", allow_pickle)]
-                     for k, v in value.items()]
-            return {TAG: "dict", "v": pairs}  # (in the dict's own order, as the decoder builds it again)
+            return {TAG: "dict", "v": self.pairs(value, path, allow_pickle)}
+        if kind in _COLLECTIONS:  # deque, defaultdict, OrderedDict, Counter: their own type back, never a plain one
+            return self.enter(value, path) or self.collection(value, path, allow_pickle)
         if kind in (set, frozenset):
             return (self.enter(value, path) if kind is set else None) or self.items(value, path, allow_pickle)
         if kind is dt.datetime:
@@ -379,6 +383,29 @@ class _Encoder:
             except Exception as exc:
                 raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
         raise UnsupportedValue(path, value)
+
+    def pairs(self, value: dict[Any, Any], path: str, allow_pickle: bool) -> list[list[Any]]:
+        """A map's ``[key, value]`` pairs in its own order (as the decoder builds it again)."""
+        return [[self.value(k, f"{path} key {k!r}", allow_pickle), self.value(v, f"{path}[{k!r}]", allow_pickle)]
+                for k, v in value.items()]
+
+    def collection(self, value: Any, path: str, allow_pickle: bool) -> dict[str, Any]:
+        tag = _COLLECTIONS[type(value)]
+        if tag == "deque":
+            doc = {TAG: tag, "v": [self.value(v, f"{path}[{i}]", allow_pickle) for i, v in enumerate(value)]}
+            if value.maxlen is not None:  # (a sliding window: it must go on dropping its oldest items)
+                doc["maxlen"] = value.maxlen
+            return doc
+        doc = {TAG: tag}
+        if tag == "defaultdict" and value.default_factory is not None:
+            factory = value.default_factory
+            if not isinstance(factory, type):
+                raise AgentSnapError(
+                    f"cannot snapshot {path}: its default_factory {factory!r} is not a class, so a restore could not "
+                    "make it again; use a class (list, dict, int, a dataclass...) or store dict(value)"[:400])
+            doc["factory"] = _written_name(factory, f"{path}.default_factory")
+        doc["v"] = self.pairs(value, path, allow_pickle)
+        return doc
 
     def items(self, value: set[Any] | frozenset[Any], path: str, allow_pickle: bool) -> dict[str, Any]:
         """A set's items sorted by their bytes (one order for one set), numbered in that order as they are read."""
@@ -532,13 +559,22 @@ class _Decoder:
             return tuple(sub(x, f"{path}[{i}]") for i, x in enumerate(v))
         if tag == "namedtuple":
             return _find_class(data.get("cls"), path)(*(sub(x, f"{path}[{i}]") for i, x in enumerate(v)))
-        if tag == "dict":
-            out: dict[Any, Any] = {}
+        if tag in ("dict", "odict", "counter", "defaultdict"):
+            if tag == "defaultdict":
+                factory = data.get("factory")
+                out: Any = collections.defaultdict(None if factory is None else _find_class(factory, f"{path}.default_factory"))
+            else:
+                out = {"dict": dict, "odict": collections.OrderedDict, "counter": collections.Counter}[tag]()
             self.reserve(out)
             for k, x in v:
                 key = sub(k, f"{path} key")
                 out[key] = sub(x, f"{path}[{key!r}]")
             return out
+        if tag == "deque":
+            window: collections.deque[Any] = collections.deque(maxlen=data.get("maxlen"))
+            self.reserve(window)
+            window.extend([sub(x, f"{path}[{i}]") for i, x in enumerate(v)])
+            return window
         if tag == "set":
             items: set[Any] = set()
             self.reserve(items)
