@@ -146,3 +146,55 @@ def test_a_cycle_through_a_dataclass_is_one_clear_error_and_nothing_is_saved(cli
 def test_a_damaged_reference_is_one_clear_error() -> None:
     with pytest.raises(AgentSnapError, match="refers to object 7, which the snapshot does not hold"):
         decode_value([{"$t": "ref", "v": 7}])
+
+
+class Notebook(Snapshottable):
+    def __init__(self) -> None:
+        self.notes: list[Any] = []
+        self.memory = Memory()
+        self.planner = Planner()
+        self.count = 0
+
+
+def test_a_merge_never_mixes_two_sides_of_a_state_that_shares_objects(tmp_path: Path) -> None:
+    """Each side adds one list to ``notes``, before the shared memory: both sides' planners then point at object 3,
+    equal, so the key-wise merge kept that reference, but the merged notes hold both lists and object 3 is one of
+    them: the merged agent's ``planner.memory`` was ``[2]``, and the merge said "merged". Now changes on both sides to
+    a state that shares objects are one conflict on the whole layer (resolved by --ours / --theirs, each side whole
+    and consistent); a change on one side merges as before."""
+    from agentsnap_core import Repo
+    from agentsnap_core.format.snapshottable import dump_state, load_state
+    from agentsnap_core.operations import merge as merge_mod
+
+    def state(notes: Any, count: int) -> dict[str, Any]:
+        agent = Notebook()
+        agent.planner.memory = agent.memory
+        agent.memory.facts.append("paris")
+        agent.notes, agent.count = notes, count
+        return {"state": dump_state(agent)}
+
+    def load(repo: Repo, snap: str) -> Notebook:
+        agent = Notebook.__new__(Notebook)
+        load_state(agent, repo.read_layer(repo.get(snap), "state"))
+        return agent
+
+    for strategy in ("auto", "ours", "theirs"):
+        repo = Repo.init(tmp_path / f"w-{strategy}")
+        b = repo.snapshot("base", layers=state({}, 0), capture_world=False)
+        repo.snapshot("ours", layers=state({"x": [1]}, 0), capture_world=False)
+        repo.snapshot("theirs", layers=state({"y": [2]}, 1), capture_world=False, parents=[b.id], ref="refs/heads/b")
+        res = merge_mod.merge(repo, "b", strategy=strategy)
+        if strategy == "auto":
+            assert res.status == "conflict"
+            assert [(c["layer"], c["path"]) for c in res.conflicts] == [("state", "(whole layer)")]
+            assert "shares objects" in res.conflicts[0]["message"]
+            continue
+        merged = load(repo, res.snapshot)
+        assert merged.planner.memory is merged.memory and merged.memory.facts == ["paris"]
+        assert (merged.notes, merged.count) == (({"x": [1]}, 0) if strategy == "ours" else ({"y": [2]}, 1))
+    repo = Repo.init(tmp_path / "one-side")
+    b = repo.snapshot("base", layers=state({}, 0), capture_world=False)
+    repo.snapshot("theirs", layers=state({"y": [2]}, 1), capture_world=False, parents=[b.id], ref="refs/heads/b")
+    res = merge_mod.merge(repo, "b")
+    merged = load(repo, res.snapshot)
+    assert merged.planner.memory is merged.memory and merged.notes == {"y": [2]}

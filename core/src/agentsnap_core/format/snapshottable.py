@@ -434,6 +434,22 @@ class _Encoder:
         return {TAG: "model", "cls": _written_name(type(value), path), "v": self.value(dumped, path, allow_pickle)}
 
 
+def shares_objects(doc: Any) -> bool:
+    """Whether an encoded value (or a layer holding one) refers back to an object written earlier in it (a ``ref``:
+    what two places share, or a cycle). Its references are numbered in the order the whole value was written, so it
+    must never be put together from parts of two such values (a merge takes it whole)."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get(TAG) == "ref":  # (a user's dict with a "$t" key is written as a tagged "dict")
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def _needs_init_vars(cls: Any) -> bool:
     """Whether ``cls.__init__`` takes an ``InitVar`` without a default (never stored: only ``__init__`` sees it)."""
     real = {f.name for f in dataclasses.fields(cls)}

@@ -106,6 +106,21 @@ def merge_state(base: Any, ours: Any, theirs: Any, context: HookContext) -> Any:
             value, conflicts = got
             conflicts = [{"layer": "state", "kind": "value", "message": "state conflict (adapter)", **c} for c in conflicts or []]
             return LayerMerge(value, conflicts, ["state: merged by an adapter (agentsnap_merge_state)"])
+    from agentsnap_core.format.snapshottable import shares_objects
+
+    if not (_eq(ours, theirs) or _eq(ours, base) or _eq(theirs, base)) and (shares_objects(ours) or shares_objects(theirs)):
+        # a typed state's second references are numbered in the order its side wrote them: taken key by key from two
+        # sides, a reference can end up naming another object of the merged state (a list where the memory was)
+        take = _take(context)
+        conflict = {"layer": "state", "kind": "value", "path": "(whole layer)", "key": [], "base": base, "ours": ours,
+                    "theirs": theirs, "message": "state: both sides changed an agent whose state shares objects between "
+                    "places (one object held by two attributes, or a cycle); merged key by key the shared references "
+                    "could name the wrong objects, so the state is taken whole from one side: choose it with --strategy "
+                    "ours or theirs ('merge --continue' keeps ours)"}
+        if take:
+            return LayerMerge(theirs if take == "theirs" else ours, [], [f"state: taken whole from {take} (it shares objects)"],
+                              resolved=[{**conflict, "resolved": take}])
+        return LayerMerge(ours, [conflict], [])
     return merge_mapping_layer("state", base, ours, theirs, context)
 
 
