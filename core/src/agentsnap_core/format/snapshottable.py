@@ -71,7 +71,7 @@ class UnsupportedValue(AgentSnapError):
         super().__init__(
             f"cannot snapshot {path}: values of type {self.type_name} are not supported{why} "
             "(plain data, tuples, sets, bytes, datetimes, Decimal, UUID, paths, enums, deque, defaultdict, "
-            "OrderedDict, Counter, dataclasses, pydantic models and Snapshottable objects are); make the attribute private (_name), list "
+            "OrderedDict, Counter, numpy arrays, dataclasses, pydantic models and Snapshottable objects are); make the attribute private (_name), list "
             "__snapshot_fields__, or give the class state_dict()/load_state_dict()"
         )
 
@@ -355,6 +355,8 @@ class _Encoder:
             return {TAG: tag, "flavour": flavour, "v": str(value)}
         if kind is complex:
             return {TAG: "complex", "v": [value.real, value.imag]}
+        if kind.__module__ == "numpy" and sys.modules.get("numpy") is not None:  # (never imported to look)
+            return self.numpy(value, path)
         if is_typed(value):  # (made blank before its state is read back: its state may point at it)
             return self.enter(value, path) or {
                 TAG: "obj",
@@ -383,6 +385,22 @@ class _Encoder:
             except Exception as exc:
                 raise AgentSnapError(f"cannot snapshot {path}: pickling failed ({type(exc).__name__}: {exc})") from None
         raise UnsupportedValue(path, value)
+
+    def numpy(self, value: Any, path: str) -> Any:
+        """A numpy array (dtype, shape and the values' bytes, C order) or scalar (``np.float64(0.5)`` stays one)."""
+        np = sys.modules["numpy"]
+        if type(value) is np.ndarray or isinstance(value, np.generic):
+            dtype: Any = value.dtype
+            if dtype.hasobject or dtype.fields is not None:
+                raise AgentSnapError(
+                    f"cannot snapshot {path}: a numpy {'array' if type(value) is np.ndarray else 'value'} of dtype "
+                    f"{dtype} (Python objects or named fields) has no plain bytes to store; convert it (.tolist()) or "
+                    "set __snapshot_pickle__ = True")
+            if type(value) is np.ndarray:
+                return self.enter(value, path) or {TAG: "ndarray", "dtype": dtype.str, "shape": list(value.shape),
+                                                   "v": np.ascontiguousarray(value).tobytes()}
+            return {TAG: "npscalar", "dtype": dtype.str, "v": value.tobytes()}
+        raise UnsupportedValue(path, value)  # (np.matrix, a masked array...: they would come back as plain arrays)
 
     def pairs(self, value: dict[Any, Any], path: str, allow_pickle: bool) -> list[list[Any]]:
         """A map's ``[key, value]`` pairs in its own order (as the decoder builds it again)."""
@@ -668,6 +686,13 @@ class _Decoder:
             self.used.add(id(obj))
             self.memo[n] = obj
             return self.load(obj, v, data, cls, path)
+        if tag in ("ndarray", "npscalar"):
+            import numpy as np  # (a library the snapshot's own values need, never a module the snapshot names)
+
+            flat = np.frombuffer(v, dtype=np.dtype(data.get("dtype")))
+            if tag == "npscalar":
+                return flat[0]
+            return self._made(flat.reshape(data.get("shape")).copy())  # (a copy: frombuffer's view is read-only)
         if tag == "pickle":
             if not self.trust_pickle:
                 raise UnsafeSnapshot(
