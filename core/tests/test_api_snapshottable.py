@@ -15,7 +15,7 @@ from typing import Any
 import agentsnap_core
 import pydantic
 import pytest
-from agentsnap_core.errors import UnsafeSnapshot
+from agentsnap_core.errors import AgentSnapError, UnsafeSnapshot
 from agentsnap_core.format.encoding import pack, pack_value, unpack
 from agentsnap_core.format.snapshottable import decode_value, dump_state, encode_value
 from hypothesis import HealthCheck, given, settings
@@ -271,6 +271,22 @@ def test_same_value_same_bytes_so_snapshots_dedup() -> None:
     b = {"s": {2, 3, 1}, "d": {2: "b", 1: "a"}, "t": {"y": 1, "x": 2}}  # (sets have no order of their own)
     assert pack_value(encode_value(a)) == pack_value(encode_value(b))
     assert pack_value({"a": 1, "b": {"c": 2}}) == pack({"b": {"c": 2}, "a": 1})  # sorted maps: pack's bytes
+
+
+def test_a_layer_value_is_packed_as_it_is_and_a_key_msgpack_cannot_read_back_is_refused() -> None:
+    """pack_value checks the keys without rebuilding the value (it copied every dict and list of a state before
+    packing it): tuples pack as lists and a dict or list subclass as the plain type, in its own order, as before;
+    a map key that is not a str, bytes or number is still refused, naming the type, in a nested map too."""
+    import collections
+
+    plain = {"m": [{"role": "user", "tags": ["a", "b"]}], 2: {"z": 1, "a": [1.5, None, True, b"x"]}}
+    shaped = collections.OrderedDict([("m", ({"role": "user", "tags": ("a", "b")},)),
+                                      (2, {"z": 1, "a": [1.5, None, True, b"x"]})])
+    assert pack_value(shaped) == pack_value(plain)
+    assert unpack(pack_value(plain)) == plain
+    for bad in ({None: 1}, {"ok": [{(1, 2): "x"}]}, {"ok": {True: 1}}):
+        with pytest.raises(AgentSnapError, match="map keys must be str, bytes or numbers"):
+            pack_value(bad)
 
 
 @pytest.mark.parametrize("model", [

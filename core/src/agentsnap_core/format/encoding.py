@@ -34,14 +34,28 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+#: leaves msgpack packs as they are: nothing below them to check
+_LEAVES = frozenset({str, bytes, int, float, bool, type(None)})
+
+
 def _in_order(value: Any) -> Any:
-    if isinstance(value, dict):
-        for k in value:
-            _sort_key(k)  # (the same keys as a sorted map accepts)
-        return {k: _in_order(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_in_order(v) for v in value]
+    """``value`` itself, once its map keys are checked (the same keys as a sorted map accepts): msgpack packs maps in
+    their own order and tuples as arrays, so nothing is rebuilt (an agent's state is walked once, not copied)."""
+    _check_keys(value)
     return value
+
+
+def _check_keys(value: Any) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if type(k) is not str:
+                _sort_key(k)
+            if type(v) not in _LEAVES:
+                _check_keys(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            if type(v) not in _LEAVES:
+                _check_keys(v)
 
 
 def _sort_key(key: Any) -> tuple[int, Any]:
