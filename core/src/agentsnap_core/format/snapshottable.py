@@ -30,7 +30,7 @@ from pathlib import PurePath, PurePosixPath, PureWindowsPath
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from agentsnap_core.errors import AgentSnapError, UnsafeSnapshot
-from agentsnap_core.format.encoding import pack, utf8_ok
+from agentsnap_core.format.encoding import pack, pack_value, utf8_ok
 
 __all__ = [
     "ENVELOPE",
@@ -790,7 +790,7 @@ def typed_trace(obj: Any) -> list[dict[str, Any]]:
     messages = getattr(obj, "messages", None)
     if isinstance(messages, list) and all(isinstance(m, dict) for m in messages):
         try:
-            pack(messages)
+            pack_value(messages)  # (plain data? the check only: the trace layer packs them in their own order)
         except AgentSnapError:
             return []
         return [dict(m) for m in messages]
