@@ -54,7 +54,7 @@ def test_a_defaultdict_keeps_its_factory(client: Client) -> None:
 def test_a_defaultdict_whose_factory_is_a_function_is_one_clear_error_and_nothing_is_saved(client: Client) -> None:
     bot = Bot()
     bot.memory = collections.defaultdict(lambda: "n/a")
-    with pytest.raises(AgentSnapError, match=r"Bot\.memory: its default_factory .* is not a class"):
+    with pytest.raises(AgentSnapError, match=r"Bot\.memory: its default_factory .* is not a builtin or collections type"):
         client.save(bot, agent_id="bot")
     assert client.timeline() == []
 

@@ -211,6 +211,23 @@ def _written_name(cls: type, path: str) -> str:
     return name
 
 
+def is_typed_class(cls: Any) -> bool:
+    """Whether ``cls`` writes its instances through the typed encoding (what an ``obj`` value may name)."""
+    return isinstance(cls, type) and (issubclass(cls, Snapshottable) or getattr(cls, "__snapshot_version__", None) is not None)
+
+
+def _plain_factory(cls: type) -> bool:
+    """A defaultdict factory a restore may name: a builtin or collections type, a dataclass, a pydantic-style model
+    or a typed class (a snapshot is data: it never gets an arbitrary class called, ``subprocess.Popen`` say)."""
+    return (cls.__module__ in ("builtins", "collections", "decimal") or dataclasses.is_dataclass(cls)
+            or is_typed_class(cls) or callable(getattr(cls, "model_construct", None)))
+
+
+def _not_a(path: str, name: object, kind: str) -> AgentSnapError:
+    return UnsafeSnapshot(path, f"it names {name!r}, which is not a {kind} (a snapshot names classes only as the "
+                                "values it holds; a crafted one could otherwise have a restore call any class)")
+
+
 def _find_class(name: object, path: str) -> type:
     if isinstance(name, str) and name in _TYPES:  # (register_type's name: any string)
         return _TYPES[name]
@@ -417,10 +434,11 @@ class _Encoder:
         doc = {TAG: tag}
         if tag == "defaultdict" and value.default_factory is not None:
             factory = value.default_factory
-            if not isinstance(factory, type):
+            if not (isinstance(factory, type) and _plain_factory(factory)):
                 raise AgentSnapError(
-                    f"cannot snapshot {path}: its default_factory {factory!r} is not a class, so a restore could not "
-                    "make it again; use a class (list, dict, int, a dataclass...) or store dict(value)"[:400])
+                    f"cannot snapshot {path}: its default_factory {factory!r} is not a builtin or collections type, a "
+                    "dataclass, a pydantic model or a Snapshottable class, so a restore could not make it again (it never "
+                    "calls other callables a snapshot names); use one of those, or store dict(value)"[:400])
             doc["factory"] = _written_name(factory, f"{path}.default_factory")
         doc["v"] = self.pairs(value, path, allow_pickle)
         return doc
@@ -515,7 +533,10 @@ def decode_value(data: Any, path: str = "value", *, trust_pickle: bool = False) 
     set or object written once and referenced twice comes back as one object referenced twice."""
     token = _DECODING.set(True)
     try:
-        return _Decoder(trust_pickle).value(data, path)
+        dec = _Decoder(trust_pickle)
+        out = dec.value(data, path)
+        dec.finish()
+        return out
     finally:
         _DECODING.reset(token)
 
@@ -531,6 +552,14 @@ class _Decoder:
         self.memo: dict[int, Any] = {}
         self.count = 0
         self.used: set[int] = set()  # ids of objects already loaded in place (each takes one saved object's state)
+        self.pending: list[tuple[Any, Any]] = []  # (live object, its state): loaded once everything decoded
+
+    def finish(self) -> None:
+        """Load the objects the program already holds (in place), now that the whole value has been read and
+        migrated: a value that fails to decode halfway leaves them as they were, never half-restored."""
+        for obj, state in self.pending:
+            obj.load_state_dict(state)
+        self.pending.clear()
 
     def reserve(self, obj: Any = _BUSY) -> int:
         n = self.count
@@ -572,13 +601,17 @@ class _Decoder:
             state[k] = self.value(x, f"{path}.{k}", target)
         return state
 
-    def load(self, obj: Any, v: Any, data: dict[str, Any], cls: Any, path: str) -> Any:
-        """Load saved state ``v`` (class ``cls``, as ``data`` names its version) into ``obj``."""
+    def load(self, obj: Any, v: Any, data: dict[str, Any], cls: Any, path: str, live: bool) -> Any:
+        """Load saved state ``v`` (class ``cls``, as ``data`` names its version) into ``obj``; a ``live`` one (that the
+        program holds) at :meth:`finish`."""
         from agentsnap_core.format.migrations import migrate
 
-        state = self.attrs(v, path, obj)
-        obj.load_state_dict(migrate(str(data.get("name") or cls.__name__), str(data.get("version")), state,
-                                    snapshot_version(cls), path))
+        state = migrate(str(data.get("name") or cls.__name__), str(data.get("version")), self.attrs(v, path, obj),
+                        snapshot_version(cls), path)
+        if live:
+            self.pending.append((obj, state))
+        else:
+            obj.load_state_dict(state)
         return obj
 
     def tagged(self, tag: Any, v: Any, data: dict[str, Any], path: str, target: Any) -> Any:  # noqa: C901, PLR0911, PLR0912
@@ -592,11 +625,17 @@ class _Decoder:
         if tag == "tuple":
             return tuple(sub(x, f"{path}[{i}]") for i, x in enumerate(v))
         if tag == "namedtuple":
-            return _find_class(data.get("cls"), path)(*(sub(x, f"{path}[{i}]") for i, x in enumerate(v)))
+            cls = _find_class(data.get("cls"), path)
+            if not (issubclass(cls, tuple) and hasattr(cls, "_fields")):  # (never a call of any class it names)
+                raise _not_a(path, data.get("cls"), "namedtuple")
+            return cls(*(sub(x, f"{path}[{i}]") for i, x in enumerate(v)))
         if tag in ("dict", "odict", "counter", "defaultdict"):
             if tag == "defaultdict":
                 factory = data.get("factory")
-                out: Any = collections.defaultdict(None if factory is None else _find_class(factory, f"{path}.default_factory"))
+                made = None if factory is None else _find_class(factory, f"{path}.default_factory")
+                if made is not None and not _plain_factory(made):
+                    raise _not_a(f"{path}.default_factory", factory, "container or data class")
+                out: Any = collections.defaultdict(made)
             else:
                 out = {"dict": dict, "odict": collections.OrderedDict, "counter": collections.Counter}[tag]()
             self.reserve(out)
@@ -677,15 +716,15 @@ class _Decoder:
         if tag == "obj":
             n = self.reserve()
             cls = _find_class(data.get("cls"), path)
-            if not (isinstance(cls, type) and callable(getattr(cls, "load_state_dict", None))):
-                raise AgentSnapError(f"cannot restore {path}: {data.get('cls')} has no load_state_dict()")
+            if not (is_typed_class(cls) and callable(getattr(cls, "load_state_dict", None))):
+                raise _not_a(path, data.get("cls"), "Snapshottable class (or one with __snapshot_version__)")
             if type(target) is cls and id(target) not in self.used:  # loaded in place (see attrs)
                 obj = target
             else:  # (blank first: what its state holds may point back at it)
                 obj = _blank(cls)
             self.used.add(id(obj))
             self.memo[n] = obj
-            return self.load(obj, v, data, cls, path)
+            return self.load(obj, v, data, cls, path, live=obj is target)
         if tag in ("ndarray", "npscalar"):
             import numpy as np  # (a library the snapshot's own values need, never a module the snapshot names)
 
@@ -762,8 +801,9 @@ def _load_into(obj: Any, encoded: Any, name: str, version: str, *, trust_pickle:
     dec.used.add(id(obj))
     token = _DECODING.set(True)
     try:
-        state = dec.attrs(encoded, name, obj)
-        obj.load_state_dict(migrate(name, version, state, snapshot_version(obj), name))
+        state = migrate(name, version, dec.attrs(encoded, name, obj), snapshot_version(obj), name)
+        dec.finish()
+        obj.load_state_dict(state)
     finally:
         _DECODING.reset(token)
 
