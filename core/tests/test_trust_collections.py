@@ -76,3 +76,18 @@ def test_they_keep_their_identity_too(client: Client) -> None:
     bot.memory = {"recent": window, "same": window}
     back = client.restore(client.save(bot, agent_id="bot")).memory
     assert back["recent"] is back["same"] and back["recent"][0] is back["recent"]
+
+
+def test_time_zones_and_compiled_patterns_come_back(client: Client) -> None:
+    """A scheduling agent's ``self.tz = ZoneInfo("Europe/Paris")`` or a parser's ``re.compile(...)`` (held alone, not
+    inside a datetime) were refused at save ("values of type zoneinfo.ZoneInfo are not supported")."""
+    import datetime as dt
+    import re
+    from zoneinfo import ZoneInfo
+
+    values = {"paris": ZoneInfo("Europe/Paris"), "utc": dt.timezone.utc,
+              "named": dt.timezone(dt.timedelta(hours=5, minutes=30), "IST"), "plain": dt.timezone(-dt.timedelta(hours=3)),
+              "ticket": re.compile(r"[A-Z]+-\d+", re.IGNORECASE), "raw": re.compile(rb"\x00+")}
+    back = _round_trip(client, values)
+    assert back == values and all(type(back[k]) is type(v) for k, v in values.items())
+    assert back["named"].tzname(None) == "IST" and back["ticket"].match("abc-12")

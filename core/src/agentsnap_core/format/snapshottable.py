@@ -21,6 +21,7 @@ import dataclasses
 import datetime as dt
 import enum
 import pickle
+import re
 import sys
 import uuid
 import weakref
@@ -70,7 +71,7 @@ class UnsupportedValue(AgentSnapError):
                f"{base.__name__}(value), or set __snapshot_pickle__ = True)") if base is not None else ""
         super().__init__(
             f"cannot snapshot {path}: values of type {self.type_name} are not supported{why} "
-            "(plain data, tuples, sets, bytes, datetimes, Decimal, UUID, paths, enums, deque, defaultdict, "
+            "(plain data, tuples, sets, bytes, datetimes and time zones, Decimal, UUID, paths, regexes, enums, deque, defaultdict, "
             "OrderedDict, Counter, numpy arrays, dataclasses, pydantic models and Snapshottable objects are); make the attribute private (_name), list "
             "__snapshot_fields__, or give the class state_dict()/load_state_dict()"
         )
@@ -372,6 +373,16 @@ class _Encoder:
             return {TAG: tag, "flavour": flavour, "v": str(value)}
         if kind is complex:
             return {TAG: "complex", "v": [value.real, value.imag]}
+        if kind is dt.timezone:  # (a fixed offset, and its name when one was given)
+            off = value.utcoffset(None)
+            doc = {TAG: "timezone", "v": [off.days, off.seconds, off.microseconds]}
+            if value.tzname(None) != dt.timezone(off).tzname(None):
+                doc["name"] = value.tzname(None)
+            return doc
+        if kind.__module__ == "zoneinfo" and isinstance(getattr(value, "key", None), str):
+            return {TAG: "zone", "v": value.key}
+        if kind is re.Pattern:
+            return {TAG: "regex", "v": value.pattern, "flags": value.flags}
         if kind.__module__ == "numpy" and sys.modules.get("numpy") is not None:  # (never imported to look)
             return self.numpy(value, path)
         if is_typed(value):  # (made blank before its state is read back: its state may point at it)
@@ -686,6 +697,15 @@ class _Decoder:
             return (PureWindowsPath if windows else PurePosixPath)(v)
         if tag == "complex":
             return complex(v[0], v[1])
+        if tag == "timezone":
+            off = dt.timedelta(days=v[0], seconds=v[1], microseconds=v[2])
+            return dt.timezone(off, data["name"]) if "name" in data else dt.timezone(off)
+        if tag == "zone":
+            from zoneinfo import ZoneInfo
+
+            return ZoneInfo(v)
+        if tag == "regex":
+            return re.compile(v, int(data.get("flags") or 0))
         if tag == "enum":
             cls = _find_class(data.get("cls"), path)
             if not issubclass(cls, enum.Enum):
