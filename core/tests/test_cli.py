@@ -190,3 +190,25 @@ def test_log_graph_draws_forks_joining_their_base(work: Path) -> None:
     assert lines[0].startswith("* ") and "variant" in lines[0]
     assert lines[1].startswith("| * ") and "variant" in lines[1] and lines[2] == "|/"
     assert lines[-1].startswith("* ") and "base" in lines[-1]
+
+
+def test_log_all_shows_the_python_apis_sessions_and_remote_tracking_refs(work: Path) -> None:
+    """Snapshots saved through ``Client.save`` (refs/agents/...) and fetched ones (refs/remotes/...) were left out of
+    ``agentsnap log --all`` (empty output, exit 0), and ``agentsnap log`` said "run 'agentsnap snapshot' first" as
+    if nothing had been saved. ``--all`` now walks every ref as git's does, labelled as git labels them."""
+    from agentsnap_core import Client, Snapshottable
+
+    class Bot(Snapshottable):
+        def __init__(self) -> None:
+            self.step = 1
+
+    with Client(work) as client:
+        sid = client.save(Bot(), agent_id="bot", message="saved by the API")
+    code, out, err = run(work, "log")
+    assert code != 0 and "'agentsnap log --all' or 'agentsnap timeline'" in err
+    code, out, _ = run(work, "log", "--all")
+    assert code == 0 and sid[:12] in out and "(agents/bot/default)" in out and "saved by the API" in out
+    repo = Repo.open(work)
+    repo.refs.update_refs([RefUpdate("refs/remotes/origin/main", sid, None)], "fetch")
+    repo.close()
+    assert "agents/bot/default, origin/main" in run(work, "log", "--all")[1]

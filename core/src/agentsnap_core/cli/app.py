@@ -197,7 +197,8 @@ def snapshot(ctx: click.Context, message: str, agent: str, no_redact: bool, incl
 
 @main.command()
 @click.argument("spec", required=False)
-@click.option("--all", "all_refs", is_flag=True, help="Every branch and tag, not only HEAD.")
+@click.option("--all", "all_refs", is_flag=True,
+              help="Every branch, tag, remote-tracking ref and Python API session, not only HEAD.")
 @click.option("--graph", is_flag=True, help="Draw the snapshot DAG.")
 @click.option("-n", "--limit", type=int, default=None, help="Show at most N snapshots.")
 @json_opt
@@ -207,6 +208,9 @@ def log(ctx: click.Context, spec: str | None, all_refs: bool, graph: bool, limit
     if limit is not None and limit < 0:
         raise InvalidInput(f"-n takes a number of snapshots (0 or more), not {limit}")
     repo = open_repo(ctx)
+    if spec is None and not all_refs and repo.head()[1] is None and repo.refs.list_refs("refs/agents/"):
+        raise AgentSnapError("no snapshot yet on this branch; the snapshots saved through the Python API are on their "
+                             "sessions: 'agentsnap log --all' or 'agentsnap timeline' lists them")
     snaps = repo.log(spec, all_refs=all_refs, limit=limit, past_unreadable=True)
     late = journals.notice(repo.store_dir, repo.wt_dir)  # checkpoints or writes an adapter journaled, not in the store
     if late:
@@ -251,6 +255,8 @@ def _labels(repo: Repo) -> dict[str, list[str]]:
             out.setdefault(oid, []).append(label)
         elif name.startswith("refs/tags/"):
             out.setdefault(oid, []).append(f"tag: {name[10:]}")
+        elif name.startswith(("refs/remotes/", "refs/agents/")):  # (origin/main; agents/<agent>/<session>)
+            out.setdefault(oid, []).append(name[13:] if name.startswith("refs/remotes/") else name[5:])
     if head and not symref:
         out.setdefault(head, []).insert(0, "HEAD")
     return out

@@ -1466,8 +1466,9 @@ class Repo:
 
     def log(self, spec: str | None = None, *, all_refs: bool = False, limit: int | None = None,
             past_unreadable: bool = False) -> list[Snapshot]:
-        if all_refs:
-            starts = sorted(set(self.refs.list_refs("refs/heads/").values()) | set(self.refs.list_refs("refs/tags/").values()))
+        if all_refs:  # (as git's --all: remote-tracking refs and the Python API's sessions too, not only branches)
+            starts = sorted({oid for prefix in ("refs/heads/", "refs/tags/", "refs/remotes/", "refs/agents/")
+                             for oid in self.refs.list_refs(prefix).values()})
             head = self.head()[1]
             if head:
                 starts.append(head)
