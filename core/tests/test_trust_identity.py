@@ -198,3 +198,31 @@ def test_a_merge_never_mixes_two_sides_of_a_state_that_shares_objects(tmp_path: 
     res = merge_mod.merge(repo, "b")
     merged = load(repo, res.snapshot)
     assert merged.planner.memory is merged.memory and merged.notes == {"y": [2]}
+
+
+class Tool(Snapshottable):
+    def __init__(self) -> None:
+        self.uses = 0
+        self._client = object()  # (private: a connection the program made; never in a snapshot)
+
+
+class Worker(Snapshottable):
+    def __init__(self) -> None:
+        self.tool = Tool()
+        self.loaded = 0
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # (an override that post-processes, as users write)
+        super().load_state_dict(state)
+        self.loaded += 1
+
+
+def test_an_agent_overriding_load_state_dict_still_gets_its_objects_back_in_place() -> None:
+    """Passes on 93f7fed (in-place loading lived in Snapshottable.load_state_dict, which the override calls); failed
+    on the first version of in-place decoding, which replaced the tool: its private client was gone and a
+    reference the program held kept the failed block's count."""
+    worker = Worker()
+    tool, client = worker.tool, worker.tool._client
+    with pytest.raises(ValueError), agentsnap_core.rollback(worker):
+        worker.tool.uses = 5
+        raise ValueError("step failed")
+    assert worker.tool is tool and tool.uses == 0 and tool._client is client

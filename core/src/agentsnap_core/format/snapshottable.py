@@ -605,7 +605,7 @@ class _Decoder:
         place (the object the program already holds, with its private attributes: clients, locks)."""
         if not (isinstance(v, dict) and TAG not in v):
             return self.value(v, path)
-        in_place = isinstance(owner, Snapshottable) and type(owner).load_state_dict is Snapshottable.load_state_dict
+        in_place = isinstance(owner, Snapshottable)  # (an override of load_state_dict that calls super() included)
         state: dict[str, Any] = {}
         for k, x in v.items():
             target = getattr(owner, k, None) if in_place and isinstance(x, dict) and x.get(TAG) == "obj" else None
