@@ -212,3 +212,5 @@ def test_log_all_shows_the_python_apis_sessions_and_remote_tracking_refs(work: P
     repo.refs.update_refs([RefUpdate("refs/remotes/origin/main", sid, None)], "fetch")
     repo.close()
     assert "agents/bot/default, origin/main" in run(work, "log", "--all")[1]
+    code, out, _ = run(work, "timeline", "-n", "1")  # (-n as in log; it was "No such option '-n'")
+    assert code == 0 and sid[:12] in out

@@ -124,7 +124,7 @@ def _age(seconds: float) -> str:
 @click.command("timeline")
 @click.option("--agent", "agent_id", default=None, help="Only this agent's snapshots.")
 @click.option("--session", "session_id", default=None, help="Only this session's snapshots.")
-@click.option("--limit", type=int, default=None, help="At most N snapshots.")
+@click.option("-n", "--limit", type=int, default=None, help="At most N snapshots (as log -n).")
 @json_opt
 @click.pass_context
 def timeline_cmd(ctx: click.Context, agent_id: str | None, session_id: str | None, limit: int | None, as_json: bool) -> None:
