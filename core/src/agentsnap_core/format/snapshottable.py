@@ -279,9 +279,8 @@ class _Encoder:
     def enter(self, value: Any, path: str, ready: bool = True) -> Any:
         """None for an object seen the first time (numbered now), else the reference to write instead."""
         key = id(value)
-        seen = self.memo.get(key)
-        if seen is None:
-            self.memo[key] = len(self.keep)
+        seen = self.memo.setdefault(key, len(self.keep))  # (one lookup: numbered now unless seen before)
+        if seen == len(self.keep):
             self.keep.append(value)
             if not ready:
                 self.building[key] = path
@@ -332,21 +331,18 @@ class _Encoder:
             return value
         if kind is bytearray:
             return self.enter(value, path) or {TAG: "bytearray", "v": bytes(value)}
-        if kind is list:  # (the memo inlined for the two commonest containers: a state is mostly lists and dicts)
-            if self.memo.setdefault(id(value), len(self.keep)) != len(self.keep):  # (seen before)
-                return self.enter(value, path)
-            self.keep.append(value)
+        if kind is list:
             sub = self.value
-            return [sub(v, f"{path}[{i}]", allow_pickle) for i, v in enumerate(value)]
+            return self.enter(value, path) or [sub(v, f"{path}[{i}]", allow_pickle) for i, v in enumerate(value)]
         if kind is tuple or isinstance(value, tuple) and hasattr(kind, "_fields"):
             items = [self.value(v, f"{path}[{i}]", allow_pickle) for i, v in enumerate(value)]
             if kind is not tuple:  # a namedtuple
                 return {TAG: "namedtuple", "cls": _written_name(kind, path), "v": items}
             return {TAG: "tuple", "v": items}
         if kind is dict:
-            if self.memo.setdefault(id(value), len(self.keep)) != len(self.keep):  # (seen before)
-                return self.enter(value, path)
-            self.keep.append(value)
+            ref = self.enter(value, path)
+            if ref is not None:
+                return ref
             if all(type(k) is str and utf8_ok(k) for k in value) and TAG not in value:
                 sub = self.value
                 return {k: sub(v, f"{path}[{k!r}]", allow_pickle) for k, v in value.items()}
@@ -671,7 +667,9 @@ class _Decoder:
         if tag == "str":
             return bytes(v).decode("utf-8", "surrogatepass")
         if tag == "bytearray":
-            return self._made(bytearray(v))
+            buf = bytearray(v)
+            self.reserve(buf)
+            return buf
         if tag in ("datetime", "time"):
             value = dt.datetime.fromisoformat(v) if tag == "datetime" else dt.time.fromisoformat(v)
             if isinstance(data.get("tz"), str):
@@ -751,7 +749,9 @@ class _Decoder:
             flat = np.frombuffer(v, dtype=np.dtype(data.get("dtype")))
             if tag == "npscalar":
                 return flat[0]
-            return self._made(flat.reshape(data.get("shape")).copy())  # (a copy: frombuffer's view is read-only)
+            array = flat.reshape(data.get("shape")).copy()  # (a copy: frombuffer's view is read-only)
+            self.reserve(array)
+            return array
         if tag == "pickle":
             if not self.trust_pickle:
                 raise UnsafeSnapshot(
@@ -759,10 +759,6 @@ class _Decoder:
                 )
             return pickle.loads(v)  # noqa: S301 - opt-in, trusted store only
         raise AgentSnapError(f"cannot restore {path}: unknown value tag {tag!r} (written by a newer agentsnap?)")
-
-    def _made(self, obj: Any) -> Any:
-        self.reserve(obj)
-        return obj
 
     def model(self, v: Any, data: dict[str, Any], path: str) -> Any:
         cls = _find_class(data.get("cls"), path)
