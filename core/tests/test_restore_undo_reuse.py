@@ -152,7 +152,8 @@ def test_switch_over_changes_not_snapshotted_names_the_undo_that_keeps_them(tmp_
     edited = tree_fingerprint(root)
     code, out, err = cli(root, "switch", "other")
     assert code == 0, err
-    assert "undo with: agentsnap restore " in out, out
-    undo = out.rsplit("agentsnap restore ", 1)[1].strip()
-    assert cli(root, "restore", undo)[0] == 0
+    assert "undo with: agentsnap switch main && agentsnap restore " in out, out
+    undo = out.rsplit("agentsnap restore ", 1)[1].split()[0]
+    assert cli(root, "switch", "main")[0] == 0
+    assert cli(root, "restore", undo, "--", ".")[0] == 0
     assert tree_fingerprint(root) == edited

@@ -472,11 +472,11 @@ def branch(ctx: click.Context, name: str | None, at: str | None, delete: bool, f
 
 @main.command()
 @click.argument("name")
-@click.option("-c", "--create", is_flag=True, help="Create the branch at HEAD first.")
+@click.option("-c", "--create", is_flag=True, help="Create the branch at HEAD; the tree stays as it is (as git switch -c).")
 @json_opt
 @click.pass_context
 def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
-    """Switch the working tree to branch NAME (uncommitted work is kept in an undo snapshot)."""
+    """Switch the working tree to branch NAME (uncommitted work is kept in an undo snapshot; -c keeps it in the tree)."""
     repo = open_repo(ctx)
     refuse_snapshot_during_merge(repo, "switch")
     res = repo.switch(name, create=create)
@@ -486,9 +486,27 @@ def switch(ctx: click.Context, name: str, create: bool, as_json: bool) -> None:
         click.echo(line, err=err)
     if as_json:
         emit({"v": JSON_VERSION, **res})
+    elif res.get("already"):
+        click.echo(f"already on {name} at {short(res['id'])}")
+    elif res.get("created"):
+        click.echo(f"switched to a new branch {name} at {short(res['id'])} (the working tree is as it was)")
     else:
-        undo = f"; undo with: agentsnap restore {short(res['undo'])}" if res.get("undo") else ""  # (as restore says
-        click.echo(f"switched to {name} at {short(res['id'])}{undo}")  # it: the changes it replaced are there)
+        click.echo(f"switched to {name} at {short(res['id'])}{_switch_undo(res)}")
+
+
+def _switch_undo(res: dict[str, Any]) -> str:
+    """How to undo a switch: back to the branch it left, and the work it replaced back in the tree without moving
+    any branch. (Not ``restore UNDO``: that moves the branch now checked out, as ``git reset --hard`` does, onto the
+    other branch's work, and its own snapshots drop out of its history.)"""
+    previous, undo = res.get("previous"), res.get("undo")
+    import shlex
+
+    replaced = bool(undo) and undo != res.get("previous_id")
+    if previous is None:  # (HEAD was detached: there is no branch to go back to)
+        return (f"; the work it replaced is snapshot {short(undo)} ('agentsnap restore {short(undo)} -- .' puts its "
+                "files back)") if replaced else ""
+    back = f"agentsnap switch {shlex.quote(previous)}"
+    return f"; undo with: {back} && agentsnap restore {short(undo)} -- ." if replaced else f"; undo with: {back}"
 
 
 @main.command()

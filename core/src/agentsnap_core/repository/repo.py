@@ -1296,25 +1296,32 @@ class Repo:
             raise InvalidInput(f"{verb} {dest}: that is inside the store ({store}); choose a directory outside it")
 
     def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
-        """Point this worktree at ``branch`` and restore its tree. The answer's ``notes`` say which worktrees whose
-        directory is gone were forgotten (they had ``branch`` checked out)."""
+        """Point this worktree at ``branch`` and restore its tree (the work it replaces is kept in the undo snapshot).
+        With ``create`` the branch is made at HEAD and the tree is left as it is: uncommitted work goes on with the
+        new branch, as ``git switch -c`` carries it. ``previous`` is the branch the worktree was on (None when its
+        HEAD was detached): ``switch`` back to it, then ``restore UNDO -- .``, undoes a switch that replaced work.
+        The answer's ``notes`` say which worktrees whose directory is gone were forgotten (they had ``branch``
+        checked out)."""
         ref = f"refs/heads/{check_ref_name(branch)}"
-        if create:
-            self.create_branch(branch)
-        oid = self.refs.get_ref(ref)
-        if oid is None:
+        symref, before = self.head()
+        previous = symref.removeprefix("refs/heads/") if symref else None
+        if create:  # (at HEAD: the tree already is that snapshot plus the work in progress, which stays)
+            made = self.create_branch(branch)
+            self.refs.set_head(self.worktree, ref, None)
+            return {"branch": branch, "id": made, "undo": None, "previous": previous, "previous_id": before,
+                    "created": True}
+        tip = self.refs.get_ref(ref)
+        if tip is None:
             raise UnknownSnapshot(branch)
-        where = self.checked_out_at(ref) if self.head()[0] != ref else []
+        oid = tip
+        if symref == ref:  # (as git: already on it; the work in progress is not thrown away)
+            return {"branch": branch, "id": oid, "undo": None, "previous": previous, "previous_id": before,
+                    "already": True}
+        where = self.checked_out_at(ref)
         if where:  # two worktrees on one branch: each one's snapshot would move the other's tree's branch
             raise InvalidInput(f"branch {branch!r} is checked out {_place(*where[0])}; fork a new branch from it instead "
                                f"('agentsnap fork {branch} -n 1')")
-        before = self.head()[1]
-        try:
-            result = self.restore(oid) if oid != before or not self.status()["clean"] else {"id": oid}
-        except BaseException:
-            if create:  # a refused switch leaves no branch behind (the tree and HEAD are as they were)
-                self.refs.update_refs([RefUpdate(ref, None, oid)], f"switch: {branch} not created")
-            raise
+        result = self.restore(oid) if oid != before or not self.status()["clean"] else {"id": oid}
         # restore moved the old branch; put it back and point HEAD at the new one
         symref, _ = self.refs.get_head(self.worktree)
         if symref and symref != ref and self.refs.get_ref(symref) == oid and result.get("undo"):
@@ -1327,7 +1334,8 @@ class Repo:
         self.checked_out_at(ref, notes)
         said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored", "stores_not_restored")
                 if k in result}
-        return {"branch": branch, "id": oid, "undo": result.get("undo"), **said, **({"notes": notes} if notes else {})}  # (what the restore said, never dropped)
+        return {"branch": branch, "id": oid, "undo": result.get("undo"), "previous": previous, "previous_id": before, **said,
+                **({"notes": notes} if notes else {})}  # (what the restore said, never dropped)
 
     # ---------------------------------------------------------------- status / log / diff
     def status(self) -> dict[str, Any]:
