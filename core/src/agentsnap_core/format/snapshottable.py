@@ -560,13 +560,38 @@ class _Decoder:
         self.count = 0
         self.used: set[int] = set()  # ids of objects already loaded in place (each takes one saved object's state)
         self.pending: list[tuple[Any, Any]] = []  # (live object, its state): loaded once everything decoded
+        self.fills: list[tuple[Any, Any]] = []  # (live container, the saved contents): refilled once decoded
 
     def finish(self) -> None:
-        """Load the objects the program already holds (in place), now that the whole value has been read and
-        migrated: a value that fails to decode halfway leaves them as they were, never half-restored."""
+        """Refill the containers and load the objects the program already holds (in place), now that the whole value
+        has been read and migrated: a value that fails to decode halfway leaves them as they were, never
+        half-restored."""
+        for live, saved in self.fills:
+            live.clear()
+            if isinstance(live, dict):
+                for k, x in saved.items():  # (a Counter's update() would add; an OrderedDict keeps this order)
+                    live[k] = x
+            elif isinstance(live, list):
+                live.extend(saved)
+            else:  # set, deque
+                live.update(saved) if isinstance(live, set) else live.extend(saved)
+        self.fills.clear()
         for obj, state in self.pending:
             obj.load_state_dict(state)
         self.pending.clear()
+
+    def filled(self, live: Any, saved: Any) -> Any:
+        """``live``, to take ``saved``'s contents at :meth:`finish` (what refers to it meanwhile is ``live`` already)."""
+        self.fills.append((live, saved))
+        return live
+
+    def live(self, target: Any, kind: type, fits: bool = True) -> bool:
+        """Whether ``target`` (a container the program holds where the saved one sits) takes the saved contents in
+        place: of exactly the saved type, and not already taking another saved container's."""
+        if type(target) is not kind or not fits or id(target) in self.used:
+            return False
+        self.used.add(id(target))
+        return True
 
     def reserve(self, obj: Any = _BUSY) -> int:
         n = self.count
@@ -575,19 +600,23 @@ class _Decoder:
         return n
 
     def value(self, data: Any, path: str, target: Any = None) -> Any:
+        """``data`` decoded; ``target``: what the program holds there now (loaded in place when it fits, see
+        :meth:`attrs`), else None."""
         if isinstance(data, list):
+            live = self.live(target, list)
             out: list[Any] = []
-            self.reserve(out)
+            self.reserve(target if live else out)
             out.extend([self.value(v, f"{path}[{i}]") for i, v in enumerate(data)])
-            return out
+            return self.filled(target, out) if live else out
         if not isinstance(data, dict):
             return data
         if TAG not in data:
+            live = self.live(target, dict)
             plain: dict[Any, Any] = {}
-            self.reserve(plain)
+            self.reserve(target if live else plain)
             for k, x in data.items():
-                plain[k] = self.value(x, f"{path}[{k!r}]")
-            return plain
+                plain[k] = self.value(x, f"{path}[{k!r}]", target.get(k) if live else None)
+            return self.filled(target, plain) if live else plain
         tag, v = data[TAG], data.get("v")
         try:
             return self.tagged(tag, v, data, path, target)
@@ -596,25 +625,32 @@ class _Decoder:
         except Exception as exc:
             raise AgentSnapError(f"cannot restore {path}: bad {tag!r} value ({type(exc).__name__}: {exc})") from None
 
-    def attrs(self, v: Any, path: str, owner: Any) -> Any:
-        """An object's saved state; a Snapshottable attribute that holds an object of the saved class is loaded in
-        place (the object the program already holds, with its private attributes: clients, locks)."""
+    def attrs(self, v: Any, path: str, owner: Any, migrating: bool = False) -> Any:
+        """An object's saved state. Under a Snapshottable, what the program already holds is loaded in place: an
+        attribute holding an object of the saved class (with its private attributes: clients, locks), and the
+        lists, dicts, sets and deques the instance's own attributes hold (a dict's values by key), which others may
+        hold too (a UI's ``view = agent.history``). Not the containers when the state is ``migrating``: the
+        migration reads the saved contents, which only :meth:`finish` puts in them; nor a class-level default
+        (``history = []`` in the class body), which every instance shares."""
         if not (isinstance(v, dict) and TAG not in v):
             return self.value(v, path)
         in_place = isinstance(owner, Snapshottable)  # (an override of load_state_dict that calls super() included)
+        own = instance_attributes(owner) if in_place and not migrating else {}
         state: dict[str, Any] = {}
         for k, x in v.items():
-            target = getattr(owner, k, None) if in_place and isinstance(x, dict) and x.get(TAG) == "obj" else None
+            target = getattr(owner, k, None) if in_place and isinstance(x, dict) and x.get(TAG) == "obj" else own.get(k)
             state[k] = self.value(x, f"{path}.{k}", target)
         return state
 
     def load(self, obj: Any, v: Any, data: dict[str, Any], cls: Any, path: str, live: bool) -> Any:
         """Load saved state ``v`` (class ``cls``, as ``data`` names its version) into ``obj``; a ``live`` one (that the
         program holds) at :meth:`finish`."""
-        from agentsnap_core.format.migrations import migrate
+        from agentsnap_core.format.migrations import _same_version, migrate
 
-        state = migrate(str(data.get("name") or cls.__name__), str(data.get("version")), self.attrs(v, path, obj),
-                        snapshot_version(cls), path)
+        version = str(data.get("version"))
+        state = migrate(str(data.get("name") or cls.__name__), version,
+                        self.attrs(v, path, obj, not _same_version(version, snapshot_version(cls))), snapshot_version(cls),
+                        path)
         if live:
             self.pending.append((obj, state))
         else:
@@ -643,23 +679,27 @@ class _Decoder:
                 if made is not None and not _plain_factory(made):
                     raise _not_a(f"{path}.default_factory", factory, "container or data class")
                 out: Any = collections.defaultdict(made)
+                live = self.live(target, collections.defaultdict, getattr(target, "default_factory", None) is made)
             else:
                 out = {"dict": dict, "odict": collections.OrderedDict, "counter": collections.Counter}[tag]()
-            self.reserve(out)
+                live = self.live(target, type(out))
+            self.reserve(target if live else out)
             for k, x in v:
                 key = sub(k, f"{path} key")
-                out[key] = sub(x, f"{path}[{key!r}]")
-            return out
+                out[key] = sub(x, f"{path}[{key!r}]", target.get(key) if live else None)
+            return self.filled(target, out) if live else out
         if tag == "deque":
             window: collections.deque[Any] = collections.deque(maxlen=data.get("maxlen"))
-            self.reserve(window)
+            live = self.live(target, collections.deque, getattr(target, "maxlen", None) == window.maxlen)
+            self.reserve(target if live else window)
             window.extend([sub(x, f"{path}[{i}]") for i, x in enumerate(v)])
-            return window
+            return self.filled(target, window) if live else window
         if tag == "set":
             items: set[Any] = set()
-            self.reserve(items)
+            live = self.live(target, set)
+            self.reserve(target if live else items)
             items.update(sub(x, f"{path} item") for x in v)
-            return items
+            return self.filled(target, items) if live else items
         if tag == "frozenset":
             return frozenset(sub(x, f"{path} item") for x in v)
         if tag == "int":
@@ -810,14 +850,15 @@ def _encode_state(obj: Any, name: str) -> Any:
 
 def _load_into(obj: Any, encoded: Any, name: str, version: str, *, trust_pickle: bool) -> None:
     """Load an encoded state (from :func:`_encode_state`) into ``obj`` (object 0), migrating it from ``version``."""
-    from agentsnap_core.format.migrations import migrate
+    from agentsnap_core.format.migrations import _same_version, migrate
 
     dec = _Decoder(trust_pickle)
     dec.reserve(obj)
     dec.used.add(id(obj))
     token = _DECODING.set(True)
     try:
-        state = migrate(name, version, dec.attrs(encoded, name, obj), snapshot_version(obj), name)
+        migrating = not _same_version(version, snapshot_version(obj))
+        state = migrate(name, version, dec.attrs(encoded, name, obj, migrating), snapshot_version(obj), name)
         dec.finish()
         obj.load_state_dict(state)
     finally:
