@@ -98,6 +98,9 @@ def test_cli_push_clone_roundtrip_and_remote_list_masks_password(work: Path, tmp
     assert run_cli(work, "remote", "add", "team", combined_url).returncode == 0
     listed = run_cli(work, "remote", "list")
     assert "agentsnap-test-pw" not in listed.stdout and "postgres:***@" in listed.stdout
+    for habit in (["remote"], ["remote", "-v"]):  # (git's: it was click's usage text, exit 2)
+        also = run_cli(work, *habit)
+        assert also.returncode == 0 and also.stdout == listed.stdout, (habit, also.stdout, also.stderr)
     pushed = run_cli(work, "push", "team", "--json")
     assert pushed.returncode == 0, pushed.stderr
     again = run_cli(work, "push", "team")

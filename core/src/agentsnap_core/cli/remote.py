@@ -177,9 +177,13 @@ def clone_cmd(ctx: click.Context, url: str, directory: str, branch: str | None, 
         repo.close()
 
 
-@click.group("remote")
-def remote_group() -> None:
-    """Named remotes (stored in this checkout)."""
+@click.group("remote", invoke_without_command=True)
+@click.option("-v", "--verbose", is_flag=True, help="List the remotes with their URLs (as alone; git's habit).")
+@click.pass_context
+def remote_group(ctx: click.Context, verbose: bool) -> None:
+    """Named remotes (stored in this checkout); alone, or with -v, lists them as 'remote list' does."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(remote_list, as_json=False)
 
 
 @remote_group.command("add")
