@@ -32,7 +32,7 @@ def test_world_files_are_encrypted_with_an_encrypted_serializer(
     serde = EncryptedSerializer.from_pycryptodome_aes(key=KEY)
     with PFSaver(store, serde=serde, world_root=world) as saver:
         graph = chat(saver)
-        graph.invoke({"messages": [HumanMessage(content="hi", id="h1")]}, cfg("t"))
+        graph.invoke({"messages": [HumanMessage(content="hi", id="h1")]}, cfg("t"), durability="sync")
         saver.restore_world(cfg("t"), to=tmp_path / "back")
     assert (tmp_path / "back" / "secret.bin").read_bytes() == secret
     assert _files_hold(store / ".agentsnap", secret[1000:1064]) == []

@@ -46,8 +46,10 @@ def chat_graph(checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
-def say(graph: Any, thread: str, text: str, ident: str) -> dict[str, Any]:
-    return graph.invoke({"messages": [HumanMessage(content=text, id=ident)]}, {"configurable": {"thread_id": thread}})
+def say(graph: Any, thread: str, text: str, ident: str, **run: Any) -> dict[str, Any]:
+    """One turn; ``run``: invoke's options (``durability="sync"``, which a saver with ``world_root`` needs)."""
+    return graph.invoke({"messages": [HumanMessage(content=text, id=ident)]}, {"configurable": {"thread_id": thread}},
+                        **run)
 
 
 def cfg(thread: str) -> dict[str, Any]:
@@ -128,11 +130,11 @@ def test_world_files_restored_only_on_request(tmp_path: Path) -> None:
     (project / "notes.txt").write_text("v1\n")
     with PFSaver(project, world_root=project) as saver:
         graph = chat_graph(saver)
-        say(graph, "w", "first", "h1")
+        say(graph, "w", "first", "h1", durability="sync")
         at_v1 = graph.get_state(cfg("w")).config
         (project / "notes.txt").write_text("v2\n")
         (project / "new.txt").write_text("later\n")
-        say(graph, "w", "second", "h2")
+        say(graph, "w", "second", "h2", durability="sync")
         # reading history and old checkpoints never touches the files
         list(graph.get_state_history(cfg("w")))
         assert saver.get_tuple(at_v1) is not None
@@ -147,7 +149,7 @@ def test_world_files_restored_only_on_request(tmp_path: Path) -> None:
         assert (project / "notes.txt").read_text() == "v1\n"
         assert not (project / "new.txt").exists()
         assert (project / ".agentsnap").is_dir()
-        say(graph, "w", "third", "h3")  # the store still works after the restore
+        say(graph, "w", "third", "h3", durability="sync")  # the store still works after the restore
     assert Repo.open(project).verify()["ok"]
 
 
@@ -272,7 +274,7 @@ async def test_async_puts_capture_files_too(tmp_path: Path) -> None:
     (project / "a.txt").write_text("async\n")
     with PFSaver(project, world_root=project) as saver:
         graph = chat_graph(saver)
-        await graph.ainvoke({"messages": [HumanMessage(content="hi", id="h1")]}, cfg("aw"))
+        await graph.ainvoke({"messages": [HumanMessage(content="hi", id="h1")]}, cfg("aw"), durability="sync")
         snap = Repo.open(project).get(saver.snapshot_id(cfg("aw")))
         assert "a.txt" in [e[0] for e in Repo.open(project).world_entries(snap)]
 

@@ -35,8 +35,8 @@ def chat_graph(checkpointer: Any) -> Any:
     return one_node_graph(checkpointer, Chat, chat)
 
 
-def say(graph: Any, thread: str, text: str, ident: str) -> None:
-    graph.invoke({"messages": [HumanMessage(text, id=ident)]}, cfg(thread))
+def say(graph: Any, thread: str, text: str, ident: str, **run: Any) -> None:
+    graph.invoke({"messages": [HumanMessage(text, id=ident)]}, cfg(thread), **run)
 
 
 def test_merge_keeps_both_threads_turns_when_their_counters_end_equal(store: Path) -> None:
@@ -113,7 +113,7 @@ def test_fork_with_worktrees_that_cannot_be_written_makes_no_forks(tmp_path: Pat
     (busy / "junk").write_text("mine")
     with PFSaver(tmp_path / "store", world_root=project) as saver:
         graph = chat_graph(saver)
-        say(graph, "main", "hi", "h1")
+        say(graph, "main", "hi", "h1", durability="sync")
         with pytest.raises(AgentSnapError, match="not empty"):
             saver.fork_thread(cfg("main"), 3, worktrees=tmp_path / "wt")
         assert saver.index.thread_ids() == ["main"]

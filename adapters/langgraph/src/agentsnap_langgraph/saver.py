@@ -124,6 +124,28 @@ OTHER_FLUSH_WAIT = 5.0
 DURABLE_GROUP_INTERVAL = 0.2
 
 
+#: langgraph 1.2.22 ``langgraph._internal._constants``: in the ``configurable`` of a checkpoint a graph run stores
+#: (``CONFIG_KEY_RUNTIME``; ``update_state`` and direct ``put`` calls have none), and the run's ``durability``
+#: (``CONFIG_KEY_DURABILITY``; absent: LangGraph's default, "async")
+_RUN_KEY = "__pregel_runtime"
+_DURABILITY_KEY = "__pregel_durability"
+
+
+def _world_needs_a_waiting_run(conf: dict[str, Any]) -> None:
+    """Refuse a checkpoint of a graph run that does not wait for it. With LangGraph's default durability ("async")
+    the loop stores a checkpoint in the background while the next step's nodes already run, so the files captured
+    with it could hold what those nodes wrote (seen: a node's file in the checkpoint before that node, which
+    ``restore_world`` then did not undo). "sync" stores each checkpoint before the next step starts; "exit" only
+    stores the run's last one, once every node is done."""
+    if _RUN_KEY in conf and conf.get(_DURABILITY_KEY, "async") not in ("sync", "exit"):
+        raise InvalidInput(
+            "PFSaver(world_root=...) captures the files with each checkpoint, so the graph must store each checkpoint "
+            "before its next step runs: pass durability=\"sync\" (graph.invoke(input, config, durability=\"sync\"), "
+            "and the same to stream, ainvoke and astream). With LangGraph's default (\"async\") a checkpoint is "
+            "stored while the next step's nodes run, and the files captured with it could hold their changes, which "
+            "restore_world would then not undo")
+
+
 class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractContextManager, AbstractAsyncContextManager):
     """A LangGraph checkpointer on the agentsnap store (sync and async, all optional capabilities).
 
@@ -750,6 +772,8 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
     ) -> RunnableConfig:
         """Store a checkpoint as a snapshot; only channels in ``new_versions`` are written."""
         conf = config["configurable"]
+        if self.world_root is not None:
+            _world_needs_a_waiting_run(conf)
         thread_id = str(conf["thread_id"])
         self._journal(thread_id)
         ns = conf.get("checkpoint_ns", "") or ""
