@@ -140,3 +140,33 @@ def test_a_restore_that_fails_halfway_leaves_the_live_containers_as_they_were() 
     with pytest.raises(AgentSnapError, match="unknown value tag"):
         load_state(live, layer)
     assert live.history is view and view == ["live"]
+
+
+class Counted(Snapshottable):
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.n = 0
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.n = len(state["items"])  # (reads what it is given)
+
+
+class Holder(Snapshottable):
+    def __init__(self) -> None:
+        self.parts: list[Counted] = []
+
+
+def test_a_new_nested_object_reads_the_saved_contents_in_its_load_state_dict() -> None:
+    """An object the snapshot makes anew (here in a list, where nothing the program holds can take it) is loaded at
+    once: its containers are not filled later, so its load_state_dict sees the saved contents."""
+    from agentsnap_core.format.snapshottable import dump_state, load_state
+
+    h = Holder()
+    part = Counted()
+    part.items.extend(["a", "b"])
+    part.n = 2
+    h.parts.append(part)
+    fresh = Holder()
+    load_state(fresh, dump_state(h))
+    assert fresh.parts[0].items == ["a", "b"] and fresh.parts[0].n == 2

@@ -625,17 +625,18 @@ class _Decoder:
         except Exception as exc:
             raise AgentSnapError(f"cannot restore {path}: bad {tag!r} value ({type(exc).__name__}: {exc})") from None
 
-    def attrs(self, v: Any, path: str, owner: Any, migrating: bool = False) -> Any:
+    def attrs(self, v: Any, path: str, owner: Any, fill: bool = False) -> Any:
         """An object's saved state. Under a Snapshottable, what the program already holds is loaded in place: an
         attribute holding an object of the saved class (with its private attributes: clients, locks), and the
         lists, dicts, sets and deques the instance's own attributes hold (a dict's values by key), which others may
-        hold too (a UI's ``view = agent.history``). Not the containers when the state is ``migrating``: the
-        migration reads the saved contents, which only :meth:`finish` puts in them; nor a class-level default
+        hold too (a UI's ``view = agent.history``), when ``fill``: the owner is one the program holds, loaded once
+        :meth:`finish` has put the saved contents in them, and no migration reads them before (a new object's
+        ``load_state_dict`` runs at once, and a migration reads the saved contents). Never a class-level default
         (``history = []`` in the class body), which every instance shares."""
         if not (isinstance(v, dict) and TAG not in v):
             return self.value(v, path)
         in_place = isinstance(owner, Snapshottable)  # (an override of load_state_dict that calls super() included)
-        own = instance_attributes(owner) if in_place and not migrating else {}
+        own = instance_attributes(owner) if in_place and fill else {}
         state: dict[str, Any] = {}
         for k, x in v.items():
             target = getattr(owner, k, None) if in_place and isinstance(x, dict) and x.get(TAG) == "obj" else own.get(k)
@@ -649,7 +650,7 @@ class _Decoder:
 
         version = str(data.get("version"))
         state = migrate(str(data.get("name") or cls.__name__), version,
-                        self.attrs(v, path, obj, not _same_version(version, snapshot_version(cls))), snapshot_version(cls),
+                        self.attrs(v, path, obj, live and _same_version(version, snapshot_version(cls))), snapshot_version(cls),
                         path)
         if live:
             self.pending.append((obj, state))
@@ -857,8 +858,8 @@ def _load_into(obj: Any, encoded: Any, name: str, version: str, *, trust_pickle:
     dec.used.add(id(obj))
     token = _DECODING.set(True)
     try:
-        migrating = not _same_version(version, snapshot_version(obj))
-        state = migrate(name, version, dec.attrs(encoded, name, obj, migrating), snapshot_version(obj), name)
+        fill = _same_version(version, snapshot_version(obj))  # (then finish() has filled them before load_state_dict)
+        state = migrate(name, version, dec.attrs(encoded, name, obj, fill), snapshot_version(obj), name)
         dec.finish()
         obj.load_state_dict(state)
     finally:
