@@ -10,6 +10,7 @@ and remaining markers are filled from ``secrets={field: value}``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -183,6 +184,8 @@ def prepare(
         return comp
 
     config = replace(config, "")
+    if not trust_code:
+        _refuse_code(config)
     missing = _has_marker(config)
     if missing:
         raise MissingSecret(sorted(set(missing)), sorted(slots))
@@ -200,6 +203,43 @@ def _function_tools(config: Any) -> set[str]:
     return set()
 
 
+#: the packages AutoGen's loader imports from to load a config (autogen-core 0.7.5 ``ComponentLoader.load_component``
+#: imports the module a ``provider`` names); a provider elsewhere must be in a module the program already imported
+_AUTOGEN_PACKAGES = frozenset({"autogen_core", "autogen_agentchat", "autogen_ext", "agentsnap_autogen"})
+
+
+def _providers(config: Any) -> Iterator[str]:
+    """The ``provider`` of every component in ``config``, nested ones included."""
+    if isinstance(config, dict):
+        if isinstance(config.get("provider"), str):
+            yield config["provider"]
+        for value in config.values():
+            yield from _providers(value)
+    elif isinstance(config, list):
+        for value in config:
+            yield from _providers(value)
+
+
+def _refuse_code(config: Any) -> None:
+    """Before anything is loaded, refuse what loading would run: a stored ``FunctionTool`` anywhere (AutoGen builds
+    the component a config names - executing a FunctionTool's imports and source - before it checks the type the
+    caller expected, so one hidden where an agent's ``model_context`` goes ran too), and a provider in a module
+    outside AutoGen that the program has not imported (its import would run that module's code)."""
+    hidden = sorted(_function_tools(config))
+    if hidden:
+        raise UntrustedCode(hidden[0])
+    try:
+        from autogen_core._component_config import WELL_KNOWN_PROVIDERS as known  # (short names of model clients)
+    except ImportError:  # pragma: no cover - another autogen-core layout
+        known = {}
+    for provider in _providers(config):
+        module = str(known.get(provider, provider)).rpartition(".")[0]
+        if module and module.partition(".")[0] not in _AUTOGEN_PACKAGES and module not in sys.modules:
+            raise UntrustedCode(provider, f"the snapshot's config names component {provider!r}, from module {module!r}, "
+                                          "which this program has not imported: loading it would import (run) that "
+                                          "module. Import it first if you trust the snapshot, or pass trust_code=True")
+
+
 def _placeholder(kind: str, key: str) -> dict[str, Any]:
     return {
         "provider": "agentsnap_autogen._config.SuppliedModelClient",
@@ -209,13 +249,13 @@ def _placeholder(kind: str, key: str) -> dict[str, Any]:
 
 
 class UntrustedCode(AgentSnapError):
-    """The snapshot's config holds a FunctionTool whose source code loading would execute."""
+    """Loading the snapshot's config would run code it names: a FunctionTool's source, or a module not imported."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, why: str | None = None) -> None:
         self.name = name
         super().__init__(
-            f"the snapshot's config holds the source code of tool {name!r}; loading it would execute that code. "
-            f"Re-supply the tool (tools={{{name!r}: tool}}) or pass trust_code=True for snapshots you trust"
+            why or f"the snapshot's config holds the source code of tool {name!r}; loading it would execute that "
+            f"code. Re-supply the tool (tools={{{name!r}: tool}}) or pass trust_code=True for snapshots you trust"
         )
 
 
