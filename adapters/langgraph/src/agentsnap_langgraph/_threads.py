@@ -304,15 +304,16 @@ class ThreadVerbs:
             if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
                 raise TargetNotEmpty(str(to))
             dest.mkdir(parents=True, exist_ok=True)
-            entries = world.load_tree(self.repo.objects, rec["tree"])
+            entries, _, held = self.repo.guard_git_code(rec["tree"], world.load_tree(self.repo.objects, rec["tree"]), [])
             world.materialize(self.repo.objects, dest, entries, [], False, None, None)
-            return {"id": snap.id, "to": str(dest)}
+            return {"id": snap.id, "to": str(dest), **({"git_held_back": held} if held else {})}
         if self.world_root is None:
             raise InvalidInput("this saver has no world_root; pass to=<empty directory>")
         pm = get_plugin_manager()
         context = {"repo": self.repo, "pm": pm, "allow_external_symlinks": False, "paths": None}
         changes = pm.hook.agentsnap_restore_world(root=str(self.world_root), world=rec, context=context)
-        return {"id": snap.id, "changes": changes}
+        held = context.get("git_held_back")
+        return {"id": snap.id, "changes": changes, **({"git_held_back": held} if held else {})}
 
     def fork_thread(
         self,

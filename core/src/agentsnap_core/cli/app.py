@@ -397,9 +397,12 @@ def diff(ctx: click.Context, args: tuple[str, ...], layer: str | None, stat: boo
 @click.option("--to", "to", type=click.Path(file_okay=False), help="Materialise into this new/empty directory instead.")
 @click.option("--dry-run", is_flag=True, help="Only say what would change.")
 @click.option("--allow-external-symlinks", is_flag=True, help="Permit symlinks that point outside the tree.")
+@click.option("--trust-git", is_flag=True,
+              help="Write git's config and hooks from a snapshot this store did not capture (they can run commands).")
 @json_opt
 @click.pass_context
-def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | None, dry_run: bool, allow_external_symlinks: bool, as_json: bool) -> None:
+def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | None, dry_run: bool, allow_external_symlinks: bool,
+            trust_git: bool, as_json: bool) -> None:
     """Make the working tree equal snapshot SPEC (undoable); `-- PATH...` restores only those paths."""
     repo = open_repo(ctx)
     if not paths and not to and not dry_run:
@@ -407,7 +410,8 @@ def restore(ctx: click.Context, spec: str, paths: tuple[str, ...], to: str | Non
     paths = tuple(in_dir(ctx, p) for p in paths)
     to = in_dir(ctx, to) if to else to
     with progress(repo, "restore", not as_json):
-        res = repo.restore(spec, to=to, dry_run=dry_run, paths=list(paths) or None, allow_external_symlinks=allow_external_symlinks)
+        res = repo.restore(spec, to=to, dry_run=dry_run, paths=list(paths) or None,
+                           allow_external_symlinks=allow_external_symlinks, trust_git=trust_git)
     for line, err in restore_lines(res, as_json, dry_run, bool(to)):
         click.echo(line, err=err)
 

@@ -891,6 +891,34 @@ def without_git_dirs(entries: list[Entry], target: list[Entry]) -> list[Entry]:
     return [e for e in entries if e[0] not in gone and not e[0].startswith(below)]
 
 
+def runs_git_code(rel: str) -> bool:
+    """Whether ``rel`` is a file git takes commands from: a repository's ``config`` (``core.fsmonitor``, filters,
+    ``core.hooksPath``, aliases...; a submodule's under ``.git/modules``, a worktree's ``config.worktree``) or a hook.
+    Git runs them without being asked to (``git status`` runs the fsmonitor command), so they come back only from a
+    tree this store captured itself (:meth:`Repo.captured_here`)."""
+    parts = rel.split("/")
+    if ".git" not in parts:
+        return False
+    inner = parts[parts.index(".git") + 1:]
+    if not inner:
+        return False
+    if "hooks" in inner[:-1]:
+        return not inner[-1].endswith(".sample")  # (git runs a hook by its exact name: the samples never run)
+    return inner[-1] in ("config", "config.worktree") and (len(inner) == 1 or inner[0] in ("modules", "worktrees"))
+
+
+def without_git_code(target: list[Entry], current: list[Entry]) -> tuple[list[Entry], list[Entry], list[str]]:
+    """``(target, current, held)``: the files of ``target`` where git takes commands from (:func:`runs_git_code`)
+    that differ from what ``current`` has there are taken out of both, so that a restore leaves those paths as they
+    are; ``held`` names them."""
+    now = {e[0]: e for e in current if runs_git_code(e[0])}
+    held = [e[0] for e in target if e[1] != "d" and runs_git_code(e[0]) and now.get(e[0]) != e]
+    if not held:
+        return target, current, []
+    out = set(held)
+    return [e for e in target if e[0] not in out], [e for e in current if e[0] not in out], held
+
+
 def _in_the_way(full: str) -> str:
     """What stands at ``full`` that the working tree's capture does not hold, in words for an error."""
     try:

@@ -50,7 +50,7 @@ from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput
 from agentsnap_core.layers import world
-from agentsnap_core.repository.repo import PRIMARY, STORE_DIR, WORKTREE_PATH, Repo
+from agentsnap_core.repository.repo import PRIMARY, STORE_DIR, WORKTREE_PATH, Repo, git_held_back_note
 from agentsnap_core.stores.base import RefUpdate
 
 __all__ = ["BACKENDS", "FanoutResult", "ForkContext", "ForkResult", "fanout", "merge_winner", "run_id"]
@@ -189,7 +189,11 @@ def checkout(job: ForkJob, path: Path) -> Repo:
         (place / WORKTREE_PATH).write_text(str(path) + "\n")
         repo = Repo(path, Path(job.store), job.branch)
         repo.refs.set_head(job.branch, f"refs/heads/{job.branch}", None)
-    world.materialize(repo.objects, path, repo.world_entries(job.base), [], True)
+    base = repo.get(job.base)
+    entries, _, held = repo.guard_git_code((base.layers.get("world") or {}).get("tree"), repo.world_entries(base), [])
+    world.materialize(repo.objects, path, entries, [], True)
+    if held:  # (said, never silent: a fan-out of a snapshot pulled from elsewhere)
+        print(f"warning: fork {job.branch}: {git_held_back_note(held, job.base)}", file=sys.stderr)
     repo.set_messages(repo.read_layer(job.base, "trace") or [])
     return repo
 

@@ -36,7 +36,7 @@ from agentsnap_core.layers import effects_ledger, world
 from agentsnap_core.operations import merge_layers
 from agentsnap_core.operations.merge_world import WorldMerge, has_markers, merge_worlds
 from agentsnap_core.plugins.hookspecs import HookContext
-from agentsnap_core.repository.repo import _writing
+from agentsnap_core.repository.repo import Snapshot, _writing, git_held_back_note
 from agentsnap_core.stores.base import RefUpdate
 
 if TYPE_CHECKING:
@@ -381,8 +381,9 @@ def merge(
     branch = repo.current_branch()
     labels = (branch or "HEAD", spec)
     if ours in dag.ancestors(theirs) and not no_ff:
+        held: list[str] = []
         if has_world:
-            _apply_world(repo, repo.world_entries(s_theirs))
+            held = _apply_world(repo, repo.world_entries(s_theirs), s_theirs)
             repo.set_messages(repo.read_layer(s_theirs, "trace") or [])
         _move_head(repo, symref, ours, theirs, f"merge {spec}: fast-forward")
         from agentsnap_core.layers.effects import (  # no merge snapshot: run their deferred effects (once) here
@@ -391,6 +392,7 @@ def merge(
         )
 
         notes = merge_notes(on_merge(repo, ours, theirs, branch), spec, branch)  # applied, or said how to apply
+        notes += [n for n in [git_held_back_note(held, theirs)] if n]
         return MergeResult("fast-forward", ours, theirs, ours, theirs, notes=notes)  # "fast-forward to ..." once
     plan = plan_merge(repo, ours, theirs, strategy=strategy, labels=labels, summarizer=summarizer, model=model)
     message = message or f"merge {spec} into {branch or ours[:12]}"
@@ -398,7 +400,7 @@ def merge(
                       "resolved": len(plan.resolved)}}
     if not plan.conflicts:
         if has_world and plan.world is not None:
-            _apply_world(repo, plan.world.entries)
+            plan.notes += [n for n in [git_held_back_note(_apply_world(repo, plan.world.entries, s_theirs), theirs)] if n]
             repo.set_messages(plan.trace)
         with effects_ledger.merge_reports() as reports:
             snap = repo.snapshot(message, layers=plan.layers, trace=plan.trace, capture_world=has_world,
@@ -416,13 +418,18 @@ def merge(
     }
     _write_state(repo, state)  # first: a crash below leaves an abortable merge
     if has_world and plan.world is not None:
-        _apply_world(repo, plan.world.entries)
+        plan.notes += [n for n in [git_held_back_note(_apply_world(repo, plan.world.entries, s_theirs), theirs)] if n]
         repo.set_messages(plan.trace)
     return MergeResult("conflict", ours, theirs, plan.base, None, plan.conflicts, plan.resolved, plan.notes)
 
 
-def _apply_world(repo: Repo, entries: list[world.Entry]) -> None:
-    world.materialize(repo.objects, repo.root, entries, repo.working_entries(), allow_external_symlinks=True)
+def _apply_world(repo: Repo, entries: list[world.Entry], source: Snapshot) -> list[str]:
+    """Make the working tree ``entries``; git's config and hooks only when ``source`` (the side they may come from)
+    was captured by this store (:meth:`Repo.git_code_allowed`). Returns those left as they were."""
+    target, current, held = repo.guard_git_code((source.layers.get("world") or {}).get("tree"), entries,
+                                                repo.working_entries())
+    world.materialize(repo.objects, repo.root, target, current, allow_external_symlinks=True)
+    return held
 
 
 def _move_head(repo: Repo, symref: str | None, old: str, new: str, message: str) -> None:
@@ -506,7 +513,7 @@ def merge_abort(repo: Repo) -> dict[str, Any]:
             undo = repo.snapshot(f"pre-abort: the merge of {state['theirs'][:12]} as it stood", ref="refs/undo/restore",
                                  parents=[head] if head else [], meta={"undo_of": ours},
                                  same_as=repo.get(head) if head else None)
-            _apply_world(repo, repo.world_entries(ours))
+            _apply_world(repo, repo.world_entries(ours), repo.get(ours))
             repo.set_messages(repo.read_layer(ours, "trace") or [])
         out["undo"] = undo.id
     _clear_state(repo, state.get("pending"))

@@ -687,22 +687,35 @@ def _encrypted(store: Any, tips: list[str]) -> bool:
 def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> list[str]:
     """Move ``ref`` and the working tree to ``theirs``; return what the result's notes must say (secret files the
     snapshot left out, which never travel, so that a checkout without them is never taken for the whole state)."""
+    from agentsnap_core.repository.repo import git_held_back_note
+
     snap = repo.get(theirs)
     if "world" in snap.layers and ours is not None:
         said = repo.restore(theirs)  # moves the branch by compare-and-swap, keeps an undo snapshot
-        return [said["secrets_note"]] if said.get("secrets_note") else []
-    if "world" in snap.layers:
-        world.materialize(repo.objects, repo.root, repo.world_entries(snap), repo.working_entries(), False, None, None)
+        return [n for n in (said.get("secrets_note"), git_held_back_note(said.get("git_held_back") or [], theirs)) if n]
+    held: list[str] = []
+    adopted: list[str] = []
+    if "world" in snap.layers:  # (a clone: git's config and hooks of a snapshot from elsewhere are not written)
+        if snap.layers["world"].get("include_git") and not repo.include_git:  # as the snapshot was taken: else the
+            # checkout's .git would show as deleted in status, and its next snapshot would drop it
+            repo.refs.set_config("world.include_git", "true")
+            repo.include_git = True
+            adopted = [f"snapshot {theirs[:12]} holds its .git directories: this checkout captures them too "
+                       "(agentsnap config world.include_git false to stop)"]
+        target, current, held = repo.guard_git_code(snap.layers["world"].get("tree"), repo.world_entries(snap),
+                                                    repo.working_entries())
+        world.materialize(repo.objects, repo.root, target, current, False, None, None)
     repo.set_messages(repo.read_layer(snap, "trace") or [])
     repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
     from agentsnap_core.repository import vault
 
+    said_git = adopted + [note for note in [git_held_back_note(held, theirs)] if note]
     missing = [n for n in vault.left_out(snap.layers.get("world")) if not os.path.lexists(repo.root / n)]
     if not missing:
-        return []
+        return said_git
     shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
     return [f"snapshot {theirs[:12]} left out {len(missing)} secret file(s), which are never pushed: {shown}; they "
-            "are not in this checkout (copy them from where the snapshot was made; docs/SECURITY.md)"]
+            "are not in this checkout (copy them from where the snapshot was made; docs/SECURITY.md)", *said_git]
 
 
 def clone(

@@ -34,6 +34,8 @@ class HookContext(TypedDict, total=False):
     allow_external_symlinks: bool  #: restore_world: links pointing outside the tree may be written
     paths: list[str] | None  #: restore_world: only these paths (None = the whole tree)
     current: list[Any]  #: restore_world: the working tree's entries before the restore
+    trust_git: bool  #: restore_world: git's config and hooks may be written from any tree (restore --trust-git)
+    git_held_back: list[str]  #: restore_world (set by the built-in hook): git's config and hooks not written
     entries: list[Any]  #: capture_world (built-in world hook): the captured tree's entries
     statcache: Any  #: capture_world (built-in world hook): the stat cache to save once the snapshot is committed
     base: str | None  #: merge: the common ancestor's id

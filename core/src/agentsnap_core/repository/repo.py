@@ -759,6 +759,7 @@ class Repo:
         if tip is not None and self.objects.has(tip["tree"]):  # nothing changed since the last capture from here
             tree, left_out, special, git_dirs = tip["tree"], tip["x"], tip["s"], tip["g"]
             files, nbytes, hashed, escapes = tip["files"], tip["bytes"], 0, tip["esc"]
+            git_code = False  # (the tree last stored from here: remembered then if it had to be)
             context["statcache"] = None
         else:
             cache = world.StatCache.load(cache_path) if own else None
@@ -769,12 +770,13 @@ class Repo:
             files, nbytes, hashed = stats.files, stats.bytes_total, stats.files_hashed
             escapes = bool(stats.links) and any(kind == "l" and world.symlink_escapes(path, ref)
                                                 for path, kind, _m, _s, ref in entries)
+            git_code = self.include_git and any(world.runs_git_code(e[0]) for e in entries if e[1] != "d")
             if own and watch is not None:
                 new_cache.tip = world.make_tip(new_cache, stats, left_out, escapes, git_dirs)
             context["statcache"] = (cache_path, new_cache) if own else None
             if self._capture_sink is not None and own:
                 self._capture_sink.append(entries)
-        if escapes:
+        if escapes or git_code:  # (what only comes back from a tree captured here: links out, git's config and hooks)
             self._remember_own_tree(tree)
         from agentsnap_core.layers.environment import capture_env  # its secret patterns compile only for a snapshot
 
@@ -841,7 +843,8 @@ class Repo:
                 os.close(fd)
 
     def own_trees(self) -> set[str]:
-        """World trees with links pointing outside that this store captured itself (see :meth:`links_allowed`)."""
+        """World trees this store captured itself, of those holding what only comes back from such a tree: links
+        pointing outside (:meth:`links_allowed`), git's config and hooks (:meth:`git_code_allowed`)."""
         try:
             return set((self.store_dir / OWN_TREES).read_text().split())
         except FileNotFoundError:
@@ -857,6 +860,22 @@ class Repo:
         """
         return tree in self.own_trees()
 
+    def git_code_allowed(self, tree: str) -> bool:
+        """Whether git's config and hooks (:func:`world.runs_git_code`) may be written from ``tree``: only from your
+        own history, a tree this store captured from a working tree here. A pulled, cloned or crafted snapshot could
+        hold a ``.git/config`` whose ``core.fsmonitor`` (or a hook) runs a command at your next ``git status``; git's
+        own clone never copies them either. ``restore --trust-git`` writes them anyway."""
+        return tree in self.own_trees()
+
+    def guard_git_code(self, tree: Any, target: list[world.Entry], current: list[world.Entry], trust: bool = False
+                       ) -> tuple[list[world.Entry], list[world.Entry], list[str]]:
+        """``(target, current, held)`` for a restore of ``tree``: without git's config and hooks that differ from
+        what is there now, unless ``tree`` may write them (:meth:`git_code_allowed`) or ``trust``; ``held`` names
+        them (said, never silent)."""
+        if trust or (isinstance(tree, str) and self.git_code_allowed(tree)) or self.refs.get_config("world.trust_git") == "true":
+            return target, current, []
+        return world.without_git_code(target, current)
+
     def _restore_world_default(self, root: str, rec: dict[str, Any], context: HookContext) -> dict[str, Any]:
         target = self.load_tree(rec["tree"])
         current = context.get("current")
@@ -866,6 +885,9 @@ class Repo:
             # snapshot's to remove (one that holds a .git, taken before the record said so, still restores it; with
             # include_git off the working tree's capture holds no .git to begin with)
             current = world.without_git_dirs(current, target)
+        target, current, held = self.guard_git_code(rec["tree"], target, current, bool(context.get("trust_git")))
+        paths = context.get("paths")
+        context["git_held_back"] = [h for h in held if paths is None or _under(h, paths)]
         changes = world.materialize(
             self.objects,
             Path(root),
@@ -1079,13 +1101,16 @@ class Repo:
         dry_run: bool = False,
         paths: list[str] | None = None,
         allow_external_symlinks: bool = False,
+        trust_git: bool = False,
     ) -> dict[str, Any]:
         """Make the working tree (or ``to``) equal snapshot ``spec``.
 
         In place, the pre-restore state is snapshotted first (``refs/undo/restore``) so the
         restore can be undone (when that state is exactly the last snapshot's, ``refs/undo/restore`` names the
         last snapshot instead of a copy of it), files created after the snapshot are removed, the trace is
-        reset, and the current branch moves to ``spec`` (like ``git reset --hard``).
+        reset, and the current branch moves to ``spec`` (like ``git reset --hard``). Git's config and hooks are
+        written only from a tree this store captured (:meth:`git_code_allowed`) or with ``trust_git``; otherwise the
+        answer's ``git_held_back`` names those left as they were.
         """
         snap = self.get(spec)
         _refuse_dead(self, snap)
@@ -1104,7 +1129,8 @@ class Repo:
         if norm_paths:  # a path that names nothing is a typo, never a restore that did nothing and said "restored"
             kept = [world.name_in(n) for n in rec.get("left_out") or []]  # (secret files the vault may bring back)
             _check_paths_match(norm_paths, target_entries, snap.id, self.root if to is None else None, kept)
-        context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths)
+        context = plugins.hook_context(self, allow_external_symlinks=allow_external_symlinks, paths=norm_paths,
+                                       trust_git=trust_git)
         if to is not None:
             dest = Path(to).resolve()
             self._refuse_inside_store(dest, "restore --to")
@@ -1114,15 +1140,18 @@ class Repo:
                 return {"id": snap.id, "to": str(dest), "dry_run": True, "changes": {"added": [e[0] for e in target_entries if e[1] != "d"]}}
             made = not dest.exists()
             secrets, note = vault.open_for_restore(self, snap.id, rec, dest, norm_paths, in_place=False)
+            written, _, held = self.guard_git_code(rec["tree"], target_entries, [], trust_git)
+            held = [h for h in held if norm_paths is None or _under(h, norm_paths)]
             try:
-                world.materialize(self.objects, _mkdir(dest), target_entries, [], allow_external_symlinks, norm_paths,
+                world.materialize(self.objects, _mkdir(dest), written, [], allow_external_symlinks, norm_paths,
                                   self._advance, validated=True)
                 skipped = vault.write_back(dest, secrets)
             except BaseException:  # a refused restore (corrupt or missing object) leaves the target as it was
                 _empty_dir(dest, remove=made)
                 raise
-            return {"id": snap.id, "to": str(dest), "files": sum(1 for e in target_entries if e[1] == "f"),
-                    **_git_not_restored(rec, dest, norm_paths), **vault.report(secrets, note, skipped)}
+            return {"id": snap.id, "to": str(dest), "files": sum(1 for e in written if e[1] == "f"),
+                    **_git_not_restored(rec, dest, norm_paths), **vault.report(secrets, note, skipped),
+                    **({"git_held_back": held} if held else {})}
         with self.tree_lock("restore") if not dry_run else nullcontext():  # nothing captures a half-restored tree
             if dry_run:
                 current = self.working_entries()
@@ -1168,8 +1197,9 @@ class Repo:
                     self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
                 else:
                     self.refs.set_head(self.worktree, None, snap.id)
+            held = context.get("git_held_back") or []
             return {"id": snap.id, "undo": undo.id, "changes": changes, **_git_not_restored(rec, self.root, norm_paths),
-                    **vault.report(secrets, note, skipped)}
+                    **vault.report(secrets, note, skipped), **({"git_held_back": held} if held else {})}
 
     def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
         """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
@@ -1263,9 +1293,9 @@ class Repo:
 
         record_fork(self, oid, names, effects_policy, spec if spec and f"refs/heads/{spec}" in self.refs.list_refs("refs/heads/") else None)
         self.update_refs([RefUpdate(f"refs/heads/{nm}", oid, None) for nm in names], f"fork: {n} from {oid[:12]}")
-        out = [{"branch": nm, "id": oid} for nm in names]
+        out: list[dict[str, Any]] = [{"branch": nm, "id": oid} for nm in names]
         if base_dir is not None:
-            entries = self.world_entries(oid)
+            entries, _, held = self.guard_git_code(world_rec.get("tree"), self.world_entries(oid), [])
             first: Path | None = None
             for item in out:
                 d = _mkdir(base_dir / item["branch"])
@@ -1287,6 +1317,8 @@ class Repo:
                 wt.close()
                 item["path"] = str(d)
                 item.update(vault.report(secrets, note, vault.write_back(d, secrets)))
+                if held:
+                    item["git_held_back"] = held
         return out
 
     def _refuse_inside_store(self, dest: Path, verb: str) -> None:
@@ -1332,8 +1364,8 @@ class Repo:
         self.refs.set_head(self.worktree, ref, None)
         notes: list[str] = []  # (forgotten once the switch is done: a refused one changes nothing)
         self.checked_out_at(ref, notes)
-        said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored", "stores_not_restored")
-                if k in result}
+        said = {k: result[k] for k in ("secrets_restored", "secrets_note", "git_not_restored", "stores_not_restored",
+                                       "git_held_back") if k in result}
         return {"branch": branch, "id": oid, "undo": result.get("undo"), "previous": previous, "previous_id": before, **said,
                 **({"notes": notes} if notes else {})}  # (what the restore said, never dropped)
 
@@ -1575,6 +1607,17 @@ VALID_TREES = "valid-trees"
 _VALID_KEPT = 1024
 #: validated world trees a Repo keeps (a restore's target and HEAD; bounded for long-lived Repo objects)
 _TREES_KEPT = 4
+
+
+def git_held_back_note(names: list[str], snap: str) -> str | None:
+    """The line a restore (clone, fork, pull) says when it did not write git's config and hooks (``git_held_back``:
+    a snapshot this store did not capture, :meth:`Repo.git_code_allowed`), or None."""
+    if not names:
+        return None
+    shown = ", ".join(map(world.shown_path, names[:5])) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
+    return (f"did not write {shown}: git takes commands from them (hooks, core.fsmonitor, filters) and would run them "
+            f"at your next git command, and snapshot {snap[:12]} was not captured by this store (pulled, cloned or "
+            "crafted); they are left as they were. If you trust it, restore again with --trust-git")
 
 
 def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) -> dict[str, Any]:

@@ -24,6 +24,10 @@ SETTINGS: dict[str, Setting] = {
     "world.include_git": Setting(
         "bool", "false", "capture .git directories (git's history: branches, stashes, the index) in snapshots; a "
         "restore of a snapshot taken without them leaves the .git directories as they are"),
+    "world.trust_git": Setting(
+        "bool", "false", "write git's config and hooks (.git/config, .git/hooks/*) from snapshots this store did not "
+        "capture itself (pulled, cloned): they name commands git runs on its own (core.fsmonitor at git status, "
+        "hooks), so only for a store whose every writer you trust; without it they are left as they were and said"),
     "world.include_secrets": Setting(
         "bool", "false", "capture credential files (.env, private keys) in snapshots (docs/SECURITY.md)"),
     "world.ignore": Setting(
