@@ -109,9 +109,17 @@ def _read_ids(child: subprocess.Popen[str], n: int) -> list[str]:
 
 
 def _kill(child: subprocess.Popen[str]) -> list[str]:
-    """SIGKILL ``child``; the ids it printed that were not read yet."""
+    """SIGKILL ``child``; the ids it printed that were not read yet. Read through ``child.stdout`` itself, whose
+    buffer :func:`_read_ids`'s ``readline`` may have filled ahead: ``communicate()`` reads the pipe's descriptor and
+    missed those lines (seen once in CI under load: an id the child printed, absent from what the test read, so the
+    committed chain looked out of step with the calls)."""
     child.send_signal(signal.SIGKILL)
-    rest, _ = child.communicate(timeout=60)
+    assert child.stdout is not None
+    rest = child.stdout.read()  # (to EOF: the killed child's end of the pipe is closed)
+    child.wait(timeout=60)
+    child.stdout.close()
+    if child.stderr is not None:
+        child.stderr.close()
     return rest.split()
 
 
