@@ -228,7 +228,7 @@ class ThreadVerbs:
         with self.index.read() as db:
             rows = db.execute("SELECT meta_type, meta FROM lg_checkpoints WHERE thread_id=?", (thread_id,)).fetchall()
         for typ, raw in rows:
-            md = self.serde.loads_typed(expand(typ, raw))
+            md = self._serde_for(True).loads_typed(expand(typ, raw))  # (keys only: read as a checkpoint from elsewhere)
             if isinstance(md, dict) and ("counters_since_delta_snapshot" in md or "delta_writes_versioned" in md):
                 return True
         return False

@@ -59,6 +59,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ._index import CheckpointRow, version_key
 from ._store import (
@@ -124,6 +125,11 @@ OTHER_FLUSH_WAIT = 5.0
 DURABLE_GROUP_INTERVAL = 0.2
 
 
+#: ``lg_meta`` key prefix: ``fx:<snapshot id>``, a checkpoint this index adopted from elsewhere (a clone, a pull, a
+#: merge: ``_adopt_branches``), read with LangGraph's strict msgpack allowlist (``PFSaver._strict``)
+FOREIGN = "fx:"
+
+
 #: langgraph 1.2.22 ``langgraph._internal._constants``: in the ``configurable`` of a checkpoint a graph run stores
 #: (``CONFIG_KEY_RUNTIME``; ``update_state`` and direct ``put`` calls have none), and the run's ``durability``
 #: (``CONFIG_KEY_DURABILITY``; absent: LangGraph's default, "async")
@@ -176,6 +182,12 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         super().__init__(serde=serde)
+        #: what reads checkpoints this store did not write (adopted from a clone, pull or merge: _adopt_branches):
+        #: LangGraph's strict msgpack allowlist. Its default serializer (1.2 / checkpoint 4.3) builds any class or
+        #: calls any function a checkpoint's bytes name ('os', 'system', cmd) with a warning; a store travels
+        #: (push, clone), so a teammate's or a crafted checkpoint ran code at get_state. A serde the user passes
+        #: reads everything: its allowlist is theirs.
+        self._strict = JsonPlusSerializer(allowed_msgpack_modules=None) if serde is None else None
         if (isinstance(flush_interval, bool) or not isinstance(flush_interval, (int, float))
                 or math.isnan(flush_interval) or flush_interval < 0):
             raise InvalidInput(f"flush_interval must be a number of seconds >= 0, not {flush_interval!r}")
@@ -633,7 +645,7 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                     ns = str(doc.get("checkpoint_ns") or "")
                     ckpt_t, meta_t = tuple(doc["checkpoint"]), tuple(doc["metadata"])
                     try:
-                        run_id = self.serde.loads_typed((meta_t[0], bytes(meta_t[1]))).get("run_id")
+                        run_id = self._serde_for(True).loads_typed((meta_t[0], bytes(meta_t[1]))).get("run_id")
                     except Exception:  # (metadata this serializer cannot read: only delete_for_runs misses it)
                         run_id = None
                     rows.append((thread_id, ns, doc["checkpoint_id"], doc.get("parent_checkpoint_id"), snap.id,
@@ -661,6 +673,7 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         with self.index.tx() as db:
             db.executemany("INSERT OR IGNORE INTO lg_writes VALUES (?,?,?,?,?,?,?,?,?)", writes)
             db.executemany("INSERT OR REPLACE INTO lg_meta VALUES (?,?)", carried_now)
+            db.executemany("INSERT OR REPLACE INTO lg_meta VALUES (?,?)", [(FOREIGN + str(r[4]), "1") for r in rows])
             db.executemany(
                 "INSERT OR IGNORE INTO lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id, snapshot, "
                 "run_id, ckpt_type, ckpt, meta_type, meta, flushed) VALUES (?,?,?,?,?,?,?,?,?,?,1)",
@@ -964,9 +977,25 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
             self._note_stop(thread_id, ns, checkpoint_id, (r[5] for r in rows))
 
     # ------------------------------------------------------------------ reads
-    def _tuple(self, row: CheckpointRow, config: RunnableConfig | None = None) -> CheckpointTuple:
+    def _serde_for(self, foreign: bool) -> SerializerProtocol:
+        """The serializer that reads a checkpoint: LangGraph's strict one for a ``foreign`` one (see ``_strict``)."""
+        return self._strict if foreign and self._strict is not None else self.serde
+
+    def _foreign(self, snap: str | None = None) -> set[str]:
+        """The snapshots of checkpoints this index adopted from elsewhere (all, or whether ``snap`` is one)."""
+        if self._strict is None:
+            return set()
+        with self.index.read() as db:
+            if snap is not None:
+                hit = db.execute("SELECT 1 FROM lg_meta WHERE key=?", (FOREIGN + snap,)).fetchone()
+                return {snap} if hit else set()
+            return {str(r[0])[len(FOREIGN):] for r in
+                    db.execute("SELECT key FROM lg_meta WHERE key LIKE ?", (FOREIGN + "%",)).fetchall()}
+
+    def _tuple(self, row: CheckpointRow, config: RunnableConfig | None = None, foreign: bool = False) -> CheckpointTuple:
         thread_id, ns, cid, parent_id, _snap, ckpt_type, ckpt, meta_type, meta = row
-        checkpoint = self.serde.loads_typed(expand(ckpt_type, ckpt))
+        serde = self._serde_for(foreign)
+        checkpoint = serde.loads_typed(expand(ckpt_type, ckpt))
         values: dict[str, Any] = {}
         with self._s.lock:
             last = self._s.last.get((thread_id, ns))
@@ -982,14 +1011,14 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                 typ, oid = found
             if typ == "empty" or oid is None:
                 continue
-            values[ch] = self.serde.loads_typed((typ, self._get_blob(oid)))
+            values[ch] = serde.loads_typed((typ, self._get_blob(oid)))
         checkpoint["channel_values"] = values
-        writes = [(t, c, self.serde.loads_typed(expand(typ, v))) for t, c, typ, v, _p, _i in self.index.writes(thread_id, ns, cid)]
+        writes = [(t, c, serde.loads_typed(expand(typ, v))) for t, c, typ, v, _p, _i in self.index.writes(thread_id, ns, cid)]
         return CheckpointTuple(
             config=config
             or {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}},
             checkpoint=checkpoint,
-            metadata=self.serde.loads_typed(expand(meta_type, meta)),
+            metadata=serde.loads_typed(expand(meta_type, meta)),
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
                 if parent_id
@@ -1008,7 +1037,7 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         row = self.index.get_row(thread_id, ns, checkpoint_id)
         if row is None:
             return None
-        return self._tuple(row, config if checkpoint_id else None)
+        return self._tuple(row, config if checkpoint_id else None, bool(self._foreign(str(row[4]))))
 
     def list(
         self,
@@ -1034,12 +1063,13 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         self._drop_pruned()
         sql_limit = None if filter else limit
         count = 0
+        foreign = self._foreign()
         for row in self.index.iter_rows(thread_id, ns, checkpoint_id, before_id, sql_limit):
             if filter:
-                md = self.serde.loads_typed(expand(row[7], row[8]))
+                md = self._serde_for(str(row[4]) in foreign).loads_typed(expand(row[7], row[8]))
                 if not all(md.get(k) == v for k, v in filter.items()):
                     continue
-            yield self._tuple(row)
+            yield self._tuple(row, foreign=str(row[4]) in foreign)
             count += 1
             if limit is not None and count >= limit:
                 return
