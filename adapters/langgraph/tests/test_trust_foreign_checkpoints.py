@@ -89,3 +89,22 @@ def test_your_own_checkpoints_and_a_serde_you_pass_read_your_types(tmp_path: Pat
     allow = JsonPlusSerializer(allowed_msgpack_modules=[(Mode.__module__, "Mode")])
     with PFSaver(mine, serde=allow) as saver:
         assert _graph(saver, None).get_state(CFG).values["mode"] is Mode.FAST  # the user's allowlist
+
+
+def test_a_fork_or_copy_of_a_cloned_thread_is_still_read_as_from_elsewhere(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+
+    class Crafted(enum.Enum):
+        CMD = f"touch {marker}"
+
+    Crafted.__module__, Crafted.__name__ = "os", "system"
+    mine = _teammates_store(tmp_path, Crafted.CMD)
+    with PFSaver(mine) as saver:
+        graph = _graph(saver, None)
+        fork, = saver.fork_thread(CFG, 1)
+        saver.copy_thread("t", "copied")
+        for config in (fork, {"configurable": {"thread_id": "copied"}}):
+            assert graph.get_state(config).values["mode"] == f"touch {marker}"
+    with PFSaver(mine) as saver:  # (a fresh open: what the index keeps)
+        assert _graph(saver, None).get_state(fork).values["mode"] == f"touch {marker}"
+    assert not marker.exists()
