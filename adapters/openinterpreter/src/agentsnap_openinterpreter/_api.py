@@ -281,6 +281,7 @@ def restore(
     replay: str = "none",
     world: bool = True,
     classifier: CommandClassifier | None = None,
+    trust_settings: bool = False,
 ) -> RestoreReport:
     """Restore snapshot ``spec`` into ``interpreter`` (a new ``OpenInterpreter`` when None).
 
@@ -291,6 +292,9 @@ def restore(
         replay: ``none`` (kernels start empty) or ``pure`` (re-run cells not marked irreversible).
         world: also make the working tree equal the snapshot's (undoable: ``refs/undo/restore``).
         classifier: classifier for a newly attached interpreter.
+        trust_settings: also take the stored settings that widen what the interpreter does without asking or where
+            it sends the API key (``auto_run`` on, a less careful ``safe_mode``, another ``llm.api_base``); without
+            it the interpreter keeps its own and ``report.notes`` says so.
 
     Returns a :class:`RestoreReport` (``report.interpreter`` is the interpreter).
     """
@@ -320,12 +324,12 @@ def restore(
     attach(interpreter, repo, classifier=classifier)
     session: Session = interpreter._agentsnap
     session.rebind(repo)
-    before = session.replay
-    session.replay = replay
+    before = session.replay, session.trust_settings
+    session.replay, session.trust_settings = replay, trust_settings
     try:
         repo.restore_into(interpreter, snap.id)
     finally:
-        session.replay = before
+        session.replay, session.trust_settings = before
     report: RestoreReport = session.last_report
     report.world = changes
     return report
@@ -360,8 +364,9 @@ def restore_layers(interpreter: Any, layers: dict[str, Any], context: dict[str, 
     interpreter.computer._has_imported_skills = False
     interpreter.messages = plain_messages(trace)
     report.messages = len(trace)
-    report.settings, kept = restore_settings(interpreter, state.get("settings", {}))
+    report.settings, kept, guarded = restore_settings(interpreter, state.get("settings", {}), session.trust_settings)
     report.kept = sorted(set(kept) - {"llm.api_key"}) + NOT_STORED
+    report.notes += guarded
     if state.get("conversation"):
         session.set_conversation(state["conversation"])
     cells = cells_layer["cells"]

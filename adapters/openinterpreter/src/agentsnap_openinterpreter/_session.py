@@ -74,6 +74,8 @@ class Session:
         self.classifier = classifier or CommandClassifier()
         self.on_divergence = on_divergence
         self.replay = replay
+        #: take stored settings that widen what runs without asking (auto_run, safe_mode, llm.api_base): restore()
+        self.trust_settings = False
         self.cells: list[dict[str, Any]] = []
         self.conversation = uuid.uuid4().hex
         self.last_report: Any = None

@@ -72,15 +72,37 @@ def capture_settings(interpreter: Any) -> tuple[dict[str, dict[str, Any]], list[
     return out, redacted, skipped
 
 
-def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]]) -> tuple[list[str], list[str]]:
-    """Set the stored settings on ``interpreter``; return ``(restored names, kept names)``.
+#: safe_mode from least to most careful (interpreter/core/core.py: "off", "ask", "auto")
+_SAFE_MODES = {"off": 0, "ask": 1, "auto": 2}
+
+
+def _widens(group: str, name: str, live: Any, value: Any) -> str | None:
+    """Why setting ``group.name`` from ``live`` to the stored ``value`` would widen what the interpreter does without
+    asking, or where it sends the user's API key; None when it does not."""
+    if (group, name) == ("interpreter", "auto_run") and value and not live:
+        return "it would run the model's code without asking"
+    if (group, name) == ("interpreter", "safe_mode") and _SAFE_MODES.get(str(value), 0) < _SAFE_MODES.get(str(live), 0):
+        return f"safe_mode {value!r} checks less than {live!r}"
+    if (group, name) == ("llm", "api_base") and value != live:
+        return "your API key would go to the snapshot's endpoint"
+    return None
+
+
+def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]], trust: bool = False
+                     ) -> tuple[list[str], list[str], list[str]]:
+    """Set the stored settings on ``interpreter``; return ``(restored names, kept names, why each guarded one was
+    kept)``.
 
     A value that was redacted at capture is not written: the interpreter keeps its own. Setting
     ``llm.model`` to the value it already has keeps ``llm._is_loaded`` (the framework's setter would
-    reset it and reload the model on the next chat).
+    reset it and reload the model on the next chat). Unless ``trust``, a restore never widens what the interpreter
+    does without asking nor where it sends the API key (``auto_run`` on, a less careful ``safe_mode``, another
+    ``llm.api_base``): a snapshot can come from anyone (a clone, a pull), and those three would run its author's
+    code or hand over the key; the interpreter keeps its own values, and the third list says why.
     """
     restored: list[str] = []
     kept: list[str] = []
+    guarded: list[str] = []
     for group, values in settings.items():
         if group not in SETTINGS:
             continue
@@ -94,10 +116,16 @@ def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]]) -> t
             if group == "llm" and name == "model" and getattr(owner, "model", None) == value:
                 restored.append("llm.model")
                 continue
+            why = None if trust else _widens(group, name, getattr(owner, name, None), value)
+            if why is not None:
+                kept.append(f"{group}.{name}")
+                guarded.append(f"{group}.{name} kept as it was ({why}; restore with trust_settings=True if you trust "
+                               "the snapshot)")
+                continue
             setattr(owner, name, copy.deepcopy(value))
             restored.append(f"{group}.{name}")
     kept += [f for f in SECRET_FIELDS]
-    return restored, kept
+    return restored, kept, guarded
 
 
 def plain_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
