@@ -502,9 +502,9 @@ def _switch_undo(res: dict[str, Any]) -> str:
     """How to undo a switch: back to the branch it left, and the work it replaced back in the tree without moving
     any branch. (Not ``restore UNDO``: that moves the branch now checked out, as ``git reset --hard`` does, onto the
     other branch's work, and its own snapshots drop out of its history.)"""
-    previous, undo = res.get("previous"), res.get("undo")
     import shlex
 
+    previous, undo = res.get("previous"), res.get("undo")
     replaced = bool(undo) and undo != res.get("previous_id")
     if previous is None:  # (HEAD was detached: there is no branch to go back to)
         return (f"; the work it replaced is snapshot {short(undo)} ('agentsnap restore {short(undo)} -- .' puts its "

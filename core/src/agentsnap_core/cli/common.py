@@ -272,11 +272,11 @@ def git_not_restored_line(names: list[str], snap: str) -> str | None:
             f".git is no longer a repository of its own; {INCLUDE_GIT_HINT} for later snapshots")
 
 
-def git_held_back_line(names: list[str], snap: str) -> str | None:
+def git_held_back_line(names: list[str], snap: str, how: str = "restore again with --trust-git") -> str | None:
     """After a restore: git's config and hooks it did not write (a snapshot this store did not capture), or None."""
     from agentsnap_core.repository.repo import git_held_back_note
 
-    note = git_held_back_note(names, snap)
+    note = git_held_back_note(names, snap, how)
     return f"warning: {note}" if note else None
 
 
@@ -441,8 +441,8 @@ def fork_lines(out: list[dict[str, Any]], as_json: bool) -> list[tuple[str, bool
     # secret files of the local vault a worktree did not get (repository/vault.py): one line each, stderr
     notes = [(f"warning: {n}", True) for n in dict.fromkeys(f["secrets_note"] for f in out if f.get("secrets_note"))]
     held = next((f for f in out if f.get("git_held_back")), None)  # (the same for every worktree: one line)
-    line = git_held_back_line(held["git_held_back"], held["id"]) if held else None
-    notes += [(line.replace("restore again with --trust-git", "restore it in the worktree with --trust-git"), True)] if line else []
+    line = git_held_back_line(held["git_held_back"], held["id"], "restore it in the worktree with --trust-git") if held else None
+    notes += [(line, True)] if line else []
     if as_json:
         return notes + [(json_line({"v": JSON_VERSION, "forks": out}), False)]
     return notes + [(f"{f['branch']} -> {short(f['id'])}" + (f"  {f['path']}" if "path" in f else ""), False) for f in out]

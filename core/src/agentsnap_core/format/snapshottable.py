@@ -571,10 +571,10 @@ class _Decoder:
             if isinstance(live, dict):
                 for k, x in saved.items():  # (a Counter's update() would add; an OrderedDict keeps this order)
                     live[k] = x
-            elif isinstance(live, list):
+            elif isinstance(live, set):
+                live.update(saved)
+            else:  # list, deque
                 live.extend(saved)
-            else:  # set, deque
-                live.update(saved) if isinstance(live, set) else live.extend(saved)
         self.fills.clear()
         for obj, state in self.pending:
             obj.load_state_dict(state)

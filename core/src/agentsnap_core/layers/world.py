@@ -896,6 +896,8 @@ def runs_git_code(rel: str) -> bool:
     ``core.hooksPath``, aliases...; a submodule's under ``.git/modules``, a worktree's ``config.worktree``) or a hook.
     Git runs them without being asked to (``git status`` runs the fsmonitor command), so they come back only from a
     tree this store captured itself (:meth:`Repo.captured_here`)."""
+    if ".git/" not in rel:  # (most entries: a substring test, before any split; a capture with .git asks each one)
+        return False
     parts = rel.split("/")
     if ".git" not in parts:
         return False

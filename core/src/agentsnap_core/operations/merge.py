@@ -425,7 +425,7 @@ def merge(
 
 def _apply_world(repo: Repo, entries: list[world.Entry], source: Snapshot) -> list[str]:
     """Make the working tree ``entries``; git's config and hooks only when ``source`` (the side they may come from)
-    was captured by this store (:meth:`Repo.git_code_allowed`). Returns those left as they were."""
+    was captured by this store (:meth:`Repo.captured_here`). Returns those left as they were."""
     target, current, held = repo.guard_git_code((source.layers.get("world") or {}).get("tree"), entries,
                                                 repo.working_entries())
     world.materialize(repo.objects, repo.root, target, current, allow_external_symlinks=True)

@@ -844,35 +844,29 @@ class Repo:
 
     def own_trees(self) -> set[str]:
         """World trees this store captured itself, of those holding what only comes back from such a tree: links
-        pointing outside (:meth:`links_allowed`), git's config and hooks (:meth:`git_code_allowed`)."""
+        pointing outside, git's config and hooks (see :meth:`captured_here`)."""
         try:
             return set((self.store_dir / OWN_TREES).read_text().split())
         except FileNotFoundError:
             return set()
 
-    def links_allowed(self, tree: str) -> bool:
-        """Whether links pointing outside the tree may be restored from ``tree`` without being asked.
-
-        Yes for your own history: a tree this store captured from its own working tree (the in-tree ``.venv``
-        whose ``bin/python`` points at ``/usr/bin/python3``). No for anything else (pulled, cloned, crafted):
-        such links are refused unless ``--allow-external-symlinks`` is given. The list of own trees lives
-        in the store directory and is never pushed or pulled, so a snapshot cannot claim to be one.
+    def captured_here(self, tree: str) -> bool:
+        """Whether ``tree`` is your own history: a tree this store captured from a working tree here. Only such a
+        tree may restore, without being asked, what a pulled, cloned or crafted snapshot must not: links pointing
+        outside the tree (the in-tree ``.venv`` whose ``bin/python`` points at ``/usr/bin/python3``; otherwise
+        refused unless ``--allow-external-symlinks``) and git's config and hooks (:func:`world.runs_git_code`: a
+        ``.git/config`` whose ``core.fsmonitor`` runs a command at your next ``git status``; otherwise left as they
+        are unless ``--trust-git``, as git's own clone never copies them). The list of own trees lives in the store
+        directory and is never pushed or pulled, so a snapshot cannot claim to be one.
         """
-        return tree in self.own_trees()
-
-    def git_code_allowed(self, tree: str) -> bool:
-        """Whether git's config and hooks (:func:`world.runs_git_code`) may be written from ``tree``: only from your
-        own history, a tree this store captured from a working tree here. A pulled, cloned or crafted snapshot could
-        hold a ``.git/config`` whose ``core.fsmonitor`` (or a hook) runs a command at your next ``git status``; git's
-        own clone never copies them either. ``restore --trust-git`` writes them anyway."""
         return tree in self.own_trees()
 
     def guard_git_code(self, tree: Any, target: list[world.Entry], current: list[world.Entry], trust: bool = False
                        ) -> tuple[list[world.Entry], list[world.Entry], list[str]]:
         """``(target, current, held)`` for a restore of ``tree``: without git's config and hooks that differ from
-        what is there now, unless ``tree`` may write them (:meth:`git_code_allowed`) or ``trust``; ``held`` names
+        what is there now, unless ``tree`` may write them (:meth:`captured_here`) or ``trust``; ``held`` names
         them (said, never silent)."""
-        if trust or (isinstance(tree, str) and self.git_code_allowed(tree)) or self.refs.get_config("world.trust_git") == "true":
+        if trust or (isinstance(tree, str) and self.captured_here(tree)) or self.refs.get_config("world.trust_git") == "true":
             return target, current, []
         return world.without_git_code(target, current)
 
@@ -893,7 +887,7 @@ class Repo:
             Path(root),
             target,
             current,
-            allow_external_symlinks=context.get("allow_external_symlinks", False) or self.links_allowed(rec["tree"]),
+            allow_external_symlinks=context.get("allow_external_symlinks", False) or self.captured_here(rec["tree"]),
             paths=context.get("paths"),
             progress=self._advance,
             validated=True,  # load_tree validated it
@@ -1109,7 +1103,7 @@ class Repo:
         restore can be undone (when that state is exactly the last snapshot's, ``refs/undo/restore`` names the
         last snapshot instead of a copy of it), files created after the snapshot are removed, the trace is
         reset, and the current branch moves to ``spec`` (like ``git reset --hard``). Git's config and hooks are
-        written only from a tree this store captured (:meth:`git_code_allowed`) or with ``trust_git``; otherwise the
+        written only from a tree this store captured (:meth:`captured_here`) or with ``trust_git``; otherwise the
         answer's ``git_held_back`` names those left as they were.
         """
         snap = self.get(spec)
@@ -1118,7 +1112,7 @@ class Repo:
         if rec is None:
             raise AgentSnapError(f"snapshot {snap.id[:12]} has no world layer to restore")
         target_entries = self.load_tree(rec["tree"])  # validates before any write (once: the hook reuses it)
-        allow_external_symlinks = allow_external_symlinks or self.links_allowed(rec["tree"])
+        allow_external_symlinks = allow_external_symlinks or self.captured_here(rec["tree"])
         norm_paths = [self.tree_path(p) for p in paths] if paths else None
         if norm_paths and "" in norm_paths:  # `-- .` at the top (git's `checkout REV -- .`): every path, each file
             # put back as the snapshot has it and the branch left where it is (a path restore, not a reset)
@@ -1280,7 +1274,7 @@ class Repo:
                     raise TargetNotEmpty(str(d))
             world_rec = self.get(oid).layers.get("world") or {}
             tree = world_rec.get("tree")
-            if tree and not self.links_allowed(tree):
+            if tree and not self.captured_here(tree):
                 for path, kind, _m, _s, ref in self.world_entries(oid):
                     if kind == "l" and world.symlink_escapes(path, ref):
                         raise UnsafeSnapshot(path, f"symlink points outside the worktree ({ref!r}) and the snapshot "
@@ -1299,9 +1293,9 @@ class Repo:
             first: Path | None = None
             for item in out:
                 d = _mkdir(base_dir / item["branch"])
-                if first is None:  # links pointing outside: the same rule as restore (links_allowed)
+                if first is None:  # links pointing outside: the same rule as restore (captured_here)
                     tree = world_rec.get("tree")
-                    world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.links_allowed(tree), None,
+                    world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.captured_here(tree), None,
                                       self._advance)
                     first = d
                 else:
@@ -1609,15 +1603,15 @@ _VALID_KEPT = 1024
 _TREES_KEPT = 4
 
 
-def git_held_back_note(names: list[str], snap: str) -> str | None:
+def git_held_back_note(names: list[str], snap: str, how: str = "restore again with --trust-git") -> str | None:
     """The line a restore (clone, fork, pull) says when it did not write git's config and hooks (``git_held_back``:
-    a snapshot this store did not capture, :meth:`Repo.git_code_allowed`), or None."""
+    a snapshot this store did not capture, :meth:`Repo.captured_here`), or None."""
     if not names:
         return None
     shown = ", ".join(map(world.shown_path, names[:5])) + (f", ... ({len(names) - 5} more)" if len(names) > 5 else "")
     return (f"did not write {shown}: git takes commands from them (hooks, core.fsmonitor, filters) and would run them "
             f"at your next git command, and snapshot {snap[:12]} was not captured by this store (pulled, cloned or "
-            "crafted); they are left as they were. If you trust it, restore again with --trust-git")
+            f"crafted); they are left as they were. If you trust it, {how}")
 
 
 def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) -> dict[str, Any]:
