@@ -11,6 +11,7 @@ if TYPE_CHECKING:
         AgentsnapCheckpointProvider,
         CheckpointFailed,
         NoCheckpoint,
+        UntrustedSettings,
         checkpoint_failures,
         checkpoint_path,
         resolve_checkpoint,
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 # import) loads when one of these names is first used, not before.
 __getattr__ = lazy_exports(__name__, {
     **dict.fromkeys(("AgentsnapCheckpointProvider", "CheckpointFailed", "NoCheckpoint", "checkpoint_failures",
-                     "checkpoint_path", "resolve_checkpoint"), "checkpoint"),
+                     "checkpoint_path", "resolve_checkpoint", "UntrustedSettings"), "checkpoint"),
     **dict.fromkeys(("guard_tool", "guard_tools"), "effects"),
     "AgentsnapFlowPersistence": "flow",
     **dict.fromkeys(("MemoryMerge", "merge_memory", "merge_storages"), "merge"),
@@ -44,6 +45,7 @@ __all__ = [
     "MemoryMerge",
     "MissingLiveObjects",
     "NoCheckpoint",
+    "UntrustedSettings",
     "checkpoint_failures",
     "checkpoint_path",
     "flush_all",

@@ -36,6 +36,8 @@ from agentsnap_core import Repo
 from agentsnap_core.errors import AgentSnapError, InvalidRefName, UnknownSnapshot
 from agentsnap_core.format import content
 from agentsnap_core.format.objects import is_oid
+from agentsnap_core.layers import reach
+from agentsnap_core.layers.reach import UntrustedSettings  # noqa: F401 - re-exported by the package
 from agentsnap_core.layers.redact import may_hold_secret, redact
 from agentsnap_core.repository.repo import check_ref_name
 from crewai.hooks.dispatch import HookAborted
@@ -101,6 +103,27 @@ def redact_checkpoint(data: str, clean: _CleanSegments | None = None) -> tuple[s
     if not found.paths:
         return data, {}
     return json.dumps(found.value), found.paths
+
+
+#: keys whose values are the run's data (task outputs, kickoff inputs, messages), never settings CrewAI acts on
+_DATA_KEYS = frozenset({"output", "outputs", "tasks_output", "inputs", "messages", "raw", "json_dict", "pydantic",
+                        "description", "expected_output", "backstory", "goal"})
+
+
+def outside_settings(runtime: Any) -> dict[str, str]:
+    """``{JSON path: value}`` of a checkpoint's settings that reach outside the process when CrewAI builds it
+    (core's :func:`agentsnap_core.layers.reach.outside_settings`): a model's or embedder's endpoint (an
+    ``OpenAICompletion`` without an ``api_key`` sends ``OPENAI_API_KEY`` to its ``base_url``) and ``mcps`` (CrewAI
+    1.15 starts an ``MCPServerStdio``'s command, or connects to the server, at ``kickoff()``)."""
+    return reach.outside_settings(runtime, data_keys=_DATA_KEYS)
+
+
+def check_settings(repo: Repo, snapshot: str, runtime: Any, *, trust: bool = False, allowed: set[str] | None = None,
+                   remedy: str = "Resume it with resume_crew(..., llm=...) to use your own model") -> None:
+    """Refuse (:class:`UntrustedSettings`) a checkpoint naming endpoints or MCP servers this store never used itself
+    (a clone's, a pull's, a crafted one's), apart from the paths in ``allowed`` (what the caller's live objects
+    replace)."""
+    reach.check(repo, snapshot, outside_settings(runtime), remedy=remedy, trust=trust, allowed=allowed or ())
 
 
 def _materialised(repo: Repo, oid: str) -> Path:
@@ -267,16 +290,22 @@ def checkpoint_runtime(repo: Repo, spec: str) -> dict[str, Any]:
     return dict(json.loads(checkpoint_data(repo, spec)))
 
 
-def checkpoint_path(repo: Repo | str | Path, spec: str) -> str:
+def checkpoint_path(repo: Repo | str | Path, spec: str, *, trust_settings: bool = False) -> str:
     """A path for ``CheckpointConfig(restore_from=...)`` for snapshot ``spec`` (the JSON is written there now).
 
-    ``spec`` may be a checkpoint id, a snapshot id, an agentsnap branch (``crewai/main``) or tag.
+    ``spec`` may be a checkpoint id, a snapshot id, an agentsnap branch (``crewai/main``) or tag. A checkpoint this
+    store did not write whose settings reach outside the process (model endpoints, MCP servers:
+    :func:`outside_settings`) is refused (:class:`UntrustedSettings`) unless ``trust_settings``: CrewAI builds them
+    as they are.
     """
     repo = repo if isinstance(repo, Repo) else Repo.open(repo)
     oid = resolve_checkpoint(repo, spec)
+    data = checkpoint_data(repo, oid)
+    if not trust_settings and reach.may_reach_out(data):
+        check_settings(repo, oid, json.loads(data),
+                       remedy="Resume it with resume_crew(..., llm=...) to use your own model and no MCP servers")
     path = _materialised(repo, oid)
     if not path.exists():
-        data = checkpoint_data(repo, oid)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(data, encoding="utf-8")
@@ -519,6 +548,8 @@ def _commit(repo: Repo, item: Pending, ids: dict[str, str]) -> str:
         meta={"crewai_branch": item.branch, "trigger": item.trigger, "crewai_parent": item.parent_id,
               **({"crewai_id": item.token} if item.token else {}), **({"redacted": redacted} if redacted else {})},
     )
+    if reach.may_reach_out(data):  # its endpoints and MCP servers are this store's own (check_settings)
+        reach.remember(repo, outside_settings(json.loads(data)))
     return snap.id
 
 

@@ -17,7 +17,13 @@ from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.layers.redact import REDACTED
 from agentsnap_core.repository.repo import check_ref_name
 
-from .checkpoint import AgentsnapCheckpointProvider, checkpoint_data, checkpoint_path
+from .checkpoint import (
+    AgentsnapCheckpointProvider,
+    check_settings,
+    checkpoint_data,
+    checkpoint_path,
+    resolve_checkpoint,
+)
 
 #: llm types CrewAI 1.15 rebuilds from a checkpoint by itself (everything else is a custom class)
 REBUILDABLE_LLM_TYPES = frozenset({"litellm", "openai", "anthropic", "azure", "bedrock", "gemini"})
@@ -60,6 +66,7 @@ def resume_crew(
     fork: str | bool | None = None,
     on_events: list[str] | None = None,
     branch_prefix: str = "crewai/",
+    trust_settings: bool = False,
 ) -> Any:
     """A crew restored from checkpoint snapshot ``spec``, with live objects re-injected, ready to ``kickoff()``.
 
@@ -71,9 +78,14 @@ def resume_crew(
         memory: a live ``Memory`` for the crew (a checkpoint only names it).
         fork: a branch name (or True for a generated one) to continue on a new branch (``Crew.fork``).
         on_events: checkpoint triggers for the resumed run (default: CrewAI's).
+        trust_settings: build a checkpoint this store did not write (a clone, a pull) with the model endpoints and
+            MCP servers it names. Without it such a checkpoint is refused unless your own LLM replaces every agent
+            LLM that names an endpoint (``llm=``/``llms=``) and it names no other (an embedder's, MCP servers):
+            CrewAI would send your API key to whatever ``base_url`` it holds and start the commands it names.
 
     Raises:
         MissingLiveObjects: before anything is restored, naming what is missing.
+        UntrustedSettings: before anything is built, naming the settings of a checkpoint from elsewhere.
     """
     from crewai import Crew
     from crewai.state.checkpoint_config import CheckpointConfig
@@ -81,7 +93,8 @@ def resume_crew(
     if isinstance(fork, str):
         check_ref_name(branch_prefix + fork)  # before anything is restored
     repo_obj = repo if isinstance(repo, Repo) else Repo.open(repo)
-    runtime = json.loads(checkpoint_data(repo_obj, spec))
+    runtime = json.loads(checkpoint_data(repo_obj, spec))  # (NoCheckpoint naming failed checkpoints)
+    snapshot = resolve_checkpoint(repo_obj, spec)
     needs = needed_live_objects(runtime)
     llms = dict(llms or {})
     tools = dict(tools or {})
@@ -92,11 +105,17 @@ def resume_crew(
     missing = {k: v for k, v in missing.items() if v}
     if missing:
         raise MissingLiveObjects(missing)
+    agent_llms = _agent_llm_paths(runtime)
+    replaced = {path for path, role in agent_llms if role in llms or llm is not None}
+    kept = sorted({repr(role) for path, role in agent_llms if path not in replaced})
+    check_settings(repo_obj, snapshot, runtime, trust=trust_settings, allowed=replaced,
+                   remedy=(f"Pass your own LLM for agent(s) {', '.join(kept)} (llm=... or llms={{role: llm}}); "
+                           if kept else "") + "what your LLMs do not replace (an embedder, MCP servers) stays refused")
     extra: dict[str, Any] = {"on_events": on_events} if on_events else {}
     cfg = CheckpointConfig(
         location=str(repo_obj.root),
         provider=AgentsnapCheckpointProvider(branch_prefix=branch_prefix),
-        restore_from=checkpoint_path(repo_obj, spec),
+        restore_from=checkpoint_path(repo_obj, snapshot, trust_settings=True),  # (checked above)
         **extra,
     )
     if fork:
@@ -106,6 +125,13 @@ def resume_crew(
     inject_live_objects(crew, llm=llm, llms=llms, tools=tools, memory=memory)
     crew.checkpoint = cfg.model_copy(update={"restore_from": None})
     return crew
+
+
+def _agent_llm_paths(runtime: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(JSON path, role)`` of every agent's ``llm`` in a checkpoint (what the caller's ``llm``/``llms`` replace)."""
+    return [(f"entities[{i}].agents[{j}].llm", str(agent.get("role", "?")))
+            for i, entity in enumerate(runtime.get("entities", []))
+            for j, agent in enumerate(entity.get("agents", []) or []) if isinstance(agent, dict)]
 
 
 def inject_live_objects(

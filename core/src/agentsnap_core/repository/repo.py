@@ -777,7 +777,7 @@ class Repo:
             if self._capture_sink is not None and own:
                 self._capture_sink.append(entries)
         if escapes or git_code:  # (what only comes back from a tree captured here: links out, git's config and hooks)
-            self._remember_own_tree(tree)
+            self.remember_own(tree)
         from agentsnap_core.layers.environment import capture_env  # its secret patterns compile only for a snapshot
 
         env = content.put_value(self.objects, capture_env(redact=context.get("redact", True)))
@@ -833,33 +833,37 @@ class Repo:
         except OSError:
             pass  # (a read-only store: validated again next time)
 
-    def _remember_own_tree(self, tree: str) -> None:
-        """Note that this store captured ``tree`` from one of its own working trees (kept local: never pushed)."""
-        if tree not in self.own_trees():
+    def remember_own(self, oid: str) -> None:
+        """Note that this store made ``oid`` here (kept local: never pushed): a world tree captured from one of its
+        own working trees, or a token for a setting an adapter's capture used (:mod:`agentsnap_core.layers.reach`:
+        a model endpoint, an MCP server). Only what may need it is noted (a tree with links pointing outside or
+        git's config and hooks; settings that reach outside the process)."""
+        if oid not in self.own_trees():
             fd = os.open(self.store_dir / OWN_TREES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             try:
-                os.write(fd, f"{tree}\n".encode())
+                os.write(fd, f"{oid}\n".encode())
             finally:
                 os.close(fd)
 
     def own_trees(self) -> set[str]:
-        """World trees this store captured itself, of those holding what only comes back from such a tree: links
-        pointing outside, git's config and hooks (see :meth:`captured_here`)."""
+        """Object ids this store made itself, of those holding what only comes back from one's own history: links
+        pointing outside, git's config and hooks, an adapter's settings (see :meth:`captured_here`)."""
         try:
             return set((self.store_dir / OWN_TREES).read_text().split())
         except FileNotFoundError:
             return set()
 
-    def captured_here(self, tree: str) -> bool:
-        """Whether ``tree`` is your own history: a tree this store captured from a working tree here. Only such a
-        tree may restore, without being asked, what a pulled, cloned or crafted snapshot must not: links pointing
-        outside the tree (the in-tree ``.venv`` whose ``bin/python`` points at ``/usr/bin/python3``; otherwise
-        refused unless ``--allow-external-symlinks``) and git's config and hooks (:func:`world.runs_git_code`: a
-        ``.git/config`` whose ``core.fsmonitor`` runs a command at your next ``git status``; otherwise left as they
-        are unless ``--trust-git``, as git's own clone never copies them). The list of own trees lives in the store
+    def captured_here(self, oid: str) -> bool:
+        """Whether ``oid`` (a world tree, a :mod:`~agentsnap_core.layers.reach` token) is your own history: made by
+        this store here. Only such a tree may restore, without being asked, what a pulled, cloned or crafted snapshot must not: links
+        pointing outside the tree (the in-tree ``.venv`` whose ``bin/python`` points at ``/usr/bin/python3``;
+        otherwise refused unless ``--allow-external-symlinks``) and git's config and hooks
+        (:func:`world.runs_git_code`: a ``.git/config`` whose ``core.fsmonitor`` runs a command at your next ``git
+        status``; otherwise left as they are unless ``--trust-git``, as git's own clone never copies them); adapters
+        ask it of the settings they rebuild (:mod:`agentsnap_core.layers.reach`). The list lives in the store
         directory and is never pushed or pulled, so a snapshot cannot claim to be one.
         """
-        return tree in self.own_trees()
+        return oid in self.own_trees()
 
     def guard_git_code(self, tree: Any, target: list[world.Entry], current: list[world.Entry], trust: bool = False
                        ) -> tuple[list[world.Entry], list[world.Entry], list[str]]:

@@ -348,3 +348,37 @@ def s3_url(s3_server: SeaweedServer) -> str:
 def combined_url(postgres_url: str, s3_url: str) -> str:
     """A fresh combined store: refs and index in PostgreSQL, objects in S3."""
     return f"{postgres_url}&objects={s3_url}"
+
+
+class RecordingEndpoint:
+    """A stand-in model endpoint on 127.0.0.1 that records each request's ``Authorization`` header and answers 500:
+    where an agent's request (and the API key in it) went, for the trust tests of settings a snapshot names
+    (:mod:`agentsnap_core.layers.reach`). ``url`` ends in ``/v1``; ``seen`` lists the headers. Use as a context."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        seen: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                seen.append(self.headers.get("Authorization", ""))
+                self.send_response(500)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.seen = seen
+        self._httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> RecordingEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
