@@ -8,7 +8,15 @@ from agentsnap_core.plugins import lazy_exports
 
 if TYPE_CHECKING:
     from ._bridge import run_sync
-    from ._config import REDACTED, MissingSecret, SuppliedModelClient, UntrustedCode, model_slots, redact
+    from ._config import (
+        REDACTED,
+        MissingSecret,
+        SuppliedModelClient,
+        UntrustedCode,
+        UntrustedSettings,
+        model_slots,
+        redact,
+    )
     from ._merge import findings_note
     from ._team import (
         IncompatibleTarget,
@@ -28,7 +36,8 @@ if TYPE_CHECKING:
 # one of these names is first used, not before.
 __getattr__ = lazy_exports(__name__, {
     "run_sync": "_bridge",
-    **dict.fromkeys(("REDACTED", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "model_slots", "redact"),
+    **dict.fromkeys(("REDACTED", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "UntrustedSettings", "model_slots",
+                     "redact"),
                     "_config"),
     "findings_note": "_merge",
     **dict.fromkeys(("IncompatibleTarget", "TeamRunning", "build", "capture_layers", "fork", "load", "restore",
@@ -47,6 +56,7 @@ __all__ = [
     "UntestedAutoGen",
     "TESTED_AUTOGEN",
     "UntrustedCode",
+    "UntrustedSettings",
     "build",
     "capture_layers",
     "findings_note",

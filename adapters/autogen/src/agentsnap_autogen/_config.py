@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.layers.reach import UntrustedSettings  # noqa: F401 - re-exported by the package
 from agentsnap_core.layers.redact import may_hold_secret
 from agentsnap_core.layers.redact import redact as core_redact
 from autogen_core import Component, ComponentBase

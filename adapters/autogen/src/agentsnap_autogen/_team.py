@@ -17,6 +17,7 @@ from typing import Any
 
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.layers import reach
 from agentsnap_core.repository.repo import check_ref_name
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_core import ComponentLoader
@@ -281,6 +282,7 @@ def build(
     *,
     tools: Mapping[str, Any] | None = None,
     trust_code: bool = False,
+    _settings_of: tuple[Repo, str] | None = None,
 ) -> Any:
     """A fresh team or agent from the stored component config (without its state).
 
@@ -294,6 +296,12 @@ def build(
     """
     payload = check_payload(payload)
     config, live = prepare(payload["config"], model_clients, secrets, tools, trust_code)
+    if _settings_of is not None:  # (load: the snapshot's settings that no live client replaced)
+        repo, snapshot = _settings_of
+        given = {str(v) for v in (secrets or {}).values()}  # a value the caller passed in secrets= is theirs
+        found = {path: value for path, value in reach.outside_settings(config).items() if value not in given}
+        reach.check(repo, snapshot, found, remedy=(
+            "Re-supply the model clients (model_clients=client, {slot: client} or fn) for the slots naming them"))
     with loading(live):
         return ComponentLoader.load_component(config)
 
@@ -322,7 +330,14 @@ def _check_branch(branch: Any) -> str:
     return check_ref_name(branch)
 
 
+def own_settings(repo: Any, payload: Mapping[str, Any]) -> None:
+    """Note the endpoints and servers a capture made here names as this store's own (:func:`load` trusts them)."""
+    if repo is not None:
+        reach.remember(repo, reach.outside_settings(payload.get("config")))
+
+
 def _commit(repo: Repo, obj: Any, layers: dict[str, Any], message: str, *, branch: str | None, **kw: Any) -> Snapshot:
+    own_settings(repo, layers["state"])
     trace = layers.pop("trace")
     if branch is not None:
         kw["ref"] = f"refs/heads/{_check_branch(branch)}"
@@ -338,14 +353,22 @@ async def load(
     tools: Mapping[str, Any] | None = None,
     trust_code: bool = False,
     effects: Any = None,
+    trust_settings: bool = False,
 ) -> Any:
     """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded.
 
     See :func:`build` for the arguments; ``effects`` (an ``agentsnap_core.layers.effects.Effects`` session)
     guards every ``FunctionTool`` of the result with the effects ledger (:func:`wrap_tools`).
+
+    A stored model client (or any component) that names an endpoint or MCP server this store never used itself (a
+    clone's, a pull's, a crafted snapshot's: ``agentsnap_core.layers.reach``) raises ``UntrustedSettings`` before
+    anything is built, unless a live client replaces it (``model_clients``) or ``trust_settings``: AutoGen would
+    send your API key (the environment's, or the one you pass in ``secrets``) to whatever ``base_url`` it holds.
     """
-    payload = check_payload(repo.read_layer(repo.get(spec), "state"))
-    obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code)
+    snap = repo.get(spec)
+    payload = check_payload(repo.read_layer(snap, "state"))
+    obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code,
+                _settings_of=None if trust_settings else (repo, snap.id))
     await restore_state(obj, payload)
     if effects is not None:
         wrap_tools(obj, effects)

@@ -37,9 +37,11 @@ def agentsnap_capture(obj: Any, context: dict[str, Any]) -> dict[str, Any] | Non
     if _kind_of(obj) is None:
         return None
     from ._bridge import run_sync
-    from ._team import capture_layers
+    from ._team import capture_layers, own_settings
 
-    return run_sync(capture_layers(obj))
+    layers = run_sync(capture_layers(obj))
+    own_settings(context.get("repo"), layers["state"])
+    return layers
 
 
 @hookimpl
