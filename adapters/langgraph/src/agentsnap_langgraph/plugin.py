@@ -9,6 +9,7 @@ restored checkpoint (it is written into the checkpointer first when missing ther
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,8 +68,43 @@ def capture_state(thread: LangGraphThread) -> dict[str, Any]:
     }
 
 
-def restore_state(thread: LangGraphThread, state: dict[str, Any]) -> None:
-    """Make the thread continue from the captured checkpoint."""
+def own_token(state: dict[str, Any]) -> str:
+    """The token a capture made here notes in the store's own list (``Repo.remember_own``): a digest of its bytes."""
+    digest = hashlib.sha256()
+
+    def add(typed: Any) -> None:
+        data = bytes(typed[1])
+        digest.update(f"{typed[0]}\0{len(data)}\0".encode())
+        digest.update(data)
+
+    add(state["checkpoint"])
+    add(state["metadata"])
+    for ch in sorted(state["channels"]):
+        digest.update(f"{ch}\0".encode())
+        add(state["channels"][ch])
+    for task, ch, typ, data in state["pending_writes"]:
+        digest.update(f"{task}\0{ch}\0".encode())
+        add((typ, data))
+    return "lgstate:" + digest.hexdigest()
+
+
+def _reader(serde: Any, own: bool) -> Any:
+    """The serializer that reads a captured state: the saver's own for a state captured here; for one from
+    elsewhere (a clone, a pull, a crafted store) LangGraph's strict msgpack allowlist where the saver's serializer
+    is LangGraph's permissive default (it rebuilds any class and calls any function the bytes name, or unpickles),
+    as :class:`PFSaver` reads checkpoints adopted from elsewhere. A serializer of the user's own kind reads as it is."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # (this module loads with every CLI command)
+
+    if own or type(serde) is not JsonPlusSerializer:
+        return serde
+    if serde._allowed_msgpack_modules is not True and not serde.pickle_fallback:
+        return serde
+    return JsonPlusSerializer(allowed_msgpack_modules=None)
+
+
+def restore_state(thread: LangGraphThread, state: dict[str, Any], repo: Any = None) -> None:
+    """Make the thread continue from the captured checkpoint (``repo``: where it was read, to tell whether it was
+    captured here; without it the state is read as from elsewhere)."""
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise InvalidInput("not a LangGraph state layer (format agentsnap-langgraph-state)")
     base = thread.thread_config
@@ -76,7 +112,7 @@ def restore_state(thread: LangGraphThread, state: dict[str, Any]) -> None:
         thread.config = base
         return
     saver = thread.graph.checkpointer
-    load = saver.serde.loads_typed
+    load = _reader(saver.serde, repo is not None and repo.captured_here(own_token(state))).loads_typed
     checkpoint = load(tuple(state["checkpoint"]))
     checkpoint["channel_values"] = {ch: load(tuple(v)) for ch, v in state["channels"].items()}
     pinned = {"configurable": {**base["configurable"], "checkpoint_id": checkpoint["id"]}}
@@ -117,14 +153,19 @@ def agentsnap_handles(obj: Any) -> str | None:
 
 @hookimpl
 def agentsnap_capture_state(obj: Any, context: dict[str, Any]) -> Any:
-    return capture_state(obj) if isinstance(obj, LangGraphThread) else None
+    if not isinstance(obj, LangGraphThread):
+        return None
+    state = capture_state(obj)
+    if state["checkpoint"] is not None and context.get("repo") is not None:
+        context["repo"].remember_own(own_token(state))  # (its bytes are read back with the saver's own serde)
+    return state
 
 
 @hookimpl
 def agentsnap_restore_state(obj: Any, state: Any, context: dict[str, Any]) -> bool | None:
     if not isinstance(obj, LangGraphThread):
         return None
-    restore_state(obj, state)
+    restore_state(obj, state, context.get("repo"))
     return True
 
 
