@@ -10,6 +10,8 @@ and remaining markers are filled from ``secrets={field: value}``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -239,6 +241,32 @@ def _refuse_code(config: Any) -> None:
             raise UntrustedCode(provider, f"the snapshot's config names component {provider!r}, from module {module!r}, "
                                           "which this program has not imported: loading it would import (run) that "
                                           "module. Import it first if you trust the snapshot, or pass trust_code=True")
+
+
+#: components that execute code on this machine: every code executor autogen-ext ships (local, Jupyter, Docker ...)
+_EXECUTORS = "autogen_ext.code_executors."
+
+
+def code_executors(config: Any) -> list[str]:
+    """The providers of the code executors in ``config`` (a ``CodeExecutorAgent``'s, a ``PythonCodeExecutionTool``'s)."""
+    return sorted({p for p in _providers(config) if p.startswith(_EXECUTORS)})
+
+
+def own_token(payload: Mapping[str, Any]) -> str:
+    """The token a capture made here notes in the store's own list: a digest of its config and state."""
+    data = json.dumps([payload.get("config"), payload.get("state")], sort_keys=True, default=str)
+    return "autogen:" + hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def refuse_executors(config: Any, own: bool) -> None:
+    """A code executor loaded from a snapshot not captured here runs the code blocks in the messages that snapshot
+    holds (buffered for its agent, or a crafted one's) at the next run, without asking (AutoGen never stores an
+    approval function): refused, before anything is built."""
+    found = [] if own else code_executors(config)
+    if found:
+        raise UntrustedCode(found[0], f"the snapshot's config holds a code executor ({found[0]}) and it was not "
+                                      "captured by this store: its agent would run the code in the snapshot's messages "
+                                      "on this machine at the next run. Pass trust_code=True for snapshots you trust")
 
 
 def _placeholder(kind: str, key: str) -> dict[str, Any]:

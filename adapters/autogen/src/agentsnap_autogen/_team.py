@@ -22,7 +22,7 @@ from agentsnap_core.repository.repo import check_ref_name
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_core import ComponentLoader
 
-from ._config import ModelClients, loading, prepare, redact, to_plain
+from ._config import ModelClients, code_executors, loading, own_token, prepare, redact, refuse_executors, to_plain
 from ._format import FORMAT, FORMAT_VERSION
 
 
@@ -282,7 +282,7 @@ def build(
     *,
     tools: Mapping[str, Any] | None = None,
     trust_code: bool = False,
-    _settings_of: tuple[Repo, str] | None = None,
+    _loaded_from: tuple[Repo, str, bool] | None = None,
 ) -> Any:
     """A fresh team or agent from the stored component config (without its state).
 
@@ -292,12 +292,17 @@ def build(
             a slot is the name of the agent (or team, for a selector) owning the client.
         secrets: values for redacted fields, by field name (``{"api_key": ...}``).
         tools: live tools by name, used instead of the stored ``FunctionTool`` source code.
-        trust_code: allow AutoGen to execute stored ``FunctionTool`` source code (trusted snapshots only).
+        trust_code: allow AutoGen to execute stored ``FunctionTool`` source code, and build stored code executors
+            (trusted snapshots only). Without it a code executor is built only by :func:`load` of a snapshot the
+            store captured itself: its agent runs the code blocks in the snapshot's messages at the next run.
     """
     payload = check_payload(payload)
     config, live = prepare(payload["config"], model_clients, secrets, tools, trust_code)
-    if _settings_of is not None:  # (load: the snapshot's settings that no live client replaced)
-        repo, snapshot = _settings_of
+    # (load: the repository, the snapshot and trust_settings; what a store captured itself loads without asking)
+    repo, snapshot, trust_settings = _loaded_from or (None, "", True)
+    if not trust_code:
+        refuse_executors(config, repo is not None and repo.captured_here(own_token(payload)))
+    if repo is not None and not trust_settings:  # the snapshot's settings that no live client replaced
         given = {str(v) for v in (secrets or {}).values()}  # a value the caller passed in secrets= is theirs
         found = {path: value for path, value in reach.outside_settings(config).items() if value not in given}
         reach.check(repo, snapshot, found, remedy=(
@@ -334,6 +339,8 @@ def own_settings(repo: Any, payload: Mapping[str, Any]) -> None:
     """Note the endpoints and servers a capture made here names as this store's own (:func:`load` trusts them)."""
     if repo is not None:
         reach.remember(repo, reach.outside_settings(payload.get("config")))
+        if code_executors(payload.get("config")):  # (its code executors load without trust_code: refuse_executors)
+            repo.remember_own(own_token(payload))
 
 
 def _commit(repo: Repo, obj: Any, layers: dict[str, Any], message: str, *, branch: str | None, **kw: Any) -> Snapshot:
@@ -368,7 +375,7 @@ async def load(
     snap = repo.get(spec)
     payload = check_payload(repo.read_layer(snap, "state"))
     obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code,
-                _settings_of=None if trust_settings else (repo, snap.id))
+                _loaded_from=(repo, snap.id, trust_settings))
     await restore_state(obj, payload)
     if effects is not None:
         wrap_tools(obj, effects)
