@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 # one of these names is first used, not before.
 __getattr__ = lazy_exports(__name__, {
     "run_sync": "_bridge",
-    **dict.fromkeys(("REDACTED", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "UntrustedSettings", "model_slots",
+    **dict.fromkeys(("REDACTED", "MissingApproval", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "UntrustedSettings", "model_slots",
                      "redact"),
                     "_config"),
     "findings_note": "_merge",
@@ -48,6 +48,7 @@ __getattr__ = lazy_exports(__name__, {
 __all__ = [
     "REDACTED",
     "IncompatibleTarget",
+    "MissingApproval",
     "MissingSecret",
     "SuppliedModelClient",
     "TeamRunning",

@@ -34,6 +34,19 @@ REDACTED = "$agentsnap-redacted"
 ModelClients = Any
 
 
+class MissingApproval(AgentSnapError):
+    """The snapshot's code executor agents asked for approval before running code; their functions were not given."""
+
+    def __init__(self, agents: list[str]) -> None:
+        self.agents = agents
+        names = ", ".join(repr(a) for a in agents)
+        super().__init__(
+            f"the snapshot's code executor agent(s) {names} asked for approval before running code, and an approval "
+            "function is never stored (AutoGen cannot serialize one): hand them back, approval_funcs={"
+            + ", ".join(f"{a!r}: fn" for a in agents) + "}; a loaded agent never runs code without the approval it had"
+        )
+
+
 class MissingSecret(AgentSnapError):
     """A redacted secret or model client was not re-supplied on restore."""
 

@@ -10,6 +10,7 @@ agent's model context) as agentsnap messages.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,7 +23,17 @@ from agentsnap_core.repository.repo import check_ref_name
 from autogen_agentchat.base import ChatAgent, Team
 from autogen_core import ComponentLoader
 
-from ._config import ModelClients, code_executors, loading, own_token, prepare, redact, refuse_executors, to_plain
+from ._config import (
+    MissingApproval,
+    ModelClients,
+    code_executors,
+    loading,
+    own_token,
+    prepare,
+    redact,
+    refuse_executors,
+    to_plain,
+)
 from ._format import FORMAT, FORMAT_VERSION
 
 
@@ -80,7 +91,8 @@ async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = No
     if _running(obj) and _between_turns is None:
         raise TeamRunning(_name(obj), "snapshot")
     state = to_plain(await obj.save_state())
-    config, redacted = redact(obj.dump_component())
+    approving = list(_approving(obj))
+    config, redacted = redact(_dump_without_approval(obj))
     payload: dict[str, Any] = {
         "format": FORMAT,
         "v": FORMAT_VERSION,
@@ -90,11 +102,58 @@ async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = No
         "state": state,
         "redacted": redacted,
     }
+    if approving:
+        payload["approval"] = sorted(agent.name for agent in approving)
     if _between_turns is not None:
         payload["between_turns"] = _between_turns
     if kind == "team" and getattr(obj, "_termination_condition", None) is not None:
         payload["termination"] = termination_state(obj._termination_condition)
     return {"state": payload, "trace": trace_of(kind, state)}
+
+
+def _agents(obj: Any) -> Iterator[Any]:
+    """``obj`` and every participant in it, nested teams included."""
+    stack = [obj]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(getattr(current, "_participants", None) or [])
+
+
+def _approving(obj: Any) -> Iterator[Any]:
+    """The ``CodeExecutorAgent``s in ``obj`` that ask an approval function before running code (autogen 0.7.5)."""
+    return (agent for agent in _agents(obj) if getattr(agent, "_approval_func", None) is not None)
+
+
+def _dump_without_approval(obj: Any) -> Any:
+    """``obj.dump_component()`` with the approval functions left out (autogen-agentchat 0.7.5
+    ``CodeExecutorAgent._to_config`` refuses an agent that has one); the live agents keep theirs. No ``await`` in
+    between: a run in flight (``TurnSnapshots``) never sees an agent without its function."""
+    approving = list(_approving(obj))
+    funcs = [agent._approval_func for agent in approving]
+    try:
+        for agent in approving:
+            agent._approval_func = None
+        return obj.dump_component()
+    finally:
+        for agent, func in zip(approving, funcs, strict=True):
+            agent._approval_func = func
+
+
+def _check_approval(payload: Mapping[str, Any], approval_funcs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The approval function for each agent of the snapshot that had one; :class:`MissingApproval` before anything
+    is built when one is not given (a loaded executor must not stop asking)."""
+    if approval_funcs is not None and not isinstance(approval_funcs, Mapping):
+        raise InvalidInput(f"approval_funcs must be a mapping {{agent name: fn}}, not a {type(approval_funcs).__name__}")
+    wanted, given = list(payload.get("approval") or []), dict(approval_funcs or {})
+    unknown = sorted(str(name) for name in given if name not in wanted)
+    if unknown:
+        raise InvalidInput(f"approval_funcs names {unknown}, which the snapshot has no code executor agent asking for "
+                           f"approval of; those it has are {wanted}")
+    missing = [name for name in wanted if name not in given]
+    if missing:
+        raise MissingApproval(missing)
+    return given
 
 
 def _conditions(condition: Any) -> Iterator[Any]:
@@ -225,7 +284,7 @@ def _check_target(obj: Any, kind: str, payload: Mapping[str, Any]) -> None:
     stored = payload.get("config")
     if not isinstance(stored, Mapping):
         return
-    current = to_plain(obj.dump_component())
+    current = to_plain(_dump_without_approval(obj))
     provider, now = stored.get("provider"), str(current.get("provider"))
     if isinstance(provider, str) and provider != now:
         raise IncompatibleTarget(f"snapshot holds an AutoGen {provider.rsplit('.', 1)[-1]} ({provider}), not an AutoGen "
@@ -282,6 +341,7 @@ def build(
     *,
     tools: Mapping[str, Any] | None = None,
     trust_code: bool = False,
+    approval_funcs: Mapping[str, Any] | None = None,
     _loaded_from: tuple[Repo, str, bool] | None = None,
 ) -> Any:
     """A fresh team or agent from the stored component config (without its state).
@@ -295,8 +355,11 @@ def build(
         trust_code: allow AutoGen to execute stored ``FunctionTool`` source code, and build stored code executors
             (trusted snapshots only). Without it a code executor is built only by :func:`load` of a snapshot the
             store captured itself: its agent runs the code blocks in the snapshot's messages at the next run.
+        approval_funcs: ``{agent name: fn}``, the approval function of each code executor agent that had one when
+            snapshotted (never stored: AutoGen cannot serialize it); required for each, else :class:`MissingApproval`.
     """
     payload = check_payload(payload)
+    approvals = _check_approval(payload, approval_funcs)
     config, live = prepare(payload["config"], model_clients, secrets, tools, trust_code)
     # (load: the repository, the snapshot and trust_settings; what a store captured itself loads without asking)
     repo, snapshot, trust_settings = _loaded_from or (None, "", True)
@@ -308,7 +371,12 @@ def build(
         reach.check(repo, snapshot, found, remedy=(
             "Re-supply the model clients (model_clients=client, {slot: client} or fn) for the slots naming them"))
     with loading(live):
-        return ComponentLoader.load_component(config)
+        obj = ComponentLoader.load_component(config)
+    for agent in _agents(obj):
+        if agent.name in approvals and hasattr(agent, "_approval_func"):  # (autogen-agentchat 0.7.5 CodeExecutorAgent)
+            func = approvals[agent.name]
+            agent._approval_func, agent._approval_func_is_async = func, inspect.iscoroutinefunction(func)
+    return obj
 
 
 async def snapshot(
@@ -361,6 +429,7 @@ async def load(
     trust_code: bool = False,
     effects: Any = None,
     trust_settings: bool = False,
+    approval_funcs: Mapping[str, Any] | None = None,
 ) -> Any:
     """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded.
 
@@ -374,7 +443,7 @@ async def load(
     """
     snap = repo.get(spec)
     payload = check_payload(repo.read_layer(snap, "state"))
-    obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code,
+    obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code, approval_funcs=approval_funcs,
                 _loaded_from=(repo, snap.id, trust_settings))
     await restore_state(obj, payload)
     if effects is not None:
