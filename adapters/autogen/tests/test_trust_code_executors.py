@@ -76,3 +76,36 @@ def test_own_snapshots_and_trust_code_load_code_executors_as_before(tmp_path: Pa
     repo, _ = clone(str(origin / ".agentsnap"), tmp_path / "mine")
     _run(repo, trust_code=True)
     assert marker.exists()
+
+
+@pytest.mark.filterwarnings("ignore:No approval function")
+def test_restore_into_your_own_team_that_runs_code_refuses_a_cloned_state(tmp_path: Path) -> None:
+    """``restore`` (and ``repo.restore_into``) into the user's own team with a local executor: the cloned state's
+    buffered code would run at the next ``run()``. Refused unless ``trust_code=True``; the store's own state loads."""
+    marker = tmp_path / "ran"
+    origin = _mid_run(tmp_path, marker)
+    repo, _ = clone(str(origin / ".agentsnap"), tmp_path / "mine")
+
+    def team() -> RoundRobinGroupChat:
+        return RoundRobinGroupChat([
+            AssistantAgent("alice", model_client=ReplayChatCompletionClient(["fine"])),
+            CodeExecutorAgent("exec", code_executor=LocalCommandLineCodeExecutor(work_dir=str(tmp_path / "wd2")))],
+            max_turns=1)
+
+    mine = team()
+    with pytest.raises(agentsnap_autogen.UntrustedCode, match=r"'exec'.*trust_code=True"):
+        asyncio.run(agentsnap_autogen.restore(repo, mine, "main"))
+    with pytest.raises(agentsnap_autogen.UntrustedCode):
+        repo.restore_into(mine, "main")
+    asyncio.run(mine.run(task="nothing to run"))
+    assert not marker.exists()
+    trusted = team()
+    asyncio.run(agentsnap_autogen.restore(repo, trusted, "main", trust_code=True))
+    asyncio.run(trusted.run())
+    assert marker.exists()
+    marker.unlink()
+    with Repo.open(origin) as own:
+        again = team()
+        own.restore_into(again, "main")
+        asyncio.run(again.run())
+    assert marker.exists()

@@ -26,6 +26,7 @@ from autogen_core import ComponentLoader
 from ._config import (
     MissingApproval,
     ModelClients,
+    UntrustedCode,
     code_executors,
     loading,
     own_token,
@@ -315,14 +316,23 @@ def _check_target(obj: Any, kind: str, payload: Mapping[str, Any]) -> None:
                                      "use agentsnap_autogen.load() for a fresh one")
 
 
-async def restore_state(obj: Any, payload: Mapping[str, Any]) -> None:
-    """Load a captured payload into an existing, compatible team or agent (not running)."""
+async def restore_state(obj: Any, payload: Mapping[str, Any], *, own: bool = False, trust_code: bool = False) -> None:
+    """Load a captured payload into an existing, compatible team or agent (not running).
+
+    Into a team with a code executor agent, only a state this store captured (``own``) or ``trust_code``: its next
+    run executes the code blocks in the messages the state holds (a teammate's, or a crafted snapshot's code)."""
     payload = check_payload(payload)
     kind = kind_of(obj)
     if kind != payload["kind"]:
         raise IncompatibleTarget(f"snapshot holds an AutoGen {payload['kind']}, not a {kind or type(obj).__name__}")
     if _running(obj):
         raise TeamRunning(_name(obj), "restore into")
+    executing = [agent.name for agent in _agents(obj) if getattr(agent, "_code_executor", None) is not None]
+    if executing and not (own or trust_code):
+        raise UntrustedCode(executing[0], f"agent {executing[0]!r} of this {kind} runs code, and the snapshot was not "
+                                          "captured by this store: its next run would execute the code in the "
+                                          "snapshot's messages on this machine. Pass trust_code=True for snapshots you "
+                                          "trust")
     _check_target(obj, kind, payload)
     previous = await obj.save_state()  # AutoGen loads agent by agent: undo a half-done load
     try:
@@ -445,7 +455,7 @@ async def load(
     payload = check_payload(repo.read_layer(snap, "state"))
     obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code, approval_funcs=approval_funcs,
                 _loaded_from=(repo, snap.id, trust_settings))
-    await restore_state(obj, payload)
+    await restore_state(obj, payload, own=True)  # (build refused a code executor it could not trust)
     if effects is not None:
         wrap_tools(obj, effects)
     return obj
@@ -474,12 +484,14 @@ def wrap_tools(obj: Any, session: Any, **options: Any) -> list[str]:
     return wrapped
 
 
-async def restore(repo: Repo, obj: Any, spec: str | None = None) -> Snapshot:
-    """Load snapshot ``spec`` into an existing compatible team or agent (keeps its live model clients)."""
+async def restore(repo: Repo, obj: Any, spec: str | None = None, *, trust_code: bool = False) -> Snapshot:
+    """Load snapshot ``spec`` into an existing compatible team or agent (keeps its live model clients); into a
+    team that runs code only from a snapshot this store captured, or with ``trust_code`` (see :func:`restore_state`)."""
     if _running(obj):
         raise TeamRunning(_name(obj), "restore into")
     snap = repo.get(spec)
-    await restore_state(obj, repo.read_layer(snap, "state"))
+    payload = check_payload(repo.read_layer(snap, "state"))
+    await restore_state(obj, payload, own=repo.captured_here(own_token(payload)), trust_code=trust_code)
     return snap
 
 

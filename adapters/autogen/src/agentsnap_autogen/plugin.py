@@ -50,9 +50,12 @@ def agentsnap_restore(obj: Any, layers: dict[str, Any], context: dict[str, Any])
     if _kind_of(obj) is None or not _is_payload(state):
         return None
     from ._bridge import run_sync
+    from ._config import own_token
     from ._team import restore_state
 
-    run_sync(restore_state(obj, state))
+    repo = context.get("repo")
+    own = repo is not None and repo.captured_here(own_token(state))
+    run_sync(restore_state(obj, state, own=own, trust_code=bool((context.get("options") or {}).get("trust_code"))))
     return True
 
 
