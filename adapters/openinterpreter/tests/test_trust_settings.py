@@ -54,3 +54,30 @@ def test_trust_settings_takes_them_and_careful_ones_always_come_back(work, repo,
     loose.auto_run, loose.safe_mode = True, "off"
     report = restore(repo, "careful", loose, world=False)
     assert (loose.auto_run, loose.safe_mode) == (False, "auto") and not report.notes
+
+
+def test_a_restore_does_not_send_more_out_nor_spend_more_than_the_live_interpreter(work, repo, interpreters):
+    """The same for what leaves the machine and what it spends: a stored ``disable_telemetry=False`` (Open
+    Interpreter 0.4.3's own default) turned telemetry back on (``anonymous_telemetry``: usage events to posthog) in
+    an interpreter the user had made quiet, ``offline=False`` took it online, ``contribute_conversation=True`` made
+    it offer the user's conversations to Open Interpreter's dataset, and a larger (or no) ``llm.max_budget`` let the
+    model spend more than the user allowed. Before the fix this test fails: all four were restored."""
+    source = attach(interpreters(scripted({})), repo)
+    source.disable_telemetry, source.offline, source.contribute_conversation = False, False, True
+    source.llm.max_budget = None
+    source.snapshot("chatty")
+    quiet = interpreters(scripted({}))
+    quiet.disable_telemetry, quiet.offline, quiet.contribute_conversation = True, True, False
+    quiet.llm.max_budget = 0.5
+    report = restore(repo, "chatty", quiet, world=False)
+    assert (quiet.disable_telemetry, quiet.offline, quiet.contribute_conversation, quiet.llm.max_budget) == (
+        True, True, False, 0.5)
+    assert not quiet.anonymous_telemetry and not quiet.will_contribute
+    for name in ("interpreter.disable_telemetry", "interpreter.offline", "interpreter.contribute_conversation",
+                 "llm.max_budget"):
+        assert any(note.startswith(name) and "trust_settings=True" in note for note in report.notes), report.notes
+    smaller = attach(interpreters(scripted({})), repo)  # as careful or more: restored
+    smaller.disable_telemetry, smaller.llm.max_budget = True, 0.25
+    smaller.snapshot("smaller")
+    report = restore(repo, "smaller", quiet, world=False)
+    assert quiet.llm.max_budget == 0.25 and not report.notes

@@ -78,13 +78,22 @@ _SAFE_MODES = {"off": 0, "ask": 1, "auto": 2}
 
 def _widens(group: str, name: str, live: Any, value: Any) -> str | None:
     """Why setting ``group.name`` from ``live`` to the stored ``value`` would widen what the interpreter does without
-    asking, or where it sends the user's API key; None when it does not."""
+    asking, where it sends the user's API key or data, or what it may spend; None when it does not."""
     if (group, name) == ("interpreter", "auto_run") and value and not live:
         return "it would run the model's code without asking"
     if (group, name) == ("interpreter", "safe_mode") and _SAFE_MODES.get(str(value), 0) < _SAFE_MODES.get(str(live), 0):
         return f"safe_mode {value!r} checks less than {live!r}"
     if (group, name) == ("llm", "api_base") and value != live:
         return "your API key would go to the snapshot's endpoint"
+    if (group, name) == ("interpreter", "disable_telemetry") and live and not value:
+        return "it would send usage telemetry (interpreter.anonymous_telemetry), which is off now"
+    if (group, name) == ("interpreter", "offline") and live and not value:
+        return "it would go online (telemetry, contributed conversations), and it is offline now"
+    if (group, name) == ("interpreter", "contribute_conversation") and value and not live:
+        return "it would offer your conversations to Open Interpreter's dataset"
+    if (group, name) == ("llm", "max_budget") and live is not None and (
+            not isinstance(value, (int, float)) or value > live):
+        return f"the model could spend {'without limit' if value is None else value} where you allow {live}"
     return None
 
 
@@ -97,8 +106,10 @@ def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]], trus
     ``llm.model`` to the value it already has keeps ``llm._is_loaded`` (the framework's setter would
     reset it and reload the model on the next chat). Unless ``trust``, a restore never widens what the interpreter
     does without asking nor where it sends the API key (``auto_run`` on, a less careful ``safe_mode``, another
-    ``llm.api_base``): a snapshot can come from anyone (a clone, a pull), and those three would run its author's
-    code or hand over the key; the interpreter keeps its own values, and the third list says why.
+    ``llm.api_base``), what leaves the machine (telemetry back on, going online, contributed conversations) or what
+    the model may spend (a larger or no ``llm.max_budget``): a snapshot can come from anyone (a clone, a pull), and
+    those would run its author's code, hand over the key or the user's data; the interpreter keeps its own values,
+    and the third list says why.
     """
     restored: list[str] = []
     kept: list[str] = []
