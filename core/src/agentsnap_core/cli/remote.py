@@ -81,11 +81,13 @@ def _report(verb: str, result: remote_mod.TransferResult, as_json: bool, extra: 
               "we last saw it.")
 @click.option("--delete", "delete", is_flag=True, help="Delete the branches or tags REFS on REMOTE (its reflog keeps "
               "what they named); all or none.")
+@click.option("--allow-secrets", is_flag=True, help="Send snapshots whose conversation, environment or agent state "
+              "holds secrets (refused otherwise; files are not looked at: 'agentsnap scan').")
 @jobs_opt
 @json_opt
 @click.pass_context
 def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], force_with_lease: bool, delete: bool,
-             jobs: int, as_json: bool) -> None:  # fmt: skip
+             allow_secrets: bool, jobs: int, as_json: bool) -> None:  # fmt: skip
     """Send snapshots to REMOTE (name or URL; default origin) and move its branches (default: the current one)."""
     repo = open_repo(ctx)
     remote = _remote_in_dir(ctx, repo, remote)
@@ -107,7 +109,11 @@ def push_cmd(ctx: click.Context, remote: str | None, refs: tuple[str, ...], forc
     try:
         with _bar("push", as_json) as progress:
             result = remote_mod.push(repo, remote, list(refs) or None, force_with_lease=force_with_lease, jobs=jobs,
-                                     progress=progress)  # fmt: skip
+                                     progress=progress, allow_secrets=allow_secrets)  # fmt: skip
+    except remote_mod.SecretsInPush as exc:
+        if as_json:
+            emit({"v": JSON_VERSION, "verb": "push", "error": str(exc), "secrets": exc.findings})
+        raise
     except remote_mod.PushRejected as exc:
         partial = getattr(exc, "result", None)
         if partial is not None and as_json:

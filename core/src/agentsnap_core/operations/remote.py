@@ -173,6 +173,56 @@ def _manifest(store: Any, oid: str) -> dict[str, Any]:
     return doc
 
 
+def _new_manifests(src: Any, missing: Callable[[list[str]], list[str]], tips: Iterable[str]
+                   ) -> list[tuple[str, dict[str, Any]]]:
+    """``(id, manifest)`` of the snapshots reachable from ``tips`` that ``missing`` says the other side lacks, newest
+    first, found generation by generation (batched existence checks)."""
+    needed: list[tuple[str, dict[str, Any]]] = []
+    frontier = [t for t in dict.fromkeys(tips) if is_oid(t)]
+    seen = set(frontier)
+    while frontier:
+        nxt: list[str] = []
+        for oid in missing(frontier):
+            m = _manifest(src, oid)
+            needed.append((oid, m))
+            for p in m["parents"]:
+                if is_oid(p) and p not in seen:
+                    seen.add(p)
+                    nxt.append(p)
+        frontier = nxt
+    return needed
+
+
+class SecretsInPush(AgentSnapError):
+    """What a push would send holds secrets (in a conversation, an environment or an agent's state); nothing was sent."""
+
+    def __init__(self, url: str, findings: list[dict[str, Any]]) -> None:
+        self.findings = findings
+        shown = "; ".join(f"{f['snapshot'][:12]} {f['layer']} {f['where'] or '(value)'}: {f['kind']} {f['preview']}"
+                          for f in findings[:5])
+        more = f" (and {len(findings) - 5} more; 'agentsnap scan SNAPSHOT' lists a snapshot's)" if len(findings) > 5 else ""
+        super().__init__(
+            f"push to {url} refused: {len(findings)} possible secret(s) in what it would send, in a conversation, a "
+            f"recorded environment or an agent's state: {shown}{more}. Nothing was sent. Later snapshots carry them "
+            "on; push with --allow-secrets (push(..., allow_secrets=True)) if whoever can read the remote may have them"
+        )
+
+
+def _refuse_secrets(repo: Repo, dst: Any, url: str, tips: list[str]) -> None:
+    """:class:`SecretsInPush` when the snapshots ``dst`` lacks (all of them for a store not made yet) hold secrets
+    outside their files (:func:`agentsnap_core.operations.scan.scan_outgoing`)."""
+    from agentsnap_core.operations.scan import scan_outgoing
+
+    def missing(oids: list[str]) -> list[str]:
+        gone = dst.objects.missing(oids) if dst is not None else set(oids)
+        return [o for o in oids if o in gone]
+
+    outgoing = _new_manifests(repo.objects, missing, tips)
+    found = scan_outgoing(repo.objects, outgoing, lambda oid: _manifest(repo.objects, oid)) if outgoing else []
+    if found:
+        raise SecretsInPush(url, found)
+
+
 def _layer_content(src: Any, manifest: dict[str, Any]) -> list[str]:
     """Top-level content ids a manifest names (layer payloads, world tree, every file)."""
     out: list[str] = []
@@ -253,21 +303,8 @@ def transfer(
     """
     result = result or TransferResult()
     c = _Copier(src.objects, dst.objects, jobs, progress, result)
-    # 1. manifests dst lacks, found generation by generation (batched existence checks)
-    needed: list[tuple[str, dict[str, Any]]] = []
-    seen: set[str] = set()
-    frontier = [t for t in dict.fromkeys(tips) if is_oid(t)]
-    seen.update(frontier)
-    while frontier:
-        nxt: list[str] = []
-        for oid in c.missing(frontier):
-            m = _manifest(src.objects, oid)
-            needed.append((oid, m))
-            for p in m["parents"]:
-                if is_oid(p) and p not in seen:
-                    seen.add(p)
-                    nxt.append(p)
-        frontier = nxt
+    # 1. manifests dst lacks
+    needed = _new_manifests(src.objects, c.missing, tips)
     # 2. the content they name, minus what dst has
     top: list[str] = []
     for _oid, m in needed:
@@ -419,10 +456,16 @@ def push(
     force_with_lease: bool = False,
     jobs: int = DEFAULT_JOBS,
     progress: TransferProgress | None = None,
+    allow_secrets: bool = False,
 ) -> TransferResult:
     """Send the snapshots ``refs`` (default: the current branch) name and move the remote's refs.
 
+    What would be sent is looked at first: secrets in the conversations, recorded environments or agents' states of
+    the snapshots the remote lacks refuse the push before anything is sent, unless ``allow_secrets`` (files travel as
+    git sends them; ``agentsnap scan`` reports those).
+
     Raises:
+        SecretsInPush: see above; nothing was sent and no store was created.
         PushRejected: some ref is not a fast-forward (or the lease is stale); the others were pushed.
     """
     from agentsnap_core.repository.repo import _whoami
@@ -434,10 +477,19 @@ def push(
     if empty:  # (before the remote is opened: a push that sends nothing creates no store there)
         raise InvalidInput(f"nothing to push: {', '.join(empty)} has no snapshot yet")
     result = TransferResult(url=mask_url(url))
+    dst: Any = None
     try:
         dst = open_store(url)
     except StoreUnavailable as exc:  # nothing there yet (or unreachable: then creating fails the same way)
         _refuse_occupied_directory(url, exc)
+    if not allow_secrets:
+        try:
+            _refuse_secrets(repo, dst, mask_url(url), [t for t in tips.values() if t])
+        except AgentSnapError:
+            if dst is not None:
+                dst.close()
+            raise
+    if dst is None:
         dst = open_store(url, create=True)
         result.notes.append(f"{mask_url(url)} held no store: this push created a new store there (check the URL if you meant an existing one)")
         if repo.refs.get_config(crypto.CONFIG_ENCRYPT) == "aes-gcm":  # (the new store says what it holds: a checkout

@@ -14,7 +14,7 @@ The ``agentsnap scan`` command (exit status 0 nothing found, 1 secrets found, 2 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,34 +65,54 @@ def mask(secret: str) -> str:
     return f"{secret[:4]}…({len(secret)} chars)"
 
 
-def scan_text(text: str) -> Iterator[tuple[str, str]]:
-    """``(kind, masked preview)`` for every secret-shaped thing in ``text``."""
+def _raw_text(text: str) -> Iterator[tuple[str, str]]:
+    """``(kind, the secret itself)`` for every secret-shaped thing in ``text`` (never printed: see :func:`mask`)."""
     for kind, rx in PATTERNS.items():
         for m in rx.finditer(text):
-            yield kind, mask(m.group(0))
+            yield kind, m.group(0)
     for m in _ASSIGNMENT.finditer(text):
         name, value = m.group(1), m.group(2)
         if is_secret_name(name.replace(".", "_").replace("-", "_")) and value != REDACTED:
-            yield f"secret assignment {name}", mask(value)
+            yield f"secret assignment {name}", value
 
 
-def _walk(value: Any, where: str, depth: int = 0) -> Iterator[tuple[str, str, str]]:
-    """``(where, kind, preview)`` in a plain value (dicts, lists, strings, bytes)."""
+def scan_text(text: str) -> Iterator[tuple[str, str]]:
+    """``(kind, masked preview)`` for every secret-shaped thing in ``text``."""
+    for kind, secret in _raw_text(text):
+        yield kind, mask(secret)
+
+
+def _raw_walk(value: Any, where: str, depth: int = 0, memo: dict[Any, list[tuple[str, str]]] | None = None
+              ) -> Iterator[tuple[str, str, str]]:
+    """``(where, kind, the secret itself)`` in a plain value (dicts, lists, strings, bytes); ``memo`` keeps each
+    text's findings, so a text met again (a conversation's earlier messages, snapshot after snapshot) is not
+    searched again."""
     if depth > 64:
         return
     if isinstance(value, dict):
         for k, v in value.items():
             sub = f"{where}.{k}" if where else str(k)
             if isinstance(k, str) and is_secret_name(k) and isinstance(v, str) and len(v) >= 8 and v != REDACTED:
-                yield sub, "secret-named key", mask(v)
-            yield from _walk(v, sub, depth + 1)
+                yield sub, "secret-named key", v
+            yield from _raw_walk(v, sub, depth + 1, memo)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            yield from _walk(v, f"{where}[{i}]", depth + 1)
+            yield from _raw_walk(v, f"{where}[{i}]", depth + 1, memo)
     elif isinstance(value, (str, bytes)):
-        text = value if isinstance(value, str) else value.decode("utf-8", "replace")
-        for kind, preview in scan_text(text):
-            yield where, kind, preview
+        found = memo.get(value) if memo is not None else None
+        if found is None:
+            text = value if isinstance(value, str) else value.decode("utf-8", "replace")
+            found = list(_raw_text(text))
+            if memo is not None:
+                memo[value] = found
+        for kind, secret in found:
+            yield where, kind, secret
+
+
+def _walk(value: Any, where: str, depth: int = 0) -> Iterator[tuple[str, str, str]]:
+    """``(where, kind, masked preview)`` in a plain value (dicts, lists, strings, bytes)."""
+    for sub, kind, secret in _raw_walk(value, where, depth):
+        yield sub, kind, mask(secret)
 
 
 def scan_snapshot(repo: Repo, spec: str | None = None) -> dict[str, Any]:
@@ -130,3 +150,61 @@ def scan_snapshot(repo: Repo, spec: str | None = None) -> dict[str, Any]:
         "files_scanned": files,
         "findings": [asdict(f) for f in unique[:MAX_FINDINGS]],
     }
+
+
+class _LayerSecrets:
+    """The secrets in layer payloads (and recorded environments), by content id, each payload read once."""
+
+    def __init__(self, objects: Any) -> None:
+        self.objects = objects
+        self.found: dict[str, dict[str, tuple[str, str]]] = {}
+        self.texts: dict[Any, list[tuple[str, str]]] = {}
+
+    def __call__(self, oid: str, label: str) -> dict[str, tuple[str, str]]:
+        """``{secret: (where, kind)}`` in the value stored at ``oid``."""
+        if oid not in self.found:
+            try:
+                value = content.get_value(self.objects, oid, label)
+            except AgentSnapError:
+                value = None  # (a payload that is not plain data, or is not here: verify reports those)
+            self.found[oid] = {secret: (where, kind) for where, kind, secret in _raw_walk(value, "", 0, self.texts)}
+        return self.found[oid]
+
+
+def _payloads(manifest: dict[str, Any]) -> dict[str, str]:
+    """``{layer name: content id}`` of what a manifest's layers hold as plain data, the world's environment as
+    ``env``; never the world's files."""
+    out: dict[str, str] = {}
+    for name, rec in (manifest.get("layers") or {}).items():
+        if not isinstance(rec, dict):
+            continue
+        oid = rec.get("env") if name == "world" else rec.get("content")
+        if isinstance(oid, str):
+            out["env" if name == "world" else name] = oid
+    return out
+
+
+def scan_outgoing(objects: Any, manifests: list[tuple[str, dict[str, Any]]],
+                  manifest_of: Callable[[str], dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a push would carry: the secrets in the trace, the recorded environment and every other non-world layer
+    of the snapshots ``manifests`` names (``(id, manifest)``, those the remote lacks), each reported at the snapshot
+    that brings it (one its parents do not already hold in the same layer). World files are not read: they travel as
+    a git user expects files to (``agentsnap scan`` reports those). Masked findings, at most :data:`MAX_FINDINGS`."""
+    secrets = _LayerSecrets(objects)
+    out: list[dict[str, Any]] = []
+    for oid, manifest in manifests:
+        payloads = _payloads(manifest)
+        parents = []
+        for parent in manifest.get("parents") or []:
+            try:
+                parents.append(_payloads(manifest_of(parent)))
+            except AgentSnapError:
+                continue  # (a parent that is not here: a shallow history)
+        for layer, payload in sorted(payloads.items()):
+            if any(other.get(layer) == payload for other in parents):
+                continue  # the same payload as a parent's: reported there (or already on the remote)
+            held = {secret for other in parents if layer in other for secret in secrets(other[layer], f"{layer} layer")}
+            for secret, (where, kind) in secrets(payload, f"{layer} layer").items():
+                if secret not in held and len(out) < MAX_FINDINGS:
+                    out.append(asdict(Finding(layer, where, kind, mask(secret))) | {"snapshot": oid})
+    return out
