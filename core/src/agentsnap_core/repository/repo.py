@@ -838,20 +838,37 @@ class Repo:
         own working trees, or a token for a setting an adapter's capture used (:mod:`agentsnap_core.layers.reach`:
         a model endpoint, an MCP server). Only what may need it is noted (a tree with links pointing outside or
         git's config and hooks; settings that reach outside the process)."""
-        if oid not in self.own_trees():
-            fd = os.open(self.store_dir / OWN_TREES, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                os.write(fd, f"{oid}\n".encode())
-            finally:
-                os.close(fd)
+        own = self.own_trees()
+        if oid in own:
+            return
+        line = f"{oid}\n".encode()
+        path = self.store_dir / OWN_TREES
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        cached = self.__dict__.get("_own_cache")
+        if cached is not None and cached[0][0] + len(line) == st.st_size:  # (no other writer in between: kept
+            own.add(oid)  # up to date here, so a loop of captures does not read the list again each time)
+            self._own_cache = ((st.st_size, st.st_mtime_ns, st.st_ino), own)
 
     def own_trees(self) -> set[str]:
         """Object ids this store made itself, of those holding what only comes back from one's own history: links
-        pointing outside, git's config and hooks, an adapter's settings (see :meth:`captured_here`)."""
+        pointing outside, git's config and hooks, an adapter's settings (see :meth:`captured_here`). Read once per
+        change of the list (a process's many questions read it once); do not modify the set returned."""
+        path = self.store_dir / OWN_TREES
         try:
-            return set((self.store_dir / OWN_TREES).read_text().split())
+            st = os.stat(path)
         except FileNotFoundError:
             return set()
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        cached = self.__dict__.get("_own_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, set(path.read_text().split()))
+            self._own_cache = cached
+        return cached[1]
 
     def captured_here(self, oid: str) -> bool:
         """Whether ``oid`` (a world tree, a :mod:`~agentsnap_core.layers.reach` token) is your own history: made by
