@@ -913,8 +913,12 @@ def without_git_code(target: list[Entry], current: list[Entry]) -> tuple[list[En
     """``(target, current, held)``: the files of ``target`` where git takes commands from (:func:`runs_git_code`)
     that differ from what ``current`` has there are taken out of both, so that a restore leaves those paths as they
     are; ``held`` names them."""
-    now = {e[0]: e for e in current if runs_git_code(e[0])}
-    held = [e[0] for e in target if e[1] != "d" and runs_git_code(e[0]) and now.get(e[0]) != e]
+    # (every restore of a tree not captured here asks: the substring test first, inline, for the trees without .git)
+    git_code = [e for e in target if ".git/" in e[0] and e[1] != "d" and runs_git_code(e[0])]
+    if not git_code:
+        return target, current, []
+    now = {e[0]: e for e in current if ".git/" in e[0] and runs_git_code(e[0])}
+    held = [e[0] for e in git_code if now.get(e[0]) != e]
     if not held:
         return target, current, []
     out = set(held)
