@@ -408,9 +408,10 @@ def test_interrupted_fanout_leaves_no_fork_running(tmp_path: Path) -> None:
                              f"echo $$ > {pids}/$AGENTSNAP_FORK_INDEX; exec sleep 120"], cwd=work, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+    # (a file is there as soon as the shell opens it for the redirect, empty until echo has written: count the written)
+    while len([p for p in pids.iterdir() if p.read_text().endswith("\n")]) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    running = [int(p.read_text()) for p in pids.iterdir()]
+    running = [int(p.read_text()) for p in pids.iterdir() if p.read_text().endswith("\n")]
     assert len(running) == 2
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
