@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import operator
+import subprocess
+import sys
 import tempfile
+from pathlib import Path
 from typing import Annotated, Any
 
 from agentsnap_core.testing import AdapterCase
@@ -26,6 +29,12 @@ def one_node_graph(checkpointer: Any, state: type, node: Any) -> Any:
     builder.add_node(node.__name__, node)
     builder.add_edge(START, node.__name__)
     return builder.compile(checkpointer=checkpointer)
+
+
+def agentsnap_cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``agentsnap`` command of this environment run on ``store`` (what a user types), its output captured."""
+    cli = Path(sys.executable).with_name("agentsnap")
+    return subprocess.run([str(cli), "-C", str(store), *args], capture_output=True, text=True, timeout=300)
 
 
 def cfg(thread: str) -> dict[str, Any]:

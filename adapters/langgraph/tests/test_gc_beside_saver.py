@@ -9,8 +9,6 @@ its first put until a flush has named everything it wrote or re-used.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -18,6 +16,7 @@ from agentsnap_core.format import content
 from agentsnap_core.repo import Repo
 from agentsnap_langgraph import PFSaver
 from langgraph.graph import START, StateGraph
+from lg_kit import agentsnap_cli
 
 BIG = "a value an agent computed once and again: " + "x" * 50_000
 
@@ -33,11 +32,6 @@ def _graph(saver: PFSaver) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def _agentsnap(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cli = Path(sys.executable).with_name("agentsnap")
-    return subprocess.run([str(cli), "-C", str(store), *args], capture_output=True, text=True, timeout=300)
-
-
 def test_gc_prune_now_between_a_put_and_its_flush_keeps_the_reused_value(store: Path) -> None:
     with PFSaver(store, flush_interval=3600) as saver:  # the store exists; what is in it is named by nothing yet
         _, data = saver.serde.dumps_typed(BIG)
@@ -47,7 +41,7 @@ def test_gc_prune_now_between_a_put_and_its_flush_keeps_the_reused_value(store: 
     with PFSaver(store, flush_interval=3600) as saver:  # no background flush: the put waits for flush()
         graph = _graph(saver)
         graph.invoke({"doc": "start"}, {"configurable": {"thread_id": "t"}})  # re-uses the stored value
-        gc = _agentsnap(store, "gc", "--prune", "now")
+        gc = agentsnap_cli(store, "gc", "--prune", "now")
         assert gc.returncode == 0, gc.stderr
         saver.flush()
     with Repo.open(store) as repo:
@@ -68,7 +62,7 @@ def test_the_saver_lets_gc_collect_again_once_it_has_flushed_and_is_idle(store: 
         with Repo.open(store) as repo:
             junk = content.put_bytes(repo.objects, b"garbage nobody names" * 1000)
             repo.objects.barrier()
-        gc = _agentsnap(store, "gc", "--prune", "now")
+        gc = agentsnap_cli(store, "gc", "--prune", "now")
         assert gc.returncode == 0, gc.stderr
         with Repo.open(store) as repo:
             assert not repo.objects.has(junk)

@@ -26,6 +26,8 @@ def scan_command(ctx: click.Context, spec: str | None, as_json: bool) -> None:
         click.echo(f"{short(report['id'])}: {report['count']} possible secret(s); do not push before removing them")
         for f in report["findings"]:
             click.echo(f"  {f['layer']:6} {f['where']}: {f['kind']} {f['preview']}")
+    for what in report["not_read"] if not as_json else []:
+        click.echo(f"warning: not looked at (could not be read): {what}", err=True)
     if report["count"]:
         ctx.exit(1)
 

@@ -208,9 +208,10 @@ class SecretsInPush(AgentSnapError):
         )
 
 
-def _refuse_secrets(repo: Repo, dst: Any, url: str, tips: list[str]) -> None:
+def _refuse_secrets(repo: Repo, dst: Any, url: str, tips: list[str]) -> list[str]:
     """:class:`SecretsInPush` when the snapshots ``dst`` lacks (all of them for a store not made yet) hold secrets
-    outside their files (:func:`agentsnap_core.operations.scan.scan_outgoing`)."""
+    outside their files (:func:`agentsnap_core.operations.scan.scan_outgoing`); else the notes to give (what could
+    not be read)."""
     from agentsnap_core.operations.scan import scan_outgoing
 
     def missing(oids: list[str]) -> list[str]:
@@ -218,9 +219,11 @@ def _refuse_secrets(repo: Repo, dst: Any, url: str, tips: list[str]) -> None:
         return [o for o in oids if o in gone]
 
     outgoing = _new_manifests(repo.objects, missing, tips)
-    found = scan_outgoing(repo.objects, outgoing, lambda oid: _manifest(repo.objects, oid)) if outgoing else []
+    found, unread = scan_outgoing(repo.objects, outgoing, lambda oid: _manifest(repo.objects, oid)) if outgoing else ([], [])
     if found:
         raise SecretsInPush(url, found)
+    return [f"not looked at for secrets (could not be read): {', '.join(unread[:5])}"
+            + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")] if unread else []
 
 
 def _layer_content(src: Any, manifest: dict[str, Any]) -> list[str]:
@@ -484,7 +487,7 @@ def push(
         _refuse_occupied_directory(url, exc)
     if not allow_secrets:
         try:
-            _refuse_secrets(repo, dst, mask_url(url), [t for t in tips.values() if t])
+            result.notes += _refuse_secrets(repo, dst, mask_url(url), [t for t in tips.values() if t])
         except AgentSnapError:
             if dst is not None:
                 dst.close()
