@@ -10,7 +10,6 @@ and remaining markers are filled from ``secrets={field: value}``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -19,6 +18,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.format import objects
 from agentsnap_core.layers.reach import UntrustedSettings  # noqa: F401 - re-exported by the package
 from agentsnap_core.layers.redact import may_hold_secret
 from agentsnap_core.layers.redact import redact as core_redact
@@ -268,7 +268,7 @@ def code_executors(config: Any) -> list[str]:
 def own_token(payload: Mapping[str, Any]) -> str:
     """The token a capture made here notes in the store's own list: a digest of its config and state."""
     data = json.dumps([payload.get("config"), payload.get("state")], sort_keys=True, default=str)
-    return "autogen:" + hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+    return objects.own_token("autogen", [data.encode("utf-8", "surrogatepass")])
 
 
 def refuse_executors(config: Any, own: bool) -> None:

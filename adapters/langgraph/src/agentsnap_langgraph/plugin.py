@@ -9,12 +9,12 @@ restored checkpoint (it is written into the checkpointer first when missing ther
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentsnap_core import hookimpl
 from agentsnap_core.errors import InvalidInput
+from agentsnap_core.format import objects
 
 STATE_FORMAT = "agentsnap-langgraph-state"
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
@@ -70,22 +70,23 @@ def capture_state(thread: LangGraphThread) -> dict[str, Any]:
 
 def own_token(state: dict[str, Any]) -> str:
     """The token a capture made here notes in the store's own list (``Repo.remember_own``): a digest of its bytes."""
-    digest = hashlib.sha256()
 
-    def add(typed: Any) -> None:
-        data = bytes(typed[1])
-        digest.update(f"{typed[0]}\0{len(data)}\0".encode())
-        digest.update(data)
+    def typed(pair: Any) -> Iterator[bytes]:
+        data = bytes(pair[1])
+        yield f"{pair[0]}\0{len(data)}\0".encode()
+        yield data
 
-    add(state["checkpoint"])
-    add(state["metadata"])
-    for ch in sorted(state["channels"]):
-        digest.update(f"{ch}\0".encode())
-        add(state["channels"][ch])
-    for task, ch, typ, data in state["pending_writes"]:
-        digest.update(f"{task}\0{ch}\0".encode())
-        add((typ, data))
-    return "lgstate:" + digest.hexdigest()
+    def parts() -> Iterator[bytes]:
+        yield from typed(state["checkpoint"])
+        yield from typed(state["metadata"])
+        for ch in sorted(state["channels"]):
+            yield f"{ch}\0".encode()
+            yield from typed(state["channels"][ch])
+        for task, ch, typ, data in state["pending_writes"]:
+            yield f"{task}\0{ch}\0".encode()
+            yield from typed((typ, data))
+
+    return objects.own_token("lgstate", parts())
 
 
 def _reader(serde: Any, own: bool) -> Any:

@@ -13,8 +13,9 @@ the result and compares it with the id it was asked for.
 
 from __future__ import annotations
 
+import hashlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from enum import IntEnum
 from typing import Any
 
@@ -209,3 +210,14 @@ _HEX = frozenset("0123456789abcdef")
 
 def is_oid(value: object) -> bool:
     return isinstance(value, str) and len(value) == 64 and set(value) <= _HEX
+
+
+def own_token(kind: str, parts: Iterable[bytes]) -> str:
+    """``kind:<SHA-256 of parts, in order>``: the token a capture made here notes in its store's own list
+    (``Repo.remember_own``) for what it must recognise as its own later - a setting's value
+    (:mod:`agentsnap_core.layers.reach`, ``reach``), an adapter's captured state (``lgstate``, ``autogen``). One
+    convention for all, so no two kinds can collide; never pushed."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return f"{kind}:{digest.hexdigest()}"

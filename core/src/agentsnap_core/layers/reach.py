@@ -11,13 +11,13 @@ yourself (your own gateway's URL in a teammate's snapshot) passes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
 from agentsnap_core.errors import AgentSnapError
+from agentsnap_core.format.objects import own_token
 
 __all__ = ["UntrustedSettings", "check", "may_reach_out", "outside_settings", "remember"]
 
@@ -61,7 +61,7 @@ def outside_settings(config: Any, *, data_keys: Iterable[str] = ()) -> dict[str,
 
 
 def _token(value: str) -> str:
-    return "reach:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    return own_token("reach", [value.encode("utf-8", "surrogatepass")])
 
 
 def remember(repo: Any, found: dict[str, str]) -> None:
