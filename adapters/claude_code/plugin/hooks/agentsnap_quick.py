@@ -37,8 +37,9 @@ _GIT_READ_ONLY = frozenset(
 # read-only only with these exact first arguments (git tag/stash/remote/config/reflog write with others)
 _GIT_LISTS = {"stash": (("list",), ("show",)), "remote": ((), ("-v",), ("show",), ("get-url",)), "tag": ((), ("-l",), ("--list",)),
               "reflog": ((), ("show",)), "config": (("--get",), ("--list",), ("-l",), ("--get-all",), ("--show-origin", "--list"))}
-# test, build and check runs: they write build and test output only (the helper's matcher has no rule for them
-# either), with the first argument from this list; options that write a named file or fix sources are refused
+# test, build and check runs, taken to write build and test output only, with the first argument from this list;
+# options that write a named file or fix sources are refused. Taken on trust: the helper's matcher reads the recipes
+# of other make goals and the package.json scripts other `npm run X` name, but not these (the README says so)
 _RUNS = {
     "cargo": ("test", "check", "build", "clippy", "bench", "doc", "tree", "metadata"), "go": ("test", "vet", "list", "env", "version", "doc"),
     "npm": ("test", "t", "ls", "list", "outdated", "view", "explain", "why"), "yarn": ("test", "build", "why", "list", "info"),

@@ -11,6 +11,7 @@ plain text search.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -30,6 +31,8 @@ _SQL = re.compile(r"\b(drop\s+(table|database|schema|view|index)|truncate\s+(tab
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _INTERPRETERS = {"python", "python3", "node", "ruby", "perl", "php", "deno", "bun"}
+_RUN_WRAPPERS = {"uv", "poetry", "pdm", "pipenv", "hatch", "rye", "conda", "mamba", "micromamba", "pixi"}
+_RUN_VALUED = {"--with", "--python", "-p", "--env", "-e", "-n", "--name", "--prefix", "--project", "--directory", "--package", "--extra", "--group", "--env-file"}
 _SUBST = re.compile(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`")
 
 #: rule name -> what it protects against (shown in reasons and the README)
@@ -53,7 +56,8 @@ RULES: dict[str, str] = {
     "script-delete": "python/node one-liners and heredoc scripts that delete or write files (rmtree, os.remove, open(..., 'w'))",
     "tee": "tee (without -a) onto an existing file",
     "git-rm": "git rm deletes files from the working tree",
-    "git-branch-delete": "git branch -D / git worktree remove",
+    "git-branch-delete": "git branch -D / git worktree remove / git tag -d / git update-ref -d",
+    "git-prune": "git gc --prune=now / git prune / git reflog expire / filter-branch lose unreachable commits (a dropped stash, a reset branch)",
     "download-overwrite": "curl -o / -O, wget -O onto a file",
     "extract": "tar -x / unzip / 7z x / cpio -i write files over existing ones",
     "patch": "patch / git apply rewrite files",
@@ -117,6 +121,7 @@ class Matcher:
             raise ValueError(f"unknown destructive rule(s) {unknown}; known: {sorted(RULES)}")
         self._extra = [re.compile(p) for p in self.extra_patterns]
         self._ignore = [re.compile(p) for p in self.ignore_patterns]
+        self._seen: set[str] = set()
 
     # ------------------------------------------------------------------ public
     def findings(self, command: str) -> list[Finding]:
@@ -126,6 +131,7 @@ class Matcher:
         if any(p.search(command) for p in self._ignore):
             return []
         out: list[Finding] = []
+        self._seen = set()  # scripts read for this command (a loop of scripts ends)
         command = self._heredocs(command, out)
         self._scan(command, out, depth=0)
         out += [Finding("pattern", command.strip()[:200]) for p in self._extra if p.search(command) and not out]
@@ -169,8 +175,15 @@ class Matcher:
         except ValueError:  # cannot be understood: snapshot rather than skip
             out.append(Finding("unparsed", text.strip()[:200]))
             return
-        for cmd in _split(tokens):
-            self._check(cmd, out, depth, text)
+        cwd = self.cwd
+        try:
+            for cmd in _split(tokens):
+                self._check(cmd, out, depth, text)
+                words = _unwrap(cmd)[0]
+                if words[:1] == ["cd"]:  # later commands of the line run there (a script read from it, a target)
+                    self.cwd = _cd(self.cwd, words[1:])
+        finally:
+            self.cwd = cwd
 
     def _check(self, cmd: list[str], out: list[Finding], depth: int, line: str, implicit: bool = False) -> None:
         words, via_xargs = _unwrap(cmd)
@@ -183,7 +196,7 @@ class Matcher:
             return
         name, args = _name(words[0]), words[1:]
         shown = " ".join(words)[:200]
-        if words[0].startswith("$"):
+        if "$" in words[0]:  # a command named by a variable (`$RM x`, `rm$IFS-rf src`): cannot tell what runs
             out.append(Finding("unparsed", shown))
         for p in self._extra:
             if p.search(shown):
@@ -192,8 +205,26 @@ class Matcher:
             script = _shell_script(name, args)
             if script is not None:
                 self._scan(script, out, depth + 1)
+            elif name != "eval":
+                self._run_file(_script_operand(args, _SHELL_VALUED), "shell", out, depth)
             return
-        rule = _RULE_FUNCS.get(name)
+        if name in ("source", "."):
+            self._run_file(args[0] if args else None, "shell", out, depth)
+            return
+        if name in ("su", "runuser", "script", "sg", "flock", "watch"):
+            script = _option_value(args, ("-c", "--command")) if name != "watch" else " ".join(_skip_options(args, {"-n", "--interval"}))
+            if script:
+                self._scan(script, out, depth + 1)
+            return
+        if name in _PACKAGE_RUNNERS:
+            self._scan_package_scripts(name, args, out, depth)
+        elif name in ("make", "gmake"):
+            self._scan_make(args, out, depth)
+        elif _interpreter(name) and "-c" not in args and "-e" not in args:
+            self._run_file(_script_operand(args, _INTERPRETER_VALUED), _interpreter(name), out, depth)
+        elif "/" in words[0] and name not in _RULE_FUNCS:
+            self._run_file(words[0], None, out, depth)  # ./reset.sh, scripts/build: what its shebang names reads it
+        rule = _RULE_FUNCS.get(_interpreter(name) or name)
         if rule is not None:
             hit = rule(self, args, via_xargs)
             if hit:
@@ -203,6 +234,114 @@ class Matcher:
                 self._check(inner, out, depth + 1, line, implicit=True)
         if name in _SQL_CLIENTS and _SQL.search(line):
             out.append(Finding("sql-drop", line.strip()[:200]))
+
+    # ------------------------------------------------------------------ the project's own scripts
+    def _read_script(self, path: str | None, out: list[Finding], depth: int) -> str | None:
+        """The text of a script the command runs (None: nothing to read: missing, a binary, read already)."""
+        if not path or self.cwd is None or "$" in path or depth >= 8:
+            return None
+        full = os.path.realpath(os.path.join(self.cwd, os.path.expanduser(path)))
+        if full in self._seen:
+            return None
+        self._seen.add(full)
+        try:
+            with open(full, "rb") as f:
+                head = f.read(4096)
+                if b"\0" in head:
+                    return None  # a program, not a script: its name is all there is to judge
+                rest = f.read(MAX_SCRIPT + 1 - len(head))
+        except (IsADirectoryError, FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError:
+            out.append(Finding("unparsed", f"{path} (cannot be read)"))
+            return None
+        if len(head) + len(rest) > MAX_SCRIPT:
+            out.append(Finding("unparsed", f"{path} (a script too large to read)"))
+            return None
+        return (head + rest).decode("utf-8", "replace")
+
+    def _run_file(self, path: str | None, reader: str | None, out: list[Finding], depth: int) -> None:
+        """Judge a script file by what it holds: a shell script by these rules, another language by its deletes."""
+        text = self._read_script(path, out, depth)
+        if text is None:
+            return
+        if reader is None:  # run by name: the shebang says what reads it (none: sh)
+            first = text.split("\n", 1)[0]
+            words = first[2:].split() if first.startswith("#!") else ["sh"]
+            if words and _name(words[0]) == "env":
+                words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+            name = _name(words[0]) if words else "sh"
+            reader = "shell" if name in _SHELLS else (_interpreter(name) or "")
+        if reader == "shell":
+            self._scan(self._heredocs(text, out), out, depth + 1)
+        elif reader and _SCRIPT_DELETE.search(text):
+            out.append(Finding("script-delete", f"{path} ({reader} script)"))
+
+    def _scan_package_scripts(self, runner: str, args: list[str], out: list[Finding], depth: int) -> None:
+        """``npm run X`` / ``yarn X`` / ``pnpm X`` / ``bun run X``: package.json's script X, with its pre/post scripts."""
+        prefix = _option_value(args, ("--prefix", "--cwd", "-C", "--dir")) or "."
+        words = _skip_options(args, {"--prefix", "--cwd", "-C", "--dir", "-w", "--workspace", "--filter", "-F"})
+        names = _package_script_names(runner, words)
+        if not names or self.cwd is None:
+            return
+        text = self._read_script(os.path.join(prefix, "package.json"), out, depth)
+        try:
+            scripts = (json.loads(text) if text else {}).get("scripts")
+        except (ValueError, AttributeError):
+            return
+        if not isinstance(scripts, dict):
+            return
+        self._seen.discard(os.path.realpath(os.path.join(self.cwd, prefix, "package.json")))  # (another script may run npm again)
+        cwd = self.cwd
+        self.cwd = os.path.join(cwd, prefix)  # a package's scripts run in its folder
+        try:
+            for name in names:
+                for key in (f"pre{name}", name, f"post{name}"):
+                    body = scripts.get(key)
+                    seen = f"{os.path.realpath(self.cwd)}\0{key}"
+                    if isinstance(body, str) and seen not in self._seen:
+                        self._seen.add(seen)
+                        self._scan(body, out, depth + 1)
+        finally:
+            self.cwd = cwd
+
+    def _scan_make(self, args: list[str], out: list[Finding], depth: int) -> None:
+        """``make [GOAL...]``: the recipes of the goals named (else the first target) and of what they depend on."""
+        if {"-n", "--dry-run", "--just-print", "--recon", "-q", "--question", "-p", "--print-data-base"} & set(args) or self.cwd is None:
+            return
+        folder = _option_value(args, ("-C", "--directory")) or "."
+        named = _option_value(args, ("-f", "--file", "--makefile"))
+        operands = _skip_options(args, {"-C", "--directory", "-f", "--file", "--makefile", "-o", "-W", "-I", "-l", "--include-dir"})
+        goals = [w for w in operands if "=" not in w and not w.startswith("-") and not w.isdigit()]
+        assigned = dict(w.split("=", 1) for w in operands if "=" in w and not w.startswith("-"))
+        for candidate in ([named] if named else ["GNUmakefile", "makefile", "Makefile"]):
+            path = os.path.join(folder, candidate)
+            if self.cwd is not None and os.path.isfile(os.path.join(self.cwd, path)):
+                break
+        else:
+            return
+        text = self._read_script(path, out, depth)
+        if text is None:
+            return
+        rules, first, variables = _parse_makefile(text)
+        variables.update(assigned)
+        recipes: list[str] = []
+        todo, done = list(goals or ([first] if first else [])), set()
+        while todo:
+            goal = todo.pop(0)
+            if goal in done or goal not in rules:
+                continue
+            done.add(goal)
+            prereqs, lines = rules[goal]
+            todo.extend(_make_expand(p, variables) for p in prereqs)
+            recipes.extend(_make_expand(line, variables).lstrip("@+- \t") for line in lines)
+        cwd = self.cwd
+        self.cwd = os.path.join(cwd, folder)
+        try:
+            if recipes:
+                self._scan(self._heredocs("\n".join(recipes), out), out, depth + 1)
+        finally:
+            self.cwd = cwd
 
     def _exists(self, path: str) -> bool:
         if path in ("/dev/null", "/dev/stdout", "/dev/stderr") or path.startswith("/dev/fd/") or path.startswith("&"):
@@ -266,7 +405,27 @@ def _git(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         return None  # they refuse to run over local changes
     if (sub == "branch" and ("-D" in rest or "--delete" in rest and "--force" in rest)) or (sub == "worktree" and rest[:1] == ["remove"]):
         return "git-branch-delete"
+    if (sub == "tag" and ("-d" in rest or "--delete" in rest)) or (sub == "update-ref" and "-d" in rest):
+        return "git-branch-delete"  # (a deleted tag is in no reflog)
+    if sub == "checkout" and _checkout_overwrites(m, rest):
+        return "git-checkout-discard"
+    if sub == "submodule" and rest[:1] == ["deinit"] and ("f" in flags or "--force" in rest or "--all" in rest):
+        return "git-clean"
+    if (sub == "gc" and any(a in ("--prune=now", "--prune=all") for a in rest)) or sub == "prune" and not ({"n"} & flags or "--dry-run" in rest) \
+            or (sub == "reflog" and rest[:1] in (["expire"], ["delete"])) or sub in ("filter-branch", "filter-repo"):
+        return "git-prune"
     return None
+
+
+def _checkout_overwrites(m: Matcher, rest: list[str]) -> bool:
+    """``git checkout [TREE-ISH] PATH...`` (no ``--``): the files named are overwritten from the index or TREE-ISH."""
+    if {"--ours", "--theirs", "-p", "--patch", "-m", "--merge"} & set(rest):
+        return True
+    operands = _skip_options(rest, {"-b", "-B", "--orphan", "-t", "--track", "--conflict"})
+    operands = [a for a in operands if not a.startswith("-")]
+    if len(operands) >= 2:
+        return True
+    return bool(operands) and m.cwd is not None and os.path.lexists(os.path.join(m.cwd, operands[0]))
 
 
 def _find(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
@@ -301,7 +460,7 @@ def _perl(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
 
 
 _SCRIPT_DELETE = re.compile(
-    r"rmtree|os\.(remove|unlink|rmdir|rename|replace|truncate)|\.unlink\(|fs\.(rm|rmSync|unlink|unlinkSync|rmdir|writeFileSync|writeFile)\b"
+    r"rmtree|os\.(remove|unlink|rmdir|rename|replace|truncate)|\.unlink\(|fs\.(rm|rmSync|unlink|unlinkSync|rmdir|writeFileSync|writeFile)\b|\.(rmSync|unlinkSync|rmdirSync|writeFileSync|truncateSync|renameSync)\("
     r"|File\.delete|unlink\s*\(|\bopen\s*\([^)]*,\s*(mode\s*=\s*)?[\"'][wx]|\.write_(text|bytes)\(|shutil\.move|File\.write"
 )
 
@@ -404,6 +563,28 @@ def _simple(rule: str) -> Callable[[Matcher, list[str], bool], str | None]:
     return check
 
 
+def _awk(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return "in-place-edit" if any(args[i] == "-i" and args[i + 1] in ("inplace", "inplace.awk") for i in range(len(args) - 1)) or "-iinplace" in args else None
+
+
+def _sort(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    target = _option_value(args, ("-o", "--output"))
+    return "overwrite" if target is not None and m._exists(target) else None
+
+
+def _sponge(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return None if "-a" in args else _tee(m, args, via_xargs)
+
+
+def _rename(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    return None if {"-n", "--no-act", "--just-print", "--help", "--version"} & set(args) else "overwrite"
+
+
+def _php(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    code = _option_value(args, ("-r",))
+    return "script-delete" if code is not None and _SCRIPT_DELETE.search(code) else None
+
+
 def _dd(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     return "dd" if any(a.startswith("of=") and not a.startswith("of=/dev/null") for a in args) else None
 
@@ -442,7 +623,23 @@ _RULE_FUNCS = {
     "truncate": _simple("truncate"),
     "dd": _dd,
     "rsync": _rsync,
+    "rimraf": _simple("rm"),
+    "del": _simple("rm"),
+    "del-cli": _simple("rm"),
+    "trash": _simple("rm"),
+    "trash-put": _simple("rm"),
+    "awk": _awk,
+    "gawk": _awk,
+    "yq": lambda m, a, x: "in-place-edit" if {"-i", "--inplace"} & set(a) else None,
+    "sort": _sort,
+    "sponge": _sponge,
+    "rename": _rename,
+    "prename": _rename,
+    "perl-rename": _rename,
+    "file-rename": _rename,
+    "install": lambda m, a, x: None if {"-d", "--directory"} & set(a) else _mv_cp(m, _skip_valued(a, {"-m", "--mode", "-o", "--owner", "-g", "--group", "-S", "--suffix"}), x),
 }
+_RULE_FUNCS["php"] = _php
 
 
 # ---------------------------------------------------------------------- shell helpers
@@ -516,6 +713,13 @@ def _unwrap(cmd: list[str]) -> tuple[list[str], bool]:
         elif name == "timeout":
             rest = _skip_options(words[1:], takes_value={"-s", "-k", "--signal", "--kill-after"})
             words, changed = rest[1:], True
+        elif name in _RUN_WRAPPERS and words[1:2] == ["run"]:  # uv run / poetry run ... CMD
+            words, changed = _skip_options(words[2:], takes_value=_RUN_VALUED), True
+        elif name in ("busybox", "setsid", "chronic", "strace", "ltrace", "catchsegv"):
+            words, changed = _skip_options(words[1:], takes_value={"-o", "-e", "-p", "-s", "-E", "-u", "-P"}), True
+        elif name == "flock" and "-c" not in words:
+            rest = _skip_options(words[1:], takes_value={"-w", "--timeout", "-E", "--conflict-exit-code"})
+            words, changed = rest[1:], True
         elif name in ("xargs", "parallel"):
             words = _skip_options(words[1:], takes_value={"-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "--max-args", "-j"})
             via_xargs, changed = True, True
@@ -565,6 +769,140 @@ def _find_exec(args: list[str]) -> list[list[str]]:
             i = j
         i += 1
     return out
+
+
+#: a script larger than this is not read (the command is snapshotted rather than judged blind)
+MAX_SCRIPT = 1 << 20
+_SHELL_VALUED = {"-o", "+o", "-O", "+O", "--init-file", "--rcfile"}
+_INTERPRETER_VALUED = {"-W", "-X", "-r", "--require", "--import", "--loader", "-I", "-E", "--env-file"}
+_PACKAGE_RUNNERS = {"npm", "yarn", "pnpm", "bun"}
+#: their own verbs: anything else after ``yarn`` / ``pnpm`` / ``bun`` is a script of package.json
+_PACKAGE_VERBS = frozenset(
+    "add remove install i ci uninstall un rm update up upgrade link unlink publish pack init create dlx exec x info why"
+    " list ls outdated audit config cache login logout version help import patch rebuild prune store node bin global"
+    " workspace workspaces set plugin tag view search whoami".split()
+)
+_NPM_SCRIPT_VERBS = {"test": "test", "t": "test", "tst": "test", "start": "start", "stop": "stop", "restart": "restart"}
+
+
+def _interpreter(name: str) -> str:
+    """``python3.11`` -> ``python3``; the interpreter a name runs ('' for none)."""
+    if name in _INTERPRETERS:
+        return name
+    m = re.fullmatch(r"(python3?|ruby|node|perl|php)[\d.]+", name)
+    return (m.group(1) if m.group(1) in _INTERPRETERS else "") if m else ""
+
+
+def _script_operand(args: list[str], valued: set[str]) -> str | None:
+    """The script file of ``sh [options] FILE`` / ``python [options] FILE`` (None: a module, stdin, none)."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-m", "-", "--eval", "-p", "--print", "-s"):
+            return None
+        if a == "--":
+            return args[i + 1] if i + 1 < len(args) else None
+        if a.startswith(("-", "+")):
+            i += 2 if a in valued else 1
+            continue
+        return a
+    return None
+
+
+def _skip_valued(args: list[str], valued: set[str]) -> list[str]:
+    """``args`` without the options in ``valued`` and their values."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in valued:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+def _option_value(args: list[str], names: tuple[str, ...]) -> str | None:
+    for i, a in enumerate(args):
+        if a in names and i + 1 < len(args):
+            return args[i + 1]
+        for n in names:
+            if n.startswith("--") and a.startswith(n + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def _package_script_names(runner: str, words: list[str]) -> list[str]:
+    if not words:
+        return ["install", "prepare"] if runner in ("npm", "yarn", "pnpm") else []
+    verb, rest = words[0], [w for w in words[1:] if not w.startswith("-")]
+    if verb in ("run", "run-script", "rum", "urn"):
+        return rest[:1]
+    if runner == "npm":
+        if verb in _NPM_SCRIPT_VERBS:
+            return ["stop", "start"] if verb == "restart" else [_NPM_SCRIPT_VERBS[verb]]
+        return ["preinstall", "install", "postinstall", "prepare"] if verb in ("install", "i", "ci") and not rest else []
+    if verb in ("install", "i") and not rest:
+        return ["install", "prepare"]
+    return [] if verb in _PACKAGE_VERBS else [verb]
+
+
+def _cd(cwd: str | None, args: list[str]) -> str | None:
+    """Where ``cd ARGS`` goes from ``cwd`` (None: cannot tell, every later target then counts as existing)."""
+    target = next((a for a in args if not a.startswith("-")), None)
+    if cwd is None or not target or "$" in target or "~" in target:
+        return None
+    new = os.path.normpath(os.path.join(cwd, target))
+    return new if os.path.isdir(new) else None
+
+
+_MAKE_RULE = re.compile(r"^([^\s:=#][^:=#]*?)\s*::?(?!=)\s*(.*)$")
+_MAKE_VAR = re.compile(r"^(?:override\s+|export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*(?::{1,3}=|\?=|\+=|!=|=)\s*(.*)$")
+_MAKE_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.]*)\)|\$\{([A-Za-z_][A-Za-z0-9_.]*)\}")
+#: GNU make's own defaults that recipes use as commands
+_MAKE_DEFAULTS = {"RM": "rm -f", "MAKE": "make", "CC": "cc", "CXX": "g++", "CP": "cp", "MV": "mv", "SHELL": "/bin/sh"}
+
+
+def _parse_makefile(text: str) -> tuple[dict[str, tuple[list[str], list[str]]], str | None, dict[str, str]]:
+    """``(rules, first target, variables)`` of a makefile: for each target its prerequisites and recipe lines."""
+    rules: dict[str, tuple[list[str], list[str]]] = {}
+    variables = dict(_MAKE_DEFAULTS)
+    first: str | None = None
+    current: list[str] = []
+    for line in text.replace("\\\n", " ").split("\n"):
+        if line.startswith("\t"):
+            for t in current:
+                rules[t][1].append(line[1:])
+            continue
+        code = line.split("#", 1)[0].rstrip()
+        var = _MAKE_VAR.match(code)
+        rule = None if var else _MAKE_RULE.match(code)
+        if var:
+            name, value = var.groups()
+            variables[name] = (variables.get(name, "") + " " + value).strip() if "+=" in code else value
+            current = []
+        elif rule:
+            targets = [t for t in rule.group(1).split() if "%" not in t]
+            prereqs, _, inline = rule.group(2).partition(";")
+            current = targets
+            for t in targets:
+                entry = rules.setdefault(t, ([], []))
+                entry[0].extend(prereqs.split("|")[0].split())
+                if inline.strip():
+                    entry[1].append(inline.strip())
+            if first is None and targets and not targets[0].startswith("."):
+                first = targets[0]
+        elif code.strip():
+            current = []
+    return rules, first, variables
+
+
+def _make_expand(text: str, variables: dict[str, str], depth: int = 0) -> str:
+    """Make's ``$(VAR)`` / ``${VAR}`` from the makefile's simple assignments (unknown ones empty); ``$$`` is ``$``."""
+    if depth > 8:
+        return text
+    expanded = _MAKE_REF.sub(lambda m: _make_expand(variables.get(m.group(1) or m.group(2), ""), variables, depth + 1), text)
+    return expanded.replace("$$", "$") if depth == 0 else expanded
 
 
 def is_destructive(command: str, cwd: str | None = None) -> bool:
