@@ -1227,6 +1227,13 @@ def _holds_already(path: str, entry: Entry) -> bool:
         return False
 
 
+def _temp_beside(full: str) -> str:
+    """The temp file a restore writes ``full`` through: the name after a prefix, cut to 255 *bytes* (the limit of a
+    name; a name of 240 bytes of UTF-8 - 80 CJK characters - was cut by characters and never restored)."""
+    name = os.fsencode(f"{TEMP_PREFIX}{os.getpid()}-") + os.fsencode(os.path.basename(full))
+    return os.path.join(os.path.dirname(full), os.fsdecode(name[:255]))
+
+
 def materialize(
     store: ObjectStore,
     root: Path,
@@ -1331,7 +1338,7 @@ def materialize(
                 if c[2] != mode:
                     os.chmod(full, mode)
                 continue
-            tmp = os.path.join(os.path.dirname(full), f".agentsnap-tmp-{os.getpid()}-{os.path.basename(full)}"[:255])
+            tmp = _temp_beside(full)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
             try:
                 with os.fdopen(fd, "wb") as fh:
