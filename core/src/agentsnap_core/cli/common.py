@@ -50,10 +50,26 @@ def git_shield_notes(shielded: dict[str, str], outside: bool = False) -> list[st
 OPENED: list[Repo] = []
 
 
+def restore_interrupted_line(cut: dict[str, Any], now: bool = False) -> str:
+    """What a restore cut short left (:meth:`Repo.restore_interrupted`), and the two commands out of it."""
+    import shlex
+
+    paths = cut.get("paths")
+    tail = (" -- " + shlex.join(paths)) if paths else ""
+    what = f"restore of {short(cut['target'])}" + (f" (of {listing(paths, 3)})" if paths else "")
+    where = "those paths are" if paths else "the working tree is"
+    return (f"{'interrupted in the middle of a' if now else 'a'} {what}{'' if now else ' was interrupted'}: {where} "
+            f"part {short(cut['target'])}, part as before (kept in snapshot {short(cut['undo'])}); finish it with "
+            f"'agentsnap restore {short(cut['target'])}{tail}' or go back with 'agentsnap restore {short(cut['undo'])}{tail}'")
+
+
 def interrupted_line() -> str:
     """What a Ctrl-C says: the snapshots the command had committed by then, by id (a snapshot whose manifest was
     written is committed even when the interrupt came after: "unchanged" alone read as "not made"), else that the
-    store is unchanged."""
+    store is unchanged; and a restore it cut short, with how to finish it or go back."""
+    cut = next((repo.restoring for repo in OPENED if getattr(repo, "restoring", None)), None)
+    if cut is not None:
+        return "agentsnap: " + restore_interrupted_line(cut, now=True)
     made = [m for repo in OPENED for m in getattr(repo, "made", ())]
     count = sum(getattr(repo, "made_count", 0) for repo in OPENED)
     if not made:
@@ -328,6 +344,8 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
     if as_json:
         return [(json_line({"v": JSON_VERSION, **st}), False)]
     out = [(f"On branch {st['branch'] or '(detached)'} at {short(st['head'])}", False)]
+    if st.get("restore_interrupted"):
+        out.append((restore_interrupted_line(st["restore_interrupted"]), False))
     merging = st.get("merge")
     if merging:
         listed = f" in {len(merging['conflicts'])} file(s): {_first(merging['conflicts'])}" if merging["conflicts"] else ""
@@ -406,6 +424,9 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
     if left and why_not:
         left += f" (not kept in the local vault: {why_not})"
     lines = [(snap.id, False)] + ([(left, True)] if left else [])
+    cut = repo.restore_interrupted() if repo is not None else None
+    if cut is not None:  # (taken all the same: nothing is lost by it, and a hook's protecting snapshot must not fail)
+        lines.append(("note: this snapshot holds the tree as it is now; " + restore_interrupted_line(cut), True))
     return lines + [(line, True) for line in (not_captured_line(special), nested_git_line(git_dirs),
                                                nested_store_line(stores)) if line]
 

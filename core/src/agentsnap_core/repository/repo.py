@@ -270,6 +270,8 @@ class Repo:
         self.made: deque[tuple[str, str]] = deque(maxlen=3)
         self.made_count = 0
         self.wt_dir = self.store_dir / "wt" / worktree
+        #: the in-place restore this handle is in the middle of (what an interrupted command says it left)
+        self.restoring: dict[str, Any] | None = None
         self.progress: Progress | None = None
         self._tree_lock_fd: int | None = None
         self._tree_lock_mutex = threading.RLock()
@@ -920,6 +922,51 @@ class Repo:
             self.progress("bytes", n, 0)
 
     @property
+    def restore_state_path(self) -> Path:
+        """Where an in-place restore notes what it is doing before it writes the first file, removed once the tree is
+        the snapshot's: a restore cut short (Ctrl-C, SIGTERM, SIGKILL, a crash, a full disk it could not roll back
+        from) leaves a tree part old and part new, and the note says so in :meth:`status` and how to finish or go
+        back."""
+        return self.wt_dir / "restoring.json"
+
+    def restore_interrupted(self) -> dict[str, Any] | None:
+        """``{"target", "undo", "paths"}`` of a restore of this working tree that did not finish (None: none)."""
+        try:
+            data = json.loads(self.restore_state_path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not is_oid(data.get("target")) or not is_oid(data.get("undo")):
+            return None
+        paths = data.get("paths")
+        ok = paths is None or isinstance(paths, list) and all(isinstance(x, str) for x in paths)
+        return {"target": data["target"], "undo": data["undo"], "paths": paths if ok else None}
+
+    @contextmanager
+    def _noting_restore(self, target: str, undo: str, paths: list[str] | None) -> Iterator[dict[str, bool]]:
+        """The note of :attr:`restore_state_path` around an in-place restore: written before the first write, removed
+        when the block ends normally (the tree is the target's) or after it set ``whole`` (nothing was touched, or the
+        tree was rolled back); any other exception, KeyboardInterrupt included, leaves it. A path restore begun while
+        the note of an earlier, whole restore stands leaves that one (the rest of the tree is still part old)."""
+        earlier = self.restore_interrupted()
+        keep = earlier is not None and paths is not None and earlier["paths"] != paths
+        if not keep:
+            self.wt_dir.mkdir(parents=True, exist_ok=True)
+            write_replacing(self.restore_state_path, json.dumps({"target": target, "undo": undo, "paths": paths}).encode())
+        self.restoring = {"target": target, "undo": undo, "paths": paths}
+        state = {"whole": False}
+        try:
+            yield state
+            state["whole"] = True
+        finally:
+            if state["whole"]:
+                self.restoring = None
+                if not keep:
+                    try:
+                        os.unlink(self.restore_state_path)
+                    except FileNotFoundError:
+                        pass
+
+    @property
     def merge_state_path(self) -> Path:
         """Where a merge stopped on conflicts keeps its state (operations/merge.py) until --continue or --abort."""
         return self.wt_dir / "merge.msgpack"
@@ -1197,27 +1244,31 @@ class Repo:
             # the tree as the undo snapshot just walked it (under the same lock): no second walk (a plugin that
             # captures the world itself leaves nothing here: then walk it)
             context["current"] = sink[-1] if len(sink) == 1 else self.working_entries()
-            try:
-                changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
-                skipped = vault.write_back(self.root, secrets)
-            except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
-                if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
-                    raise
-                raise self._roll_back(undo, exc, norm_paths) from exc
-            if norm_paths is None:
-                trace_rec = snap.layers.get("trace")
-                self.set_messages(content.get_value(self.objects, trace_rec["content"]) if trace_rec else [])
-                symref, old = self.head()
-                if symref:
-                    self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
-                else:
-                    self.refs.set_head(self.worktree, None, snap.id)
+            with self._noting_restore(snap.id, undo.id, norm_paths) as noted:
+                try:
+                    changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
+                    skipped = vault.write_back(self.root, secrets)
+                except Exception as exc:  # failed midway (disk full, a file in the way): put the tree back as it was
+                    if getattr(exc, "nothing_changed", False):  # refused before the first file was touched
+                        noted["whole"] = True
+                        raise
+                    error, noted["whole"] = self._roll_back(undo, exc, norm_paths)
+                    raise error from exc
+                if norm_paths is None:
+                    trace_rec = snap.layers.get("trace")
+                    self.set_messages(content.get_value(self.objects, trace_rec["content"]) if trace_rec else [])
+                    symref, old = self.head()
+                    if symref:
+                        self.refs.update_refs([RefUpdate(symref, snap.id, old)], f"restore: {snap.id[:12]}")
+                    else:
+                        self.refs.set_head(self.worktree, None, snap.id)
             held = context.get("git_held_back") or []
             return {"id": snap.id, "undo": undo.id, "changes": changes, **_git_not_restored(rec, self.root, norm_paths),
                     **vault.report(secrets, note, skipped), **({"git_held_back": held} if held else {})}
 
-    def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> AgentSnapError:
-        """Restore the automatic undo snapshot after a failed restore; the error to raise names it."""
+    def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> tuple[AgentSnapError, bool]:
+        """Restore the automatic undo snapshot after a failed restore; the error to raise names it, and whether the
+        tree is back as it was."""
         what = f"restore failed midway ({exc})"
         try:
             world.materialize(self.objects, self.root, self.world_entries(undo), self.working_entries(),
@@ -1227,9 +1278,9 @@ class Repo:
                                                                self.root, paths, in_place=False)[0])
         except Exception as again:  # noqa: BLE001 - reported with the command that finishes the job
             return AgentSnapError(f"{what}; rolling back also failed ({again}): "
-                                  f"run 'agentsnap restore {undo.id[:12]}' (refs/undo/restore) to get the tree back")
+                                  f"run 'agentsnap restore {undo.id[:12]}' (refs/undo/restore) to get the tree back"), False
         return AgentSnapError(f"{what}; the tree was rolled back to the undo snapshot {undo.id[:12]} "
-                              "(refs/undo/restore): nothing changed")
+                              "(refs/undo/restore): nothing changed"), True
 
     def tree_path(self, p: str | os.PathLike[str], what: str = "path") -> str:
         """``p`` (relative to the current directory, or absolute) as a path in the tree, read as written (``""``:
@@ -1415,6 +1466,10 @@ class Repo:
         }
         if stores:  # other trees' stores inside this one: their history is not in it
             out["stores_not_captured"] = stores
+        cut_short = self.restore_interrupted()
+        if cut_short is not None:  # the tree is part the target's, part as it was: said until a restore finishes
+            out["restore_interrupted"] = cut_short
+            out["clean"] = False
         said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
         ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not _under(p, git_dirs)
                    and _is_there_not_a_dir(os.path.join(self.root, p))]  # (a directory now: a type change)
