@@ -148,3 +148,35 @@ def test_a_restore_that_fails_and_rolls_back_leaves_no_note(tree, tmp_path: Path
             repo.restore(a)
         assert repo.restore_interrupted() is None and "restore_interrupted" not in repo.status()
     assert _files(root) == before
+
+
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_a_merge_cut_short_while_it_writes_the_tree_says_so_and_the_way_back_works(tmp_path: Path, fast_forward: bool) -> None:
+    """``agentsnap merge`` writes the merged tree into a clean working tree, then moves the branch; cut short there,
+    the tree was part merged with nothing said. Now status says so and names the snapshot the tree was."""
+    root = tmp_path / "proj"
+    (root / "d").mkdir(parents=True)
+    (root / "main.txt").write_text("main\n")
+    with Repo.init(root) as repo:
+        base = repo.snapshot("base").id
+        repo.fork(base, n=1)
+        repo.switch("attempt-1")
+        for i in range(FILES):
+            (root / "d" / f"f{i:03}.txt").write_text(f"their file {i}\n" * 50)
+        repo.snapshot("theirs")
+        repo.switch("main")
+        if not fast_forward:
+            (root / "main.txt").write_text("main, changed on main\n")
+            repo.snapshot("ours")
+        ours = repo.head()[1]
+    before = _files(root)
+    proc = _cli(root, "merge", "attempt-1", site=_site(tmp_path, "SIGKILL"))
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    st = _cli(root, "status").stdout
+    assert "merge of attempt-1" in st and "was interrupted" in st, st
+    assert f"go back with 'agentsnap restore {ours[:12]}'" in st
+    assert _cli(root, "restore", ours[:12]).returncode == 0
+    assert _files(root) == before and "interrupted" not in _cli(root, "status").stdout
+    again = _cli(root, "merge", "attempt-1")  # and the merge, run again, goes through
+    assert again.returncode == 0, again.stderr
+    assert len([p for p in _files(root) if p.startswith("d/")]) == FILES

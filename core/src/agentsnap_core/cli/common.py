@@ -51,16 +51,26 @@ OPENED: list[Repo] = []
 
 
 def restore_interrupted_line(cut: dict[str, Any], now: bool = False) -> str:
-    """What a restore cut short left (:meth:`Repo.restore_interrupted`), and the two commands out of it."""
+    """What a restore (or a merge writing the tree) cut short left (:meth:`Repo.restore_interrupted`), and the way
+    out: finish it or go back."""
     import shlex
 
     paths = cut.get("paths")
     tail = (" -- " + shlex.join(paths)) if paths else ""
-    what = f"restore of {short(cut['target'])}" + (f" (of {listing(paths, 3)})" if paths else "")
+    target, undo, merge = cut.get("target"), short(cut["undo"]), cut.get("merge")
+    if merge is not None and target is None:
+        what = f"merge of {merge} (writing the merged tree)"
+    elif merge is not None:
+        what = f"fast-forward merge of {merge} to {short(target)}"
+    else:
+        what = f"restore of {short(target)}" + (f" (of {listing(paths, 3)})" if paths else "")
+    head = f"interrupted in the middle of a {what}" if now else f"a {what} was interrupted"
     where = "those paths are" if paths else "the working tree is"
-    return (f"{'interrupted in the middle of a' if now else 'a'} {what}{'' if now else ' was interrupted'}: {where} "
-            f"part {short(cut['target'])}, part as before (kept in snapshot {short(cut['undo'])}); finish it with "
-            f"'agentsnap restore {short(cut['target'])}{tail}' or go back with 'agentsnap restore {short(cut['undo'])}{tail}'")
+    if target is None:
+        return (f"{head}: {where} part merged, part as before (snapshot {undo}, where the branch still is); go back "
+                f"with 'agentsnap restore {undo}', then merge again")
+    return (f"{head}: {where} part {short(target)}, part as before (kept in snapshot {undo}); finish it with "
+            f"'agentsnap restore {short(target)}{tail}' or go back with 'agentsnap restore {undo}{tail}'")
 
 
 def interrupted_line() -> str:

@@ -383,7 +383,8 @@ def merge(
     if ours in dag.ancestors(theirs) and not no_ff:
         held: list[str] = []
         if has_world:
-            held = _apply_world(repo, repo.world_entries(s_theirs), s_theirs)
+            with repo.noting_restore(theirs, ours, None, merge=spec):  # (cut short: said, as a restore's)
+                held = _apply_world(repo, repo.world_entries(s_theirs), s_theirs)
             repo.set_messages(repo.read_layer(s_theirs, "trace") or [])
         _move_head(repo, symref, ours, theirs, f"merge {spec}: fast-forward")
         from agentsnap_core.layers.effects import (  # no merge snapshot: run their deferred effects (once) here
@@ -400,7 +401,8 @@ def merge(
                       "resolved": len(plan.resolved)}}
     if not plan.conflicts:
         if has_world and plan.world is not None:
-            plan.notes += [n for n in [git_held_back_note(_apply_world(repo, plan.world.entries, s_theirs), theirs)] if n]
+            with repo.noting_restore(None, ours, None, merge=spec):  # (the tree was clean: HEAD is the way back)
+                plan.notes += [n for n in [git_held_back_note(_apply_world(repo, plan.world.entries, s_theirs), theirs)] if n]
             repo.set_messages(plan.trace)
         with effects_ledger.merge_reports() as reports:
             snap = repo.snapshot(message, layers=plan.layers, trace=plan.trace, capture_world=has_world,

@@ -930,19 +930,26 @@ class Repo:
         return self.wt_dir / "restoring.json"
 
     def restore_interrupted(self) -> dict[str, Any] | None:
-        """``{"target", "undo", "paths"}`` of a restore of this working tree that did not finish (None: none)."""
+        """``{"target", "undo", "paths"}`` of a restore of this working tree that did not finish (None: none); a merge
+        cut short while it wrote the merged tree has ``"merge"`` (what was merged) and no target when the merged tree
+        was not a snapshot yet."""
         try:
             data = json.loads(self.restore_state_path.read_bytes())
         except (OSError, ValueError):
             return None
-        if not isinstance(data, dict) or not is_oid(data.get("target")) or not is_oid(data.get("undo")):
+        if not isinstance(data, dict) or not is_oid(data.get("undo")):
+            return None
+        merge = data.get("merge")
+        if not (is_oid(data.get("target")) or data.get("target") is None and isinstance(merge, str)):
             return None
         paths = data.get("paths")
         ok = paths is None or isinstance(paths, list) and all(isinstance(x, str) for x in paths)
-        return {"target": data["target"], "undo": data["undo"], "paths": paths if ok else None}
+        return {"target": data["target"], "undo": data["undo"], "paths": paths if ok else None,
+                **({"merge": merge} if isinstance(merge, str) else {})}
 
     @contextmanager
-    def _noting_restore(self, target: str, undo: str, paths: list[str] | None) -> Iterator[dict[str, bool]]:
+    def noting_restore(self, target: str | None, undo: str, paths: list[str] | None, merge: str | None = None
+                        ) -> Iterator[dict[str, bool]]:
         """The note of :attr:`restore_state_path` around an in-place restore: written before the first write, removed
         when the block ends normally (the tree is the target's) or after it set ``whole`` (nothing was touched, or the
         tree was rolled back); any other exception, KeyboardInterrupt included, leaves it. A path restore begun while
@@ -951,8 +958,9 @@ class Repo:
         keep = earlier is not None and paths is not None and earlier["paths"] != paths
         if not keep:
             self.wt_dir.mkdir(parents=True, exist_ok=True)
-            write_replacing(self.restore_state_path, json.dumps({"target": target, "undo": undo, "paths": paths}).encode())
-        self.restoring = {"target": target, "undo": undo, "paths": paths}
+            note = {"target": target, "undo": undo, "paths": paths, **({"merge": merge} if merge is not None else {})}
+            write_replacing(self.restore_state_path, json.dumps(note).encode())
+        self.restoring = {"target": target, "undo": undo, "paths": paths, **({"merge": merge} if merge is not None else {})}
         state = {"whole": False}
         try:
             yield state
@@ -1244,7 +1252,7 @@ class Repo:
             # the tree as the undo snapshot just walked it (under the same lock): no second walk (a plugin that
             # captures the world itself leaves nothing here: then walk it)
             context["current"] = sink[-1] if len(sink) == 1 else self.working_entries()
-            with self._noting_restore(snap.id, undo.id, norm_paths) as noted:
+            with self.noting_restore(snap.id, undo.id, norm_paths) as noted:
                 try:
                     changes = context["pm"].hook.agentsnap_restore_world(root=str(self.root), world=rec, context=context)
                     skipped = vault.write_back(self.root, secrets)
