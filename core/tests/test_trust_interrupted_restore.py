@@ -180,3 +180,21 @@ def test_a_merge_cut_short_while_it_writes_the_tree_says_so_and_the_way_back_wor
     again = _cli(root, "merge", "attempt-1")  # and the merge, run again, goes through
     assert again.returncode == 0, again.stderr
     assert len([p for p in _files(root) if p.startswith("d/")]) == FILES
+
+
+def test_a_clone_cut_short_in_its_checkout_says_how_to_finish_it(tree, tmp_path: Path) -> None:
+    """A clone writes the snapshot's tree into the new directory, then sets the branch; cut short there, the clone
+    said 'no snapshot yet on this branch; run agentsnap snapshot first' - which would record the half tree as the
+    first snapshot. Now status names the checkout and the restore that finishes it."""
+    root, a, _b, _ = tree
+    with Repo.open(root) as repo:
+        repo.restore(a)
+    want = _files(root)
+    assert _cli(root, "push", (tmp_path / "team").as_uri()).returncode == 0
+    proc = _cli(tmp_path, "clone", (tmp_path / "team").as_uri(), "copy", site=_site(tmp_path, "SIGKILL"))
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    copy = tmp_path / "copy"
+    st = _cli(copy, "status").stdout
+    assert f"the checkout of {a[:12]} was interrupted" in st and f"finish it with 'agentsnap restore {a[:12]}'" in st, st
+    assert _cli(copy, "restore", a[:12]).returncode == 0
+    assert _files(copy) == want and "interrupted" not in _cli(copy, "status").stdout

@@ -57,7 +57,10 @@ def restore_interrupted_line(cut: dict[str, Any], now: bool = False) -> str:
 
     paths = cut.get("paths")
     tail = (" -- " + shlex.join(paths)) if paths else ""
-    target, undo, merge = cut.get("target"), short(cut["undo"]), cut.get("merge")
+    target, undo, merge = cut.get("target"), short(cut.get("undo")), cut.get("merge")
+    if cut.get("undo") is None:  # a checkout into a branch with no snapshot yet (a clone)
+        head = f"interrupted in the middle of the checkout of {short(target)}" if now else f"the checkout of {short(target)} was interrupted"
+        return f"{head}: the working tree holds part of it; finish it with 'agentsnap restore {short(target)}'"
     if merge is not None and target is None:
         what = f"merge of {merge} (writing the merged tree)"
     elif merge is not None:

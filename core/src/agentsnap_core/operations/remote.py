@@ -759,9 +759,13 @@ def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> list[s
                        "(agentsnap config world.include_git false to stop)"]
         target, current, held = repo.guard_git_code(snap.layers["world"].get("tree"), repo.world_entries(snap),
                                                     repo.working_entries())
-        world.materialize(repo.objects, repo.root, target, current, False, None, None)
-    repo.set_messages(repo.read_layer(snap, "trace") or [])
-    repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
+        with repo.noting_restore(theirs, None, None):  # (a clone cut short here: said, with how to finish it)
+            world.materialize(repo.objects, repo.root, target, current, False, None, None)
+            repo.set_messages(repo.read_layer(snap, "trace") or [])
+            repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
+    else:
+        repo.set_messages(repo.read_layer(snap, "trace") or [])
+        repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
     from agentsnap_core.repository import vault
 
     said_git = adopted + [note for note in [git_held_back_note(held, theirs)] if note]

@@ -937,8 +937,8 @@ class Repo:
             data = json.loads(self.restore_state_path.read_bytes())
         except (OSError, ValueError):
             return None
-        if not isinstance(data, dict) or not is_oid(data.get("undo")):
-            return None
+        if not isinstance(data, dict) or not (is_oid(data.get("undo")) or data.get("undo") is None and is_oid(data.get("target"))):
+            return None  # (no undo: a checkout into a branch with no snapshot yet, a clone's)
         merge = data.get("merge")
         if not (is_oid(data.get("target")) or data.get("target") is None and isinstance(merge, str)):
             return None
@@ -948,7 +948,7 @@ class Repo:
                 **({"merge": merge} if isinstance(merge, str) else {})}
 
     @contextmanager
-    def noting_restore(self, target: str | None, undo: str, paths: list[str] | None, merge: str | None = None
+    def noting_restore(self, target: str | None, undo: str | None, paths: list[str] | None, merge: str | None = None
                         ) -> Iterator[dict[str, bool]]:
         """The note of :attr:`restore_state_path` around an in-place restore: written before the first write, removed
         when the block ends normally (the tree is the target's) or after it set ``whole`` (nothing was touched, or the
