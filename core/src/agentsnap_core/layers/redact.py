@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentsnap_core.layers.environment import is_secret_value
+from agentsnap_core.layers.environment import TOKEN_HINTS, TOKEN_SHAPES, is_secret_value
 
 __all__ = ["REDACTED", "Redacted", "is_secret_key", "may_hold_secret", "redact", "redact_text", "secret_reason"]
 
@@ -43,6 +43,8 @@ _URL_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s?#]*:)(?
 _QUERY_PARAM = re.compile(r"(?P<head>[?&;](?P<name>[A-Za-z0-9_.\-]+)=)(?P<value>[^&#;\s\"']+)")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer|Basic|Token)\s+)(?P<value>[A-Za-z0-9._~+/=\-]{8,})", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_\-./+=]{16,}")
+#: every well-known token shape wherever it sits (one with a ':' in it, a Telegram bot's, is no _WORD)
+_TOKENS = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(TOKEN_SHAPES.values()) + ")")
 
 
 def is_secret_key(key: str) -> bool:
@@ -55,10 +57,8 @@ def is_secret_key(key: str) -> bool:
 _KEY_WORDS = ("secret", "password", "passwd", "bearer", "authorization", "credential", "connection_string",
               "connection-string", "connection string", "cookie", "signature")
 #: a value's shape: secret query parameters (``_SECRET_PARAMS`` and key names + ``=``),
-#: ``Bearer``/``Basic`` credentials, and the prefixes of every token shape of ``environment._SECRET_VALUE``
-_VALUE_HINTS = _KEY_WORDS + (
-    "key=", "token=", "sig=", "code=", "x-amz-", "x-goog-", "basic", "sk-", "ghp_", "gho_", "ghu_", "ghs_",
-    "ghr_", "github_pat_", "xox", "akia", "asia", "aiza", "glpat-", "hf_", "eyj", "-----begin")
+#: ``Bearer``/``Basic`` credentials, and the prefixes of every token shape (``environment.TOKEN_HINTS``)
+_VALUE_HINTS = _KEY_WORDS + TOKEN_HINTS + ("key=", "token=", "sig=", "code=", "x-amz-", "x-goog-", "basic", "-----begin")
 #: a key ending in key / token / sig with a string (or list) value, as it reads in JSON text (``json.dumps``)
 _JSON_KEY_HINTS = tuple(f'{name}"{sep}' for name in ("key", "token", "sig") for sep in (': "', ':"', ": [", ":["))
 #: ``Token <credential>`` (whitespace raw, or as JSON escapes it), and an ``@`` after ``://`` before any path (URL
@@ -125,6 +125,10 @@ def redact_text(text: str, marker: str = REDACTED) -> tuple[str, list[str]]:
         reasons.append("credential after " + m.group("head").strip())
         return m.group("head") + marker
 
+    def token(m: re.Match[str]) -> str:
+        reasons.append("token-shaped value")
+        return marker
+
     def word(m: re.Match[str]) -> str:
         if not is_secret_value(m.group(0)):
             return m.group(0)
@@ -134,6 +138,7 @@ def redact_text(text: str, marker: str = REDACTED) -> tuple[str, list[str]]:
     out = _URL_USERINFO.sub(pw, out)
     out = _QUERY_PARAM.sub(param, out)
     out = _BEARER.sub(bearer, out)
+    out = _TOKENS.sub(token, out)
     out = _WORD.sub(word, out)
     return out, list(dict.fromkeys(reasons))
 

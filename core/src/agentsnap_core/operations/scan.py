@@ -23,7 +23,7 @@ import msgpack
 from agentsnap_core.errors import AgentSnapError
 from agentsnap_core.format import content
 from agentsnap_core.format.encoding import DecodeError
-from agentsnap_core.layers.environment import REDACTED, is_secret_name
+from agentsnap_core.layers.environment import REDACTED, TOKEN_SHAPES, is_secret_name
 from agentsnap_core.layers.world import is_secret_file
 
 if TYPE_CHECKING:
@@ -35,19 +35,9 @@ MAX_SCAN_FILE = 2 * 1024 * 1024
 MAX_FINDINGS = 500
 
 PATTERNS: dict[str, re.Pattern[str]] = {
-    name: re.compile(rx)
-    for name, rx in {
-        "private key": r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
-        "OpenAI/Anthropic key": r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}",
-        "GitHub token": r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
-        "Slack token": r"\bxox[abprs]-[A-Za-z0-9\-]{10,}",
-        "AWS access key id": r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        "Google API key": r"\bAIza[0-9A-Za-z_\-]{30,}",
-        "GitLab token": r"\bglpat-[A-Za-z0-9_\-]{20,}",
-        "Hugging Face token": r"\bhf_[A-Za-z0-9]{30,}",
-        "JWT": r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",
-        "password in URL": r"[a-z][a-z0-9+.\-]*://[^/\s:@]+:[^/\s@]{3,}@",
-    }.items()
+    "private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    **{kind: re.compile(r"(?<![A-Za-z0-9_])" + rx) for kind, rx in TOKEN_SHAPES.items()},  # (the one list of shapes)
+    "password in URL": re.compile(r"[a-z][a-z0-9+.\-]*://[^/\s:@]+:[^/\s@]{3,}@"),
 }
 _ASSIGNMENT = re.compile(
     r"""(?m)^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.\-]*)[ \t]*[=:][ \t]*['"]?([^\s'"#]{8,})"""
