@@ -925,6 +925,21 @@ def without_git_code(target: list[Entry], current: list[Entry]) -> tuple[list[En
     return [e for e in target if e[0] not in out], [e for e in current if e[0] not in out], held
 
 
+def through_a_link(root: str | os.PathLike[str], rel: str) -> bool:
+    """Whether a directory above ``rel`` in the tree at ``root`` is a symlink now: then ``root/rel`` is not an entry of
+    the tree but a path through the link (a directory the snapshot has, made a link to elsewhere since), and what is
+    there is not the tree's (neither "still here" nor "in the way")."""
+    d = os.fspath(root)
+    for part in rel.split("/")[:-1]:
+        d = os.path.join(d, part)
+        try:
+            if stat.S_ISLNK(os.lstat(d).st_mode):
+                return True
+        except OSError:
+            return False
+    return False
+
+
 def _in_the_way(full: str) -> str:
     """What stands at ``full`` that the working tree's capture does not hold, in words for an error."""
     try:
@@ -1289,7 +1304,7 @@ def materialize(
             continue
         full = os.path.join(root, p)
         if (os.path.lexists(full) and not (tgt[p][1] == "d" and _is_real_dir(full))
-                and not _holds_already(full, tgt[p])):
+                and not _holds_already(full, tgt[p]) and not through_a_link(root, p)):  # (a link step 1 replaces)
             exc = AgentSnapError(
                 f"cannot restore {p!r}: {_in_the_way(full)} is in the way (the snapshot has a "
                 f"{_KIND_NAMES[tgt[p][1]]} there); nothing was changed: move it and re-run"

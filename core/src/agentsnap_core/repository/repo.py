@@ -1480,7 +1480,8 @@ class Repo:
             out["clean"] = False
         said = set(left_out) | set(special)  # (left out as secrets, or FIFOs: their own lines say so)
         ignored = [p for p in changes.deleted if p not in said and not p.endswith("/") and not _under(p, git_dirs)
-                   and _is_there_not_a_dir(os.path.join(self.root, p))]  # (a directory now: a type change)
+                   and _is_there_not_a_dir(os.path.join(self.root, p))  # (a directory now: a type change)
+                   and not world.through_a_link(self.root, p)]  # (its directory a link now: not "still here")
         if ignored:  # "deleted" by the next snapshot, but still on disk: an ignore rule now leaves them out
             out["now_ignored"] = ignored
         if gone:  # nothing to compare with: every file is listed as added, and why is said
