@@ -63,6 +63,7 @@ def scripted(project: Path) -> Path:
     _write(project, "scripts/report.py", "import sys\nprint(open(sys.argv[1]).read())\n")
     _write(project, "scripts/regen.py", "import shutil\nshutil.rmtree('src')\n")
     _write(project, "reset", "#!/usr/bin/env bash\nsource scripts/cleanup.sh\n", 0o755)
+    _write(project, "script", "#!/bin/bash\nrm -rf build src\n", 0o755)
     return project
 
 
@@ -85,6 +86,7 @@ DESTRUCTIVE = [
     ("python3 -u scripts/regen.py --force", "script-delete"),
     ("uv run python scripts/regen.py", "script-delete"),
     ("node scripts/wipe.js", "script-delete"),
+    ("./script", "rm"),  # a project's own executable named like util-linux's script(1)
 ]
 
 HARMLESS = [

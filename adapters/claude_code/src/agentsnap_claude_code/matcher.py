@@ -211,7 +211,7 @@ class Matcher:
         if name in ("source", "."):
             self._run_file(args[0] if args else None, "shell", out, depth)
             return
-        if name in ("su", "runuser", "script", "sg", "flock", "watch"):
+        if name in ("su", "runuser", "script", "sg", "flock", "watch") and "/" not in words[0]:  # (not ./script)
             script = _option_value(args, ("-c", "--command")) if name != "watch" else " ".join(_skip_options(args, {"-n", "--interval"}))
             if script:
                 self._scan(script, out, depth + 1)
