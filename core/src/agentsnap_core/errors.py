@@ -7,6 +7,11 @@ Every message says what happened and, where it can, what to do next.
 from __future__ import annotations
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to a command (a process manager, ``timeout``, a hook runner stopping it): handled as Ctrl-C is - it
+    stops, removes what it was half-way through writing, says what it left - and the command exits 143."""
+
+
 class AgentSnapError(Exception):
     """Root of every error agentsnap raises on purpose."""
 

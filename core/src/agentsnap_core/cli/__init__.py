@@ -18,8 +18,21 @@ from agentsnap_core import __version__
 _FAST_VERBS = frozenset({"status", "snapshot", "restore", "fork"})
 
 
+def _terminated(signum: int, frame: object) -> None:
+    from agentsnap_core.errors import Terminated
+
+    raise Terminated()
+
+
 def run(argv: list[str] | None = None, *, resident: bool = True) -> None:
-    """The console script ``agentsnap`` (``resident=False``: never hand the command to the resident process)."""
+    """The console script ``agentsnap`` (``resident=False``: never hand the command to the resident process).
+
+    SIGTERM is handled as Ctrl-C (:class:`~agentsnap_core.errors.Terminated`, exit 143): killed outright, a restore
+    left its half-written temp file in the user's tree and said nothing."""
+    import _signal  # (the C module: ``signal`` imports enum, a cost every command would pay at start)
+
+    if _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL:
+        _signal.signal(_signal.SIGTERM, _terminated)
     try:
         _run(sys.argv[1:] if argv is None else argv, resident)
     except BrokenPipeError as exc:

@@ -41,7 +41,7 @@ from agentsnap_core.cli.common import (  # noqa: F401 - re-exported: importable 
     status_of,
     subject,
 )
-from agentsnap_core.errors import AgentSnapError, InvalidInput
+from agentsnap_core.errors import AgentSnapError, InvalidInput, Terminated
 from agentsnap_core.layers.world import shown_path
 from agentsnap_core.repository import journals
 from agentsnap_core.repository.repo import Repo, Snapshot
@@ -80,9 +80,9 @@ class _Group(click.Group):
         except AgentSnapError as exc:
             click.echo(f"agentsnap: error: {exc}", err=True)
             ctx.exit(2)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             click.echo(interrupted_line(), err=True)
-            ctx.exit(130)
+            ctx.exit(143 if isinstance(exc, Terminated) else 130)
         except (OSError, sqlite3.Error, MemoryError) as exc:  # the world said no: one line, never a traceback
             if output_closed(exc):  # `agentsnap log | head`: the reader left; not an error (as git)
                 ctx.exit(end_quietly_on_closed_output())

@@ -136,7 +136,7 @@ def _run(directory: str | None, work: Callable[[Repo], Lines]) -> int:
         interrupted_line,
         open_notes,
     )
-    from agentsnap_core.errors import AgentSnapError
+    from agentsnap_core.errors import AgentSnapError, Terminated
     from agentsnap_core.repository.repo import Repo
 
     try:
@@ -152,9 +152,9 @@ def _run(directory: str | None, work: Callable[[Repo], Lines]) -> int:
             repo.close()
     except AgentSnapError as exc:
         return _error(str(exc))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         _echo(interrupted_line(), err=True)
-        return 130
+        return 143 if isinstance(exc, Terminated) else 130
     except (OSError, sqlite3.Error, MemoryError) as exc:
         return _error(environment_error_line(exc))
     except Exception as exc:
