@@ -199,3 +199,41 @@ def test_a_clone_cut_short_in_its_checkout_says_how_to_finish_it(tree, tmp_path:
     assert f"the checkout of {a[:12]} was interrupted" in st and f"finish it with 'agentsnap restore {a[:12]}'" in st, st
     assert _cli(copy, "restore", a[:12]).returncode == 0
     assert _files(copy) == want and "interrupted" not in _cli(copy, "status").stdout
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_fork_with_worktrees_cut_short_takes_itself_back(tree, tmp_path: Path, sig: str) -> None:
+    """``fork -n 3 --worktrees DIR`` makes the branches, then fills one directory per fork. Stopped while it filled
+    them, it left three branches, a half-written directory without its link to the store (``agentsnap -C`` there:
+    'not an agentsnap tree') and two missing, and the same command run again made attempt-4..6. Now it takes itself
+    back: no branch, no directory, and the command run again gives attempt-1..3."""
+    root, a, _b, _ = tree
+    tries = tmp_path / "tries"
+    proc = _cli(root, "fork", a[:12], "-n", "3", "--worktrees", str(tries), site=_site(tmp_path, sig))
+    assert proc.returncode == (130 if sig == "SIGINT" else 143), proc.stdout + proc.stderr
+    assert "interrupted" in proc.stderr
+    out = _cli(root, "branch").stdout
+    assert "attempt" not in out, out
+    assert not tries.exists()
+    again = _cli(root, "fork", a[:12], "-n", "3", "--worktrees", str(tries))
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in tries.iterdir()) == ["attempt-1", "attempt-2", "attempt-3"]
+    for d in tries.iterdir():
+        assert len(list((d / "d").iterdir())) == FILES and _cli(d, "status").returncode == 0
+
+
+def test_a_fork_with_worktrees_that_fails_midway_takes_itself_back(tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for a failure (a full disk while the second directory is filled): said, and nothing left behind."""
+    root, a, _b, _ = tree
+    from agentsnap_core.repository import repo as repo_mod
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(repo_mod, "_clone_tree", full)
+    (tmp_path / "tries").mkdir()  # there before (empty): stays, empty
+    with Repo.open(root) as repo:
+        with pytest.raises(OSError, match="No space"):
+            repo.fork(a, n=2, worktrees=str(tmp_path / "tries"))
+        assert not [b for b in repo.branches() if b.startswith("attempt")]
+    assert list((tmp_path / "tries").iterdir()) == []

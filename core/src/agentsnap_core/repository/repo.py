@@ -7,6 +7,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import stat
 import threading
 import time
@@ -1369,31 +1370,72 @@ class Repo:
         self.update_refs([RefUpdate(f"refs/heads/{nm}", oid, None) for nm in names], f"fork: {n} from {oid[:12]}")
         out: list[dict[str, Any]] = [{"branch": nm, "id": oid} for nm in names]
         if base_dir is not None:
-            entries, _, held = self.guard_git_code(world_rec.get("tree"), self.world_entries(oid), [])
-            first: Path | None = None
-            for item in out:
-                d = _mkdir(base_dir / item["branch"])
-                if first is None:  # links pointing outside: the same rule as restore (captured_here)
-                    tree = world_rec.get("tree")
-                    world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.captured_here(tree), None,
-                                      self._advance)
-                    first = d
-                else:
-                    _clone_tree(first, d, entries)
-                (d / STORE_DIR).write_text(json.dumps({"store": str(self.store_dir), "worktree": item["branch"]}) + "\n")
-                place = self.store_dir / "wt" / item["branch"]
-                place.mkdir(parents=True, exist_ok=True)
-                (place / WORKTREE_PATH).write_text(str(d) + "\n")  # (where it is: Repo.checked_out_at)
-                self.refs.set_head(item["branch"], f"refs/heads/{item['branch']}", None)
-                wt = Repo(d, self.store_dir, item["branch"])
-                trace = wt.read_layer(oid, "trace")
-                wt.set_messages(trace or [])
-                wt.close()
-                item["path"] = str(d)
-                item.update(vault.report(secrets, note, vault.write_back(d, secrets)))
-                if held:
-                    item["git_held_back"] = held
+            there = {nm for nm in names if (base_dir / nm).is_dir()} | ({""} if base_dir.is_dir() else set())
+            try:
+                self._fill_worktrees(out, oid, base_dir, world_rec, secrets, note)
+            except BaseException:  # (Ctrl-C, SIGTERM, a full disk: no branch left without its tree, nor half a tree)
+                self._unfork(names, oid, base_dir, there)
+                raise
         return out
+
+    def _unfork(self, names: list[str], oid: str, base_dir: Path, there: set[str]) -> None:
+        """Take back a ``fork --worktrees`` that failed or was interrupted while it filled the directories: the
+        branches it made (still at ``oid``, compare-and-swap), their worktree records and what it wrote in the
+        directories (each was empty or absent before: ``TargetNotEmpty`` was checked first; one that was there, empty,
+        stays, as does ``base_dir`` if it was there; ``there`` names them, ``""`` for ``base_dir``)."""
+        for nm in names:
+            d = base_dir / nm
+            if d.is_dir() and not d.is_symlink():
+                if nm in there:
+                    for child in list(d.iterdir()):
+                        if child.is_dir() and not child.is_symlink():
+                            shutil.rmtree(child, ignore_errors=True)
+                        else:
+                            child.unlink()
+                else:
+                    shutil.rmtree(d, ignore_errors=True)
+            shutil.rmtree(self.store_dir / "wt" / nm, ignore_errors=True)
+            try:
+                self.refs.delete_head(nm)
+            except Exception:  # noqa: BLE001 - (not set yet)
+                pass
+        try:
+            self.update_refs([RefUpdate(f"refs/heads/{nm}", None, oid) for nm in names], f"fork: taken back ({len(names)})")
+        except AgentSnapError:
+            pass  # (one of them moved meanwhile: someone works on it; left as it is)
+        if "" not in there:
+            try:
+                base_dir.rmdir()  # (made by this fork; left if anything else is in it)
+            except OSError:
+                pass
+
+    def _fill_worktrees(self, out: list[dict[str, Any]], oid: str, base_dir: Path, world_rec: dict[str, Any],
+                        secrets: list[tuple[str, int, bytes]], note: str | None) -> None:
+        """One directory per fork in ``out`` under ``base_dir``, each ``oid``'s tree, its link to this store and trace."""
+        entries, _, held = self.guard_git_code(world_rec.get("tree"), self.world_entries(oid), [])
+        first: Path | None = None
+        for item in out:
+            d = _mkdir(base_dir / item["branch"])
+            if first is None:  # links pointing outside: the same rule as restore (captured_here)
+                tree = world_rec.get("tree")
+                world.materialize(self.objects, d, entries, [], isinstance(tree, str) and self.captured_here(tree), None,
+                                  self._advance)
+                first = d
+            else:
+                _clone_tree(first, d, entries)
+            (d / STORE_DIR).write_text(json.dumps({"store": str(self.store_dir), "worktree": item["branch"]}) + "\n")
+            place = self.store_dir / "wt" / item["branch"]
+            place.mkdir(parents=True, exist_ok=True)
+            (place / WORKTREE_PATH).write_text(str(d) + "\n")  # (where it is: Repo.checked_out_at)
+            self.refs.set_head(item["branch"], f"refs/heads/{item['branch']}", None)
+            wt = Repo(d, self.store_dir, item["branch"])
+            trace = wt.read_layer(oid, "trace")
+            wt.set_messages(trace or [])
+            wt.close()
+            item["path"] = str(d)
+            item.update(vault.report(secrets, note, vault.write_back(d, secrets)))
+            if held:
+                item["git_held_back"] = held
 
     def _refuse_inside_store(self, dest: Path, verb: str) -> None:
         """Files written into the store directory would sit among its objects and worktree state (and go with it)."""
