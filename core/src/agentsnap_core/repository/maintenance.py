@@ -330,6 +330,9 @@ def gc(repo: Repo, grace_seconds: float, now: float | None = None) -> dict[str, 
     from agentsnap_core.repository import vault  # secret files kept for snapshots that are gone now
 
     report["vault_dropped"] = vault.prune(repo, cutoff - grace_seconds)
+    # the own list's trees that are gone now; not while a snapshot is being written here (a tree it noted may not be
+    # in the store yet, and would lose its mark)
+    report["own_dropped"] = repo.forget_own_gone() if writers.oldest_live_session(repo.store_dir) is None else 0
     report["kept_by_reflog"] = kept_by_reflog(repo, grave)
     report["foreign_files"] = foreign_files(repo)
     return {"removed": removed, "kept_recent": kept_young, "live": len(live), "temp_removed": temp_removed, **report}

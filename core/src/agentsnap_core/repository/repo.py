@@ -846,16 +846,43 @@ class Repo:
             return
         line = f"{oid}\n".encode()
         path = self.store_dir / OWN_TREES
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, line)
-            st = os.fstat(fd)
-        finally:
-            os.close(fd)
+        with self._own_list_lock():  # (gc rewrites the list without the trees it reclaimed: not while this appends)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.write(fd, line)
+                st = os.fstat(fd)
+            finally:
+                os.close(fd)
         cached = self.__dict__.get("_own_cache")
         if cached is not None and cached[0][0] + len(line) == st.st_size:  # (no other writer in between: kept
             own.add(oid)  # up to date here, so a loop of captures does not read the list again each time)
             self._own_cache = ((st.st_size, st.st_mtime_ns, st.st_ino), own)
+
+    @contextmanager
+    def _own_list_lock(self) -> Iterator[None]:
+        fd = os.open(self.store_dir / f"{OWN_TREES}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def forget_own_gone(self) -> int:
+        """Drop from the own list the world trees this store no longer holds (gc reclaimed them: nothing can restore
+        them, so nothing needs to know they were its own); tokens (``kind:digest``) stay. The list grew by a line per
+        tree captured with a link pointing outside or git's config, every snapshot of such a tree, for good. Returns
+        how many lines went."""
+        path = self.store_dir / OWN_TREES
+        with self._own_list_lock():
+            try:
+                lines = path.read_text().split()
+            except FileNotFoundError:
+                return 0
+            kept = [x for x in dict.fromkeys(lines) if not is_oid(x) or self.objects.has(x)]
+            if len(kept) == len(lines):
+                return 0
+            write_replacing(path, "".join(f"{x}\n" for x in kept).encode(), 0o644)
+        return len(lines) - len(kept)
 
     def own_trees(self) -> set[str]:
         """Object ids this store made itself, of those holding what only comes back from one's own history: links
