@@ -142,3 +142,28 @@ def test_the_plugin_hook_snapshots_before_a_script_that_deletes_and_the_undo_bri
     assert after == before
     with Repo.open(scripted) as repo:
         assert repo.verify()["ok"]
+
+
+@pytest.mark.parametrize("command, lost", [
+    ("cd {elsewhere} && rm -rf src", "{elsewhere}/src"),
+    ('cd "$BUILD_DIR" && rm -rf out', "out (after a cd to a directory that cannot be told)"),
+    ("make -C {elsewhere} clean", "{elsewhere}/src"),
+])
+def test_no_undo_is_promised_for_a_delete_that_runs_in_another_directory(scripted: Path, transcript: Path, tmp_path: Path,
+                                                                        command: str, lost: str) -> None:
+    """``cd /elsewhere && rm -rf src`` deletes /elsewhere/src, which no snapshot of the project holds; the hook read
+    ``src`` as the project's and printed "undo with" (the matcher and the safety check now follow the cd, and a
+    script's own folder)."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "src").mkdir(parents=True)
+    _write(elsewhere, "Makefile", "clean:\n\trm -rf src\n")
+    command, lost = command.format(elsewhere=elsewhere), lost.format(elsewhere=elsewhere)
+    _, out = run_plugin_hook(scripted, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command})
+    spec = out.get("hookSpecificOutput") or {}
+    assert spec.get("permissionDecision") == "ask" and lost in spec.get("permissionDecisionReason", ""), out
+    assert "undo with" not in json.dumps(out)
+
+
+def test_a_delete_after_a_cd_inside_the_project_still_gets_its_undo(scripted: Path, transcript: Path) -> None:
+    _, out = run_plugin_hook(scripted, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": "cd src && rm -rf pkg"})
+    assert "undo with: agentsnap-claude-code restore " in out.get("systemMessage", ""), out

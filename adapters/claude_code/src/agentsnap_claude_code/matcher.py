@@ -69,12 +69,18 @@ RULES: dict[str, str] = {
 
 
 class Finding(tuple):  # a NamedTuple would import typing on every harmless hook call
-    """One reason a command looks destructive: ``(rule, command)``."""
+    """One reason a command looks destructive: ``(rule, command)``; ``where``: the directory it runs in when that is
+    not the command line's own (after a ``cd``, in a script's folder: ``None`` there when it cannot be told)."""
 
     __slots__ = ()
 
-    def __new__(cls, rule: str, command: str) -> Finding:
-        return tuple.__new__(cls, (rule, command))
+    def __new__(cls, rule: str, command: str, where: str | None = "") -> Finding:
+        return tuple.__new__(cls, (rule, command) if where == "" else (rule, command, where))
+
+    @property
+    def where(self) -> str | None:
+        """The directory the command runs in: ``""`` the command line's own, ``None`` not known."""
+        return self[2] if len(self) > 2 else ""
 
     @property
     def rule(self) -> str:
@@ -122,6 +128,7 @@ class Matcher:
         self._extra = [re.compile(p) for p in self.extra_patterns]
         self._ignore = [re.compile(p) for p in self.ignore_patterns]
         self._seen: set[str] = set()
+        self._start = cwd  # (findings made elsewhere, after a cd, say where: safety.unrestorable reads it)
 
     # ------------------------------------------------------------------ public
     def findings(self, command: str) -> list[Finding]:
@@ -186,6 +193,14 @@ class Matcher:
             self.cwd = cwd
 
     def _check(self, cmd: list[str], out: list[Finding], depth: int, line: str, implicit: bool = False) -> None:
+        first = len(out)
+        try:
+            self._check_one(cmd, out, depth, line, implicit)
+        finally:
+            if self.cwd != self._start:
+                out[first:] = [f if len(f) > 2 else Finding(f.rule, f.command, self.cwd) for f in out[first:]]
+
+    def _check_one(self, cmd: list[str], out: list[Finding], depth: int, line: str, implicit: bool) -> None:
         words, via_xargs = _unwrap(cmd)
         via_xargs = via_xargs or implicit
         redirects = _redirect_targets(cmd)

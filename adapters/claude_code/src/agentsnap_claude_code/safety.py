@@ -85,8 +85,12 @@ def unrestorable(findings: list[Finding], cwd: str, root: Path) -> list[str]:
             continue
         if f.rule not in _PATH_RULES:
             continue
+        here = cwd if f.where == "" else f.where  # (after a cd, a script's folder: where it runs)
         for word in _operands(f):
-            path = _resolve(word, cwd)
+            if here is None and not word.startswith(("/", "~", "$HOME", "${HOME}")):
+                out.append(f"{word} (after a cd to a directory that cannot be told)")
+                continue
+            path = _resolve(word, here or cwd)
             if path is None or str(path).startswith("/dev/"):
                 continue
             if path != root and root not in path.parents:
