@@ -237,3 +237,31 @@ def test_a_fork_with_worktrees_that_fails_midway_takes_itself_back(tree, tmp_pat
             repo.fork(a, n=2, worktrees=str(tmp_path / "tries"))
         assert not [b for b in repo.branches() if b.startswith("attempt")]
     assert list((tmp_path / "tries").iterdir()) == []
+
+
+SITE_MID_FILE = """
+import os, signal
+_real, _count = os.replace, [0]
+def _replace(src, dst, *a, **k):
+    if ".agentsnap-tmp-" in os.fspath(src):
+        _count[0] += 1
+        if _count[0] == {after}:
+            os.kill(os.getpid(), signal.SIGKILL)  # the 20th file written to its temp file, not yet in place
+    _real(src, dst, *a, **k)
+os.replace = _replace
+"""
+
+
+def test_the_temp_file_a_killed_restore_left_goes_when_a_restore_finishes_the_tree(tree, tmp_path: Path) -> None:
+    """SIGKILL while a file is written leaves its temp file (``.agentsnap-tmp-PID-NAME``) in the tree: never
+    captured by agentsnap, but git and the user see it. The restore that finishes the tree removes it."""
+    root, a, _b, _ = tree
+    site = tmp_path / "site-mid"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SITE_MID_FILE.format(after=AFTER))
+    assert _cli(root, "restore", a[:12], site=site).returncode == -signal.SIGKILL
+    left = [p for p in root.rglob("*") if p.name.startswith(".agentsnap-tmp-")]
+    assert len(left) == 1  # (what the kill left)
+    assert _cli(root, "restore", a[:12]).returncode == 0
+    assert not [p for p in root.rglob("*") if p.name.startswith(".agentsnap-tmp-")]
+    assert sorted(p for p in _files(root) if p.startswith("d/")) == [f"d/f{i:03}.txt" for i in range(FILES)]

@@ -1001,6 +1001,24 @@ class Repo:
                         os.unlink(self.restore_state_path)
                     except FileNotFoundError:
                         pass
+                    if earlier is not None and paths is None:  # (the tree is whole again: what the one cut short
+                        self._sweep_dead_temps()  # by SIGKILL was half-way through writing goes too)
+
+    def _sweep_dead_temps(self) -> list[str]:
+        """Remove the temp files (``.agentsnap-tmp-PID-NAME``) restores whose process is gone left in the tree: a
+        SIGKILL or a crash mid-file leaves one, which agentsnap itself never captures but git and the user see.
+        Walked only after a restore that finished one cut short. Returns their paths."""
+        removed: list[str] = []
+        for d, dirs, files in os.walk(self.root):
+            dirs[:] = [x for x in dirs if x not in (STORE_DIR, ".git") and not os.path.islink(os.path.join(d, x))]
+            for name in files:
+                if name.startswith(world.TEMP_PREFIX) and not _pid_alive(_temp_pid(name)):
+                    try:
+                        os.unlink(os.path.join(d, name))
+                        removed.append(os.path.relpath(os.path.join(d, name), self.root))
+                    except OSError:
+                        pass
+        return removed
 
     @property
     def merge_state_path(self) -> Path:
@@ -1828,6 +1846,26 @@ def _empty_dir(p: Path, remove: bool) -> None:
             child.unlink()
     if remove:
         p.rmdir()
+
+
+def _temp_pid(name: str) -> int | None:
+    """The process id in a restore's temp file name (``.agentsnap-tmp-PID-NAME``, ``.agentsnap-tmp-vault-PID-HEX``)."""
+    rest = name[len(world.TEMP_PREFIX):].removeprefix("vault-")
+    pid = rest.split("-", 1)[0]
+    return int(pid) if pid.isdigit() else None
+
+
+def _pid_alive(pid: int | None) -> bool:
+    """Whether process ``pid`` may still be writing (unknown counts as alive: its file is left alone)."""
+    if pid is None or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # (another user's process)
+    return True
 
 
 def _is_there_not_a_dir(path: str) -> bool:
