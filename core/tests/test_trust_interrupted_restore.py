@@ -262,6 +262,8 @@ def test_the_temp_file_a_killed_restore_left_goes_when_a_restore_finishes_the_tr
     assert _cli(root, "restore", a[:12], site=site).returncode == -signal.SIGKILL
     left = [p for p in root.rglob("*") if p.name.startswith(".agentsnap-tmp-")]
     assert len(left) == 1  # (what the kill left)
-    assert _cli(root, "restore", a[:12]).returncode == 0
+    done = _cli(root, "restore", a[:12])
+    assert done.returncode == 0, done.stderr
+    assert "removed the temp file(s) an interrupted restore had left" in done.stderr  # (said, never silent)
     assert not [p for p in root.rglob("*") if p.name.startswith(".agentsnap-tmp-")]
     assert sorted(p for p in _files(root) if p.startswith("d/")) == [f"d/f{i:03}.txt" for i in range(FILES)]

@@ -450,6 +450,8 @@ def restore_notes(res: dict[str, Any]) -> list[tuple[str, bool]]:
     worktrees forgotten because their directory is gone."""
     note = [(f"warning: {res['secrets_note']}", True)] if res.get("secrets_note") else []
     note += [(f"warning: {n}", True) for n in res.get("notes") or []]
+    if res.get("temps_removed"):  # (removed from the tree: said, never silent)
+        note.append((f"note: removed the temp file(s) an interrupted restore had left: {listing(res['temps_removed'])}", True))
     lines = (git_not_restored_line(res.get("git_not_restored") or [], res["id"]),
              store_not_restored_line(res.get("stores_not_restored") or [], res["id"]),
              git_held_back_line(res.get("git_held_back") or [], res["id"]))

@@ -20,6 +20,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -759,11 +760,9 @@ def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> list[s
                        "(agentsnap config world.include_git false to stop)"]
         target, current, held = repo.guard_git_code(snap.layers["world"].get("tree"), repo.world_entries(snap),
                                                     repo.working_entries())
-        with repo.noting_restore(theirs, None, None):  # (a clone cut short here: said, with how to finish it)
+    with repo.noting_restore(theirs, None, None) if "world" in snap.layers else nullcontext():  # (a clone cut short
+        if "world" in snap.layers:  # in its checkout: said, with how to finish it)
             world.materialize(repo.objects, repo.root, target, current, False, None, None)
-            repo.set_messages(repo.read_layer(snap, "trace") or [])
-            repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
-    else:
         repo.set_messages(repo.read_layer(snap, "trace") or [])
         repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
     from agentsnap_core.repository import vault

@@ -977,19 +977,19 @@ class Repo:
 
     @contextmanager
     def noting_restore(self, target: str | None, undo: str | None, paths: list[str] | None, merge: str | None = None
-                        ) -> Iterator[dict[str, bool]]:
+                        ) -> Iterator[dict[str, Any]]:
         """The note of :attr:`restore_state_path` around an in-place restore: written before the first write, removed
         when the block ends normally (the tree is the target's) or after it set ``whole`` (nothing was touched, or the
         tree was rolled back); any other exception, KeyboardInterrupt included, leaves it. A path restore begun while
         the note of an earlier, whole restore stands leaves that one (the rest of the tree is still part old)."""
         earlier = self.restore_interrupted()
         keep = earlier is not None and paths is not None and earlier["paths"] != paths
+        note = {"target": target, "undo": undo, "paths": paths, **({"merge": merge} if merge is not None else {})}
         if not keep:
             self.wt_dir.mkdir(parents=True, exist_ok=True)
-            note = {"target": target, "undo": undo, "paths": paths, **({"merge": merge} if merge is not None else {})}
             write_replacing(self.restore_state_path, json.dumps(note).encode())
-        self.restoring = {"target": target, "undo": undo, "paths": paths, **({"merge": merge} if merge is not None else {})}
-        state = {"whole": False}
+        self.restoring = note
+        state: dict[str, Any] = {"whole": False}
         try:
             yield state
             state["whole"] = True
@@ -1002,7 +1002,7 @@ class Repo:
                     except FileNotFoundError:
                         pass
                     if earlier is not None and paths is None:  # (the tree is whole again: what the one cut short
-                        self._sweep_dead_temps()  # by SIGKILL was half-way through writing goes too)
+                        state["swept"] = self._sweep_dead_temps()  # by SIGKILL was half-way through writing goes too)
 
     def _sweep_dead_temps(self) -> list[str]:
         """Remove the temp files (``.agentsnap-tmp-PID-NAME``) restores whose process is gone left in the tree: a
@@ -1318,6 +1318,7 @@ class Repo:
                         self.refs.set_head(self.worktree, None, snap.id)
             held = context.get("git_held_back") or []
             return {"id": snap.id, "undo": undo.id, "changes": changes, **_git_not_restored(rec, self.root, norm_paths),
+                    **({"temps_removed": noted["swept"]} if noted.get("swept") else {}),
                     **vault.report(secrets, note, skipped), **({"git_held_back": held} if held else {})}
 
     def _roll_back(self, undo: Snapshot, exc: Exception, paths: list[str] | None) -> tuple[AgentSnapError, bool]:
