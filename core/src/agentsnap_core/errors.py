@@ -83,10 +83,16 @@ class UnknownSnapshot(AgentSnapError):
 
 
 class HistoryTooShort(UnknownSnapshot):
-    """``NAME~N`` where NAME is known but its first-parent history has fewer than N earlier snapshots."""
+    """``NAME~N`` where NAME is known but its first-parent history has fewer than N earlier snapshots, or
+    ``NAME^N`` where NAME has fewer than N parents (``nth``)."""
 
-    def __init__(self, spec: str, base: str, earlier: int) -> None:
+    def __init__(self, spec: str, base: str, earlier: int, nth: int = 0) -> None:
         self.spec = spec
+        if nth:
+            said = (f"{base} has no parent" if earlier == 0 else
+                    f"{base} has {earlier} parent{'s' if earlier != 1 else ''}, not {nth}")
+            AgentSnapError.__init__(self, f"{spec!r}: {said} ('agentsnap show {base}' lists them)")
+            return
         AgentSnapError.__init__(
             self, f"{spec!r}: {base} has {'no' if earlier == 0 else f'only {earlier}'} earlier snapshot"
             f"{'s' if earlier != 1 else ''} ('agentsnap log {base}' lists them)")

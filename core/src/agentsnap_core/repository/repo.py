@@ -241,6 +241,9 @@ def _same_state(layers: dict[str, Any], other: dict[str, Any]) -> bool:
     return True
 
 
+_PARENT_SUFFIXES = re.compile(r"(.+?)((?:[~^]\d*)+)")
+
+
 class Repo:
     """A working tree plus its store. ``Repo.init(path)`` creates one, ``Repo.open()`` finds one."""
 
@@ -445,7 +448,7 @@ class Repo:
         return symref[len("refs/heads/") :] if symref and symref.startswith("refs/heads/") else None
 
     def resolve(self, spec: str | None) -> str:
-        """Resolve HEAD, HEAD~N, a branch, tag, ref or (short) id to a snapshot id (None: HEAD).
+        """Resolve HEAD, NAME~N / NAME^N (chained), a branch, tag, ref or (short) id to a snapshot id (None: HEAD).
 
         An empty name is refused, never taken for HEAD: it is a script's unset variable (``restore "$SNAP"``), and
         as HEAD it reset the working tree to the last snapshot."""
@@ -459,18 +462,26 @@ class Repo:
             spec.encode("utf-8")
         except UnicodeEncodeError:
             raise UnknownSnapshot(spec) from None
-        base, _, back = spec.partition("~")
-        steps = 0
-        if _:
-            if not back.isdigit() and back != "":
-                raise UnknownSnapshot(spec)
-            steps = int(back or 1)
+        # git's parent suffixes, chained: NAME~N (N first parents back), NAME^N (the Nth parent: a merge's
+        # second is the branch it merged), ^ = ^1, ~ = ~1, ^0 = NAME itself. Names never hold '~' or '^'.
+        m = _PARENT_SUFFIXES.fullmatch(spec)
+        base, suffix = (m.group(1), m.group(2)) if m else (spec, "")
         oid = self._resolve_one(base, spec)
-        for i in range(steps):
-            parents = self.manifest(oid)["parents"]
-            if not parents:  # (said as it is: the name is right, the history is shorter)
-                raise HistoryTooShort(spec, base, i)
-            oid = parents[0]
+        taken = base
+        for op, digits in re.findall(r"([~^])(\d*)", suffix):
+            n = int(digits) if digits else 1
+            if op == "~":
+                for i in range(n):
+                    parents = self.manifest(oid)["parents"]
+                    if not parents:  # (said as it is: the name is right, the history is shorter)
+                        raise HistoryTooShort(spec, taken, i)
+                    oid = parents[0]
+            elif n:
+                parents = self.manifest(oid)["parents"]
+                if len(parents) < n:
+                    raise HistoryTooShort(spec, taken, len(parents), nth=n)
+                oid = parents[n - 1]
+            taken += op + digits
         return oid
 
     def _resolve_one(self, spec: str, full: str) -> str:
