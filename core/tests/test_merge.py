@@ -12,7 +12,7 @@ import pytest
 from agentsnap_core import Repo
 from agentsnap_core.format import content
 from agentsnap_core.operations import merge as merge_mod
-from agentsnap_core.operations.merge_world import has_markers
+from agentsnap_core.operations.merge_world import marker_lines
 from conftest import tree_fingerprint
 
 BASE = "".join(f"line {i}\n" for i in range(1, 11))
@@ -66,7 +66,7 @@ def test_forks_editing_different_lines_merge_cleanly_into_a_two_parent_snapshot(
     code, out, err = run(root, "merge", "b-1")
     assert code == 0, out + err
     text = (root / "f.txt").read_text()
-    assert "ours two\n" in text and "theirs eight\n" in text and not has_markers(text.encode())
+    assert "ours two\n" in text and "theirs eight\n" in text and not marker_lines(text.encode())
     merged = Repo.open(root).get("main")
     assert merged.parents == [ours, theirs]
     assert merged.manifest["meta"]["merge"]["base"] == repo.resolve("b-1~1")
@@ -421,7 +421,7 @@ def test_status_says_a_merge_is_in_progress_and_a_snapshot_is_refused_until_it_e
     for args in (["restore", "main"], ["restore", "--json", "main"], ["switch", "b-1"]):  # would move HEAD too
         code, out, err = run(root, *args)
         assert code == 2 and "merge" in err and "--continue" in err and "Traceback" not in err, (args, err)
-    assert has_markers((root / "f.txt").read_bytes())  # (nothing was touched)
+    assert marker_lines((root / "f.txt").read_bytes())  # (nothing was touched)
     code, _, err = run(root, "restore", "main", "--", "f.txt")  # one side of a conflicted file: allowed, as git
     assert code == 0, err
     assert (root / "f.txt").read_bytes() == with_line(5, "ours five")

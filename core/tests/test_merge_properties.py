@@ -8,7 +8,7 @@ from pathlib import Path
 from agentsnap_core import Repo
 from agentsnap_core.format import content
 from agentsnap_core.operations import merge as merge_mod
-from agentsnap_core.operations.merge_world import has_markers, merge_text
+from agentsnap_core.operations.merge_world import marker_lines, merge_text
 from conftest import tree_fingerprint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -69,7 +69,7 @@ def enc(lines: list[str]) -> bytes:
 def test_non_overlapping_edits_merge_cleanly_and_contain_both(case: tuple[list[str], list[Edit], list[Edit]]) -> None:
     base, a, b = case
     merged, hunks = merge_text(enc(base), enc(apply(base, a)), enc(apply(base, b)))
-    assert hunks == 0 and not has_markers(merged)
+    assert hunks == 0 and not marker_lines(merged)
     assert merged == enc(apply(base, a, b))
     swapped, _ = merge_text(enc(base), enc(apply(base, b)), enc(apply(base, a)))
     assert swapped == merged
@@ -80,7 +80,7 @@ def test_non_overlapping_edits_merge_cleanly_and_contain_both(case: tuple[list[s
 def test_overlapping_edits_always_conflict(case: tuple[list[str], list[Edit], list[Edit]]) -> None:
     base, a, b = case
     merged, hunks = merge_text(enc(base), enc(apply(base, a)), enc(apply(base, b)))
-    assert hunks >= 1 and has_markers(merged)
+    assert hunks >= 1 and marker_lines(merged)
 
 
 # ------------------------------------------------------------------ through real snapshots (fewer examples)
@@ -161,5 +161,5 @@ def test_snapshots_with_overlapping_edits_always_conflict(case: tuple) -> None:
                                         {"f.txt": enc(apply(base, b))})
         res = merge_mod.merge(repo, "b")
         assert res.status == "conflict" and res.conflicted_paths == ["f.txt"]
-        assert has_markers((Path(tmp) / "w" / "f.txt").read_bytes())
+        assert marker_lines((Path(tmp) / "w" / "f.txt").read_bytes())
         repo.close()

@@ -34,7 +34,7 @@ from agentsnap_core.format.encoding import pack, unpack
 from agentsnap_core.format.files import write_replacing
 from agentsnap_core.layers import effects_ledger, world
 from agentsnap_core.operations import merge_layers
-from agentsnap_core.operations.merge_world import WorldMerge, has_markers, merge_worlds
+from agentsnap_core.operations.merge_world import WorldMerge, marker_lines, merge_worlds
 from agentsnap_core.plugins.hookspecs import HookContext
 from agentsnap_core.repository.repo import Snapshot, _writing, git_held_back_note
 from agentsnap_core.stores.base import RefUpdate
@@ -417,6 +417,7 @@ def merge(
         "world": has_world, "message": message, "strategy": strategy, "labels": list(labels),
         "conflicts": plan.conflicts, "resolved": plan.resolved, "notes": plan.notes,
         "side_files": plan.world.side_files if plan.world else [], "marked": plan.world.marked if plan.world else [],
+        "marker_floor": plan.world.marker_floor if plan.world else {},
     }
     _write_state(repo, state)  # first: a crash below leaves an abortable merge
     if has_world and plan.world is not None:
@@ -459,9 +460,10 @@ def merge_continue(repo: Repo, *, message: str | None = None, layers: dict[str, 
         if left:
             raise MergeConflict(left, "both versions are still there (keep one under the original name, delete the rest)")
         marked = []
+        floor = state.get("marker_floor") or {}  # (absent in a merge stopped by an earlier version: none)
         for p in state["marked"]:
             full = repo.root / p
-            if full.is_file() and not full.is_symlink() and has_markers(full.read_bytes()):
+            if full.is_file() and not full.is_symlink() and marker_lines(full.read_bytes()) > floor.get(p, 0):
                 marked.append(p)
         if marked:
             raise MergeConflict(marked, "conflict markers remain")

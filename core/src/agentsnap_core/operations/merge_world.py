@@ -41,6 +41,8 @@ class WorldMerge:
     side_files: list[str] = field(default_factory=list)
     #: text files written with conflict markers
     marked: list[str] = field(default_factory=list)
+    #: per marked file, the marker lines its three versions already held (a document about git's conflicts)
+    marker_floor: dict[str, int] = field(default_factory=dict)
 
 
 def merge_text(
@@ -80,9 +82,13 @@ def _terminated(lines: Sequence[bytes]) -> list[bytes]:
     return out
 
 
-def has_markers(data: bytes) -> bool:
-    """True when ``data`` still holds a conflict-marker line."""
-    return any(line.startswith((START + b" ", END + b" ")) or line.rstrip(b"\r\n") == MID for line in data.splitlines())
+def marker_lines(data: bytes) -> int:
+    """How many ``<<<<<<< LABEL`` / ``>>>>>>> LABEL`` lines ``data`` holds.
+
+    A bare ``=======`` line is not counted: it is also a Markdown or reStructuredText heading's underline (a
+    seven-letter heading: License, Install, Example), which a resolved file keeps; the lines that open and close
+    a conflict are what a merge leaves unresolved."""
+    return sum(1 for line in data.splitlines() if line.startswith((START + b" ", END + b" ")))
 
 
 def merge_worlds(
@@ -302,6 +308,7 @@ def _merge_path(
                                     "message": f"{hunks} conflicting hunk(s) marked with <<<<<<< ======= >>>>>>>"})
                 if not take:
                     res.marked.append(path)
+                    res.marker_floor[path] = max(marker_lines(d) for d in data)
             return ("f", int(mode), ref)  # type: ignore[call-overload]
         kind = "binary" if b is not None else "add/add (binary)"
     elif o[0] != t[0]:
