@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.layers.world import shown_path
+from agentsnap_core.layers.world import listing, shown_path
 from agentsnap_core.stores.base import READ_ONLY_ON_A_FULL_DISK
 
 if TYPE_CHECKING:
@@ -50,38 +50,14 @@ def git_shield_notes(shielded: dict[str, str], outside: bool = False) -> list[st
 OPENED: list[Repo] = []
 
 
-def restore_interrupted_line(cut: dict[str, Any], now: bool = False) -> str:
-    """What a restore (or a merge writing the tree) cut short left (:meth:`Repo.restore_interrupted`), and the way
-    out: finish it or go back."""
-    import shlex
-
-    paths = cut.get("paths")
-    tail = (" -- " + shlex.join(paths)) if paths else ""
-    target, undo, merge = cut.get("target"), short(cut.get("undo")), cut.get("merge")
-    if cut.get("undo") is None:  # a checkout into a branch with no snapshot yet (a clone)
-        head = f"interrupted in the middle of the checkout of {short(target)}" if now else f"the checkout of {short(target)} was interrupted"
-        return f"{head}: the working tree holds part of it; finish it with 'agentsnap restore {short(target)}'"
-    if merge is not None and target is None:
-        what = f"merge of {merge} (writing the merged tree)"
-    elif merge is not None:
-        what = f"fast-forward merge of {merge} to {short(target)}"
-    else:
-        what = f"restore of {short(target)}" + (f" (of {listing(paths, 3)})" if paths else "")
-    head = f"interrupted in the middle of a {what}" if now else f"a {what} was interrupted"
-    where = "those paths are" if paths else "the working tree is"
-    if target is None:
-        return (f"{head}: {where} part merged, part as before (snapshot {undo}, where the branch still is); go back "
-                f"with 'agentsnap restore {undo}', then merge again")
-    return (f"{head}: {where} part {short(target)}, part as before (kept in snapshot {undo}); finish it with "
-            f"'agentsnap restore {short(target)}{tail}' or go back with 'agentsnap restore {undo}{tail}'")
-
-
 def interrupted_line() -> str:
     """What a Ctrl-C says: the snapshots the command had committed by then, by id (a snapshot whose manifest was
     written is committed even when the interrupt came after: "unchanged" alone read as "not made"), else that the
     store is unchanged; and a restore it cut short, with how to finish it or go back."""
     cut = next((repo.restoring for repo in OPENED if getattr(repo, "restoring", None)), None)
     if cut is not None:
+        from agentsnap_core.repository.repo import restore_interrupted_line
+
         return "agentsnap: " + restore_interrupted_line(cut, now=True)
     made = [m for repo in OPENED for m in getattr(repo, "made", ())]
     count = sum(getattr(repo, "made_count", 0) for repo in OPENED)
@@ -91,11 +67,6 @@ def interrupted_line() -> str:
     more = f" and {count - len(made[-3:])} earlier" if count > len(made[-3:]) else ""
     return (f"agentsnap: interrupted after it made snapshot {shown}{more} (in 'agentsnap log'); the store is "
             "unchanged past that")
-
-
-def listing(items: list[str], shown: int = 5) -> str:
-    """``a, b, c, d, e and 3 more``: the first ``shown`` items of a list a line names, and how many it left out."""
-    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def seconds_or_now(value: str, option: str) -> float:
@@ -358,6 +329,8 @@ def status_lines(st: dict[str, Any], as_json: bool) -> list[tuple[str, bool]]:
         return [(json_line({"v": JSON_VERSION, **st}), False)]
     out = [(f"On branch {st['branch'] or '(detached)'} at {short(st['head'])}", False)]
     if st.get("restore_interrupted"):
+        from agentsnap_core.repository.repo import restore_interrupted_line
+
         out.append((restore_interrupted_line(st["restore_interrupted"]), False))
     merging = st.get("merge")
     if merging:
@@ -439,6 +412,8 @@ def snapshot_lines(snap: Snapshot, as_json: bool, repo: Repo | None = None) -> l
     lines = [(snap.id, False)] + ([(left, True)] if left else [])
     cut = repo.restore_interrupted() if repo is not None else None
     if cut is not None:  # (taken all the same: nothing is lost by it, and a hook's protecting snapshot must not fail)
+        from agentsnap_core.repository.repo import restore_interrupted_line
+
         lines.append(("note: this snapshot holds the tree as it is now; " + restore_interrupted_line(cut), True))
     return lines + [(line, True) for line in (not_captured_line(special), nested_git_line(git_dirs),
                                                nested_store_line(stores)) if line]

@@ -1178,6 +1178,11 @@ def compare(old: list[Entry], new: list[Entry], dirs: bool = False) -> Changes:
 _QUOTED = {"\n": "\\n", "\t": "\\t", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
+def listing(items: list[str], shown: int = 5) -> str:
+    """``a, b, c, d, e and 3 more``: the first ``shown`` items of a list a line names, and how many it left out."""
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
 def shown_path(path: str) -> str:
     """``path`` as a line of output shows it: as it is, or, when it holds a control character (a newline would read
     as two paths), a quote or a backslash, or bytes that are not UTF-8 (kept as surrogates), in double quotes with

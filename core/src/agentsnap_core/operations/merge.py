@@ -325,7 +325,18 @@ def _clear_state(repo: Repo, pending: str | None) -> None:
         pass
 
 
+def _require_whole(repo: Repo, doing: str) -> None:
+    """Refuse a tree a restore (or a checkout, a merge's write) cut short left: part one snapshot's, part another's,
+    which no change list describes; said with the restore that finishes it or goes back."""
+    cut = repo.restore_interrupted()
+    if cut is not None:
+        from agentsnap_core.repository.repo import restore_interrupted_line
+
+        raise AgentSnapError(f"{restore_interrupted_line(cut)}; do that before {doing}")
+
+
 def _require_clean(repo: Repo, doing: str = "merging") -> None:
+    _require_whole(repo, doing)
     st = repo.status()
     if not st["clean"]:
         changed = [p for key in ("added", "modified", "deleted", "mode") for p in st["world"][key]]

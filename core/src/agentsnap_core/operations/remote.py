@@ -702,6 +702,10 @@ def pull(
         return result
     if ours is not None and is_ancestor(repo.objects, theirs, ours):
         return result  # we are ahead
+    from agentsnap_core.operations.merge import _require_clean, _require_whole
+
+    doing = f"pulling (fetched: {remote_ref} is at {theirs[:12]})"
+    _require_whole(repo, doing)  # (a checkout cut short: its files are not the user's to snapshot)
     if ours is None and repo.working_entries():
         raise InvalidInput(
             f"branch {here} has no snapshot here but the working tree has files; "
@@ -713,10 +717,8 @@ def pull(
             "in any snapshot; snapshot them first (then pull merges)"
         )
     if ours is None or is_ancestor(repo.objects, ours, theirs):
-        if ours is not None and "world" in repo.get(theirs).layers:  # as merge does: never over unsaved work (the
-            from agentsnap_core.operations.merge import _require_clean  # fast-forward replaced it in silence)
-
-            _require_clean(repo, f"pulling (fetched: {remote_ref} is at {theirs[:12]})")
+        if ours is not None and "world" in repo.get(theirs).layers:  # as merge does: never over unsaved work
+            _require_clean(repo, doing)  # (the fast-forward replaced it in silence)
         result.notes += _fast_forward(repo, f"refs/heads/{here}", ours, theirs)
         result.merge = {"status": "fast-forward", "snapshot": theirs}
         return result

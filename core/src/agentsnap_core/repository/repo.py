@@ -1798,6 +1798,32 @@ def git_held_back_note(names: list[str], snap: str, how: str = "restore again wi
             f"crafted); they are left as they were. If you trust it, {how}")
 
 
+def restore_interrupted_line(cut: dict[str, Any], now: bool = False) -> str:
+    """What a restore (or a merge writing the tree) cut short left (:meth:`Repo.restore_interrupted`), and the way
+    out: finish it or go back. Said by status, by a snapshot taken over it, and by the verbs it stops (merge, pull)."""
+    import shlex
+
+    paths = cut.get("paths")
+    tail = (" -- " + shlex.join(paths)) if paths else ""
+    target, undo, merge = (cut.get("target") or "-")[:12], (cut.get("undo") or "-")[:12], cut.get("merge")
+    if cut.get("undo") is None:  # a checkout into a branch with no snapshot yet (a clone)
+        head = f"interrupted in the middle of the checkout of {target}" if now else f"the checkout of {target} was interrupted"
+        return f"{head}: the working tree holds part of it; finish it with 'agentsnap restore {target}'"
+    if merge is not None and cut.get("target") is None:
+        what = f"merge of {merge} (writing the merged tree)"
+    elif merge is not None:
+        what = f"fast-forward merge of {merge} to {target}"
+    else:
+        what = f"restore of {target}" + (f" (of {world.listing(paths, 3)})" if paths else "")
+    head = f"interrupted in the middle of a {what}" if now else f"a {what} was interrupted"
+    where = "those paths are" if paths else "the working tree is"
+    if cut.get("target") is None:
+        return (f"{head}: {where} part merged, part as before (snapshot {undo}, where the branch still is); go back "
+                f"with 'agentsnap restore {undo}', then merge again")
+    return (f"{head}: {where} part {target}, part as before (kept in snapshot {undo}); finish it with "
+            f"'agentsnap restore {target}{tail}' or go back with 'agentsnap restore {undo}{tail}'")
+
+
 def _git_not_restored(rec: dict[str, Any], dest: Path, paths: list[str] | None) -> dict[str, Any]:
     """``{"git_not_restored": [...]}``: the ``.git`` directories the snapshot left out (not captured) that are not
     in ``dest`` after a restore of ``paths`` (all: None); empty when there are none. Never a silent promise: the
