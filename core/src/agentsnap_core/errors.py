@@ -105,6 +105,24 @@ class AmbiguousId(AgentSnapError):
         super().__init__(f"short id {prefix!r} is ambiguous ({shown}); give more characters")
 
 
+class AmbiguousName(AmbiguousId):
+    """A name that is a branch and a tag (or a remote-tracking branch) at different snapshots: which one a restore
+    took could not be told from the command, so neither is taken."""
+
+    def __init__(self, name: str, found: list[tuple[str, str]]) -> None:
+        self.name, self.found = name, found
+        kinds = {"refs/heads/": "branch", "refs/tags/": "tag", "refs/remotes/": "remote-tracking branch"}
+
+        def said(ref: str, oid: str) -> str:
+            prefix = next(p for p in kinds if ref.startswith(p))
+            return f"{kinds[prefix]} {ref[len(prefix):]} (at {oid[:12]})"
+
+        AgentSnapError.__init__(
+            self, f"{name!r} names both " + " and ".join(said(ref, oid) for ref, oid in found)
+            + "; say which: " + " or ".join(ref for ref, _ in found))
+        self.prefix, self.candidates = name, [oid for _, oid in found]
+
+
 class RefConflict(AgentSnapError):
     def __init__(self, name: str, expected: str | None, actual: str | None) -> None:
         self.name, self.expected, self.actual = name, expected, actual

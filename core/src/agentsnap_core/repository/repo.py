@@ -24,6 +24,7 @@ from agentsnap_core import plugins
 from agentsnap_core.errors import (
     AgentSnapError,
     AmbiguousId,
+    AmbiguousName,
     HistoryTooShort,
     InvalidInput,
     InvalidRefName,
@@ -490,10 +491,15 @@ class Repo:
             if oid is None:
                 raise AgentSnapError("no snapshot yet on this branch; run 'agentsnap snapshot' first")
             return oid
-        for name in (spec, f"refs/heads/{spec}", f"refs/tags/{spec}", f"refs/remotes/{spec}"):  # (as git: o/main)
-            oid = self.refs.get_ref(name)
-            if oid:
-                return oid
+        oid = self.refs.get_ref(spec) if spec.startswith("refs/") else None  # (a full name: never ambiguous)
+        if oid:
+            return oid
+        named = [(ref, oid) for ref in (f"refs/heads/{spec}", f"refs/tags/{spec}", f"refs/remotes/{spec}")
+                 if (oid := self.refs.get_ref(ref))]  # (remotes as git: origin/main)
+        if len({oid for _, oid in named}) > 1:  # a branch and a tag of one name, apart: never one taken in silence
+            raise AmbiguousName(spec, named)
+        if named:
+            return named[0][1]
         low = spec.lower()
         if is_oid(low):
             if self.objects.has(low):
