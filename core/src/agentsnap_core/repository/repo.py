@@ -1408,6 +1408,7 @@ class Repo:
         base_dir = Path(worktrees).resolve() if worktrees else None
         if base_dir is not None:
             self._refuse_inside_store(base_dir, "fork --worktrees")
+            self._refuse_inside_tree(base_dir)
         secrets: list[tuple[str, int, bytes]] = []
         note: str | None = None
         world_rec: dict[str, Any] = {}
@@ -1505,6 +1506,25 @@ class Repo:
         store = self.store_dir.resolve()
         if dest == store or store in dest.parents:
             raise InvalidInput(f"{verb} {dest}: that is inside the store ({store}); choose a directory outside it")
+
+    def _refuse_inside_tree(self, dest: Path) -> None:
+        """Worktrees made inside this working tree would be part of it: its snapshots would capture their files, and
+        a restore here (which makes the tree its snapshot's) would delete them while their agents work in them.
+        Refused, unless the tree's ignore rules leave the directory out (then neither touches it)."""
+        root = self.root.resolve()
+        if dest != root and root not in dest.parents:
+            return
+        parts = dest.relative_to(root).parts
+        ignore = self._ignore()
+        if any(ignore.ignored("/".join(parts[:i]), True) for i in range(1, len(parts) + 1)):
+            return
+        rel = "/".join(parts)
+        out = f"{root.parent / (root.name + '-attempts')}"
+        how = f" (or leave it out of snapshots with a line '{rel}/' in {world.IGNORE_FILE})" if rel else ""
+        where = f"inside this working tree ({root})" if rel else "this working tree"
+        raise InvalidInput(f"fork --worktrees {dest}: that is {where}, whose snapshots would "
+                           f"capture the worktrees' files and whose restore would delete them; choose a directory "
+                           f"outside it, e.g. {out}{how}")
 
     def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
         """Point this worktree at ``branch`` and restore its tree (the work it replaces is kept in the undo snapshot).

@@ -1,0 +1,54 @@
+"""``fork --worktrees DIR`` with DIR inside the working tree is refused, unless the tree's ignore rules leave it out.
+
+On the code before this change ``agentsnap fork -n 2 --worktrees attempts`` (or ``.``), run in the project, made the
+worktrees inside it: the project's status listed every attempt's files as its own additions, its next snapshot
+captured them, and ``agentsnap restore HEAD`` there - making the tree its snapshot's - deleted the attempts' files
+while their agents worked in them (the attempt's status then said its files were deleted), with nothing said. The
+first test fails there; the other two (worktrees outside the tree, or in a directory its ignore rules leave out,
+which neither its snapshots capture nor its restore touches) pass before and after.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from trust_kit import cli, new_work
+
+
+@pytest.mark.parametrize("where", ["attempts", ".", "sub/deeper"])
+def test_worktrees_inside_the_tree_are_refused_and_nothing_is_made(tmp_path: Path, where: str) -> None:
+    root = new_work(tmp_path, {"a.txt": "base\n", "sub/s.txt": "s\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    code, out, err = cli(root, "fork", "-n", "2", "--worktrees", where)
+    assert code == 2 and "Traceback" not in err, out + err
+    assert "this working tree" in err and "choose a directory outside it" in err, err
+    assert str(tmp_path / "work-attempts") in err
+    if where != ".":
+        assert f"a line '{where}/' in .agentsnapignore" in err, err
+    assert "attempt" not in cli(root, "branch")[1]  # (no branch made)
+    assert not (root / "attempts").exists() and not (root / "attempt-1").exists() and not (root / "sub/deeper").exists()
+    code, out, _ = cli(root, "status")
+    assert "nothing changed" in out, out
+
+
+def test_worktrees_outside_the_tree_keep_their_work_through_a_restore_of_the_project(tmp_path: Path) -> None:
+    root = new_work(tmp_path, {"a.txt": "base\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    code, _, err = cli(root, "fork", "-n", "1", "--worktrees", "../work-attempts")
+    assert code == 0, err
+    attempt = tmp_path / "work-attempts" / "attempt-1"
+    (attempt / "work.txt").write_text("the attempt's work\n")
+    assert cli(root, "restore", "HEAD")[0] == 0
+    assert (attempt / "work.txt").read_text() == "the attempt's work\n"
+
+
+def test_an_ignored_directory_inside_the_tree_may_hold_worktrees(tmp_path: Path) -> None:
+    root = new_work(tmp_path, {"a.txt": "base\n", ".agentsnapignore": "attempts/\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    code, _, err = cli(root, "fork", "-n", "1", "--worktrees", "attempts")
+    assert code == 0, err
+    (root / "attempts" / "attempt-1" / "work.txt").write_text("the attempt's work\n")
+    assert "nothing changed" in cli(root, "status")[1]
+    assert cli(root, "restore", "HEAD")[0] == 0
+    assert (root / "attempts" / "attempt-1" / "work.txt").read_text() == "the attempt's work\n"
