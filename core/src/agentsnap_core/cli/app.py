@@ -389,6 +389,9 @@ def diff(ctx: click.Context, args: tuple[str, ...], layer: str | None, stat: boo
             continue
         if any(v.get(k) for k in ("added", "removed", "changed")):
             click.echo(f"--- {name}: " + json.dumps(v, default=str))
+    if d.get("not_compared"):  # (never "changed": the working side of those layers is in no file to read)
+        click.echo(f"note: not compared with the working state: {', '.join(d['not_compared'])} (captured when a "
+                   "snapshot is taken; 'agentsnap diff A B' compares two snapshots)", err=True)
 
 
 @main.command()

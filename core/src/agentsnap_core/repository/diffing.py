@@ -82,7 +82,8 @@ def diff_mapping(a: Any, b: Any) -> dict[str, Any]:
 
 def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None = None,
                    paths: list[str] | None = None) -> dict[str, Any]:
-    """``paths`` (tree-relative): only the files at or below them, and only the world layer (paths name files); a
+    """``b`` None: the working tree and trace, against which only those two layers compare (the others a snapshot
+    holds are listed in ``not_compared``). ``paths`` (tree-relative): only the files at or below them, and only the world layer (paths name files); a
     path that is in neither side is refused as a typo, never answered with an empty diff."""
     if paths and layer not in (None, "world"):
         raise InvalidInput(f"paths name files: they go with the world layer, not --layer {layer}")
@@ -119,9 +120,10 @@ def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None =
         tb = repo.messages() if b_snap is None else read_trace(repo, b_snap)
         out["layers"]["trace"] = diff_trace(ta, tb)
     for name in sorted(layers - {"world", "trace", "env"}):
-        va = repo.read_layer(a_snap, name)
-        vb = repo.read_layer(b_snap, name) if b_snap else None
-        out["layers"][name] = diff_mapping(va, vb)
+        if b_snap is None:  # an adapter's (or the effects ledger's) state, captured when a snapshot is taken: there
+            out.setdefault("not_compared", []).append(name)  # is no working side to read, never "changed" for it
+            continue
+        out["layers"][name] = diff_mapping(repo.read_layer(a_snap, name), repo.read_layer(b_snap, name))
     return out
 
 
