@@ -480,6 +480,11 @@ def push(
     empty = [n for n, t in tips.items() if t is None]
     if empty:  # (before the remote is opened: a push that sends nothing creates no store there)
         raise InvalidInput(f"nothing to push: {', '.join(empty)} has no snapshot yet")
+    if url.lower().startswith("file:"):  # a store in the tree: captured by its snapshots, deleted by its restore
+        dest = Path(unquote(urlsplit(url).path))
+        inside = repo.inside_tree_line(dest, "push", dest.name) if dest.resolve() != repo.root.resolve() else None
+        if inside:
+            raise InvalidInput(inside)
     result = TransferResult(url=mask_url(url))
     dst: Any = None
     try:

@@ -1408,7 +1408,9 @@ class Repo:
         base_dir = Path(worktrees).resolve() if worktrees else None
         if base_dir is not None:
             self._refuse_inside_store(base_dir, "fork --worktrees")
-            self._refuse_inside_tree(base_dir)
+            inside = self.inside_tree_line(base_dir, "fork --worktrees", "attempts")
+            if inside:  # (the worktrees' agents would lose their files to a restore here)
+                raise InvalidInput(inside)
         secrets: list[tuple[str, int, bytes]] = []
         note: str | None = None
         world_rec: dict[str, Any] = {}
@@ -1507,24 +1509,31 @@ class Repo:
         if dest == store or store in dest.parents:
             raise InvalidInput(f"{verb} {dest}: that is inside the store ({store}); choose a directory outside it")
 
-    def _refuse_inside_tree(self, dest: Path) -> None:
-        """Worktrees made inside this working tree would be part of it: its snapshots would capture their files, and
-        a restore here (which makes the tree its snapshot's) would delete them while their agents work in them.
-        Refused, unless the tree's ignore rules leave the directory out (then neither touches it)."""
+    def inside_tree(self, dest: Path) -> str | None:
+        """``dest``'s path in this working tree ('' for the tree itself) when it is in it and the tree's ignore rules
+        do not leave it out: files put there are the tree's, captured by its snapshots and removed by a restore of
+        one without them. None when it is outside, or ignored (then neither touches it)."""
         root = self.root.resolve()
+        dest = dest.resolve()
         if dest != root and root not in dest.parents:
-            return
+            return None
         parts = dest.relative_to(root).parts
         ignore = self._ignore()
         if any(ignore.ignored("/".join(parts[:i]), True) for i in range(1, len(parts) + 1)):
-            return
-        rel = "/".join(parts)
-        out = f"{root.parent / (root.name + '-attempts')}"
-        how = f" (or leave it out of snapshots with a line '{rel}/' in {world.IGNORE_FILE})" if rel else ""
+            return None
+        return "/".join(parts)
+
+    def inside_tree_line(self, dest: Path, what: str, name: str) -> str | None:
+        """The refusal of ``what`` (the verb, ``dest`` and why) when :meth:`inside_tree` holds, naming a directory
+        outside (``ROOT-name``) and the ignore line that would make ``dest`` safe; None when it does not hold."""
+        rel = self.inside_tree(dest)
+        if rel is None:
+            return None
+        root = self.root.resolve()
         where = f"inside this working tree ({root})" if rel else "this working tree"
-        raise InvalidInput(f"fork --worktrees {dest}: that is {where}, whose snapshots would "
-                           f"capture the worktrees' files and whose restore would delete them; choose a directory "
-                           f"outside it, e.g. {out}{how}")
+        how = f" (or leave it out of snapshots with a line '{rel}/' in {world.IGNORE_FILE})" if rel else ""
+        return (f"{what} {dest.resolve()}: that is {where}, whose snapshots would capture its files and whose restore "
+                f"would delete them; choose a directory outside it, e.g. {root.parent / (root.name + '-' + name)}{how}")
 
     def switch(self, branch: str, create: bool = False) -> dict[str, Any]:
         """Point this worktree at ``branch`` and restore its tree (the work it replaces is kept in the undo snapshot).

@@ -1,11 +1,14 @@
-"""``fork --worktrees DIR`` with DIR inside the working tree is refused, unless the tree's ignore rules leave it out.
+"""A directory inside the working tree is refused for worktrees (``fork --worktrees``) and for a store (``push``),
+unless the tree's ignore rules leave it out.
 
 On the code before this change ``agentsnap fork -n 2 --worktrees attempts`` (or ``.``), run in the project, made the
 worktrees inside it: the project's status listed every attempt's files as its own additions, its next snapshot
 captured them, and ``agentsnap restore HEAD`` there - making the tree its snapshot's - deleted the attempts' files
-while their agents worked in them (the attempt's status then said its files were deleted), with nothing said. The
-first test fails there; the other two (worktrees outside the tree, or in a directory its ignore rules leave out,
-which neither its snapshots capture nor its restore touches) pass before and after.
+while their agents worked in them (the attempt's status then said its files were deleted), with nothing said.
+``agentsnap push ./team`` likewise made the team's store in the tree: captured (its index mid-write) by the next
+snapshot, and deleted by the next restore. The refusal tests fail there; the others (outside the tree, or in a
+directory its ignore rules leave out, which neither its snapshots capture nor its restore touches) pass before and
+after.
 """
 
 from __future__ import annotations
@@ -52,3 +55,29 @@ def test_an_ignored_directory_inside_the_tree_may_hold_worktrees(tmp_path: Path)
     assert "nothing changed" in cli(root, "status")[1]
     assert cli(root, "restore", "HEAD")[0] == 0
     assert (root / "attempts" / "attempt-1" / "work.txt").read_text() == "the attempt's work\n"
+
+
+@pytest.mark.parametrize("how", ["path", "named remote", "file url"])
+def test_a_push_to_a_store_inside_the_tree_is_refused_and_nothing_is_made(tmp_path: Path, how: str) -> None:
+    root = new_work(tmp_path, {"a.txt": "base\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    target = {"path": "./team", "named remote": "t", "file url": (root / "sub" / "team").as_uri()}[how]
+    if how == "named remote":
+        assert cli(root, "remote", "add", "t", "./team")[0] == 0
+    code, out, err = cli(root, "push", target)
+    assert code == 2 and "Traceback" not in err, out + err
+    assert "inside this working tree" in err and "choose a directory outside it" in err, err
+    assert not (root / "team").exists() and not (root / "sub").exists()
+    assert "nothing changed" in cli(root, "status")[1]
+
+
+def test_a_store_pushed_into_an_ignored_directory_survives_a_restore(tmp_path: Path) -> None:
+    root = new_work(tmp_path, {"a.txt": "base\n", ".agentsnapignore": "team/\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    code, _, err = cli(root, "push", "./team")
+    assert code == 0, err
+    assert "nothing changed" in cli(root, "status")[1]
+    assert cli(root, "restore", "HEAD")[0] == 0
+    code, out, err = cli(tmp_path, "clone", (root / "team").as_uri(), "copy")
+    assert code == 0, err
+    assert (tmp_path / "copy" / "a.txt").read_text() == "base\n"
