@@ -389,9 +389,13 @@ def diff(ctx: click.Context, args: tuple[str, ...], layer: str | None, stat: boo
             continue
         if any(v.get(k) for k in ("added", "removed", "changed")):
             click.echo(f"--- {name}: " + json.dumps(v, default=str))
-    if d.get("not_compared"):  # (never "changed": the working side of those layers is in no file to read)
-        click.echo(f"note: not compared with the working state: {', '.join(d['not_compared'])} (captured when a "
-                   "snapshot is taken; 'agentsnap diff A B' compares two snapshots)", err=True)
+    if d.get("no_files"):  # (never "every file added": that side has no files, not an empty tree)
+        click.echo(f"note: files not compared: snapshot {', '.join(short(x) for x in d['no_files'])} holds none (saved "
+                   "without the working tree)", err=True)
+    held = [name for name in d.get("not_compared") or [] if name != "world"]
+    if held:  # (never "changed": the working side of those layers is in no file to read)
+        click.echo(f"note: not compared with the working state: {', '.join(held)} (captured when a snapshot is "
+                   "taken; 'agentsnap diff A B' compares two snapshots)", err=True)
 
 
 @main.command()

@@ -98,6 +98,14 @@ def diff_snapshots(repo: Repo, a: str | None, b: str | None, layer: str | None =
     if layer and layer not in present | ({"env"} if "world" in present else set()):
         raise InvalidInput(f"no layer {layer!r} in either side; the layers here are: {', '.join(sorted(present))}")
     layers = {layer} if layer else present
+    bare = [snap.id for snap in (a_snap, b_snap) if snap is not None and "world" not in snap.layers]
+    if "world" in layers and bare:  # saved without the working tree (the Python API, an adapter): no files to compare,
+        if paths:  # never "every file added" (or deleted)
+            raise InvalidInput(f"snapshot {bare[0][:12]} holds no files (saved without the working tree): there is "
+                               "nothing to compare those paths with")
+        layers = layers - {"world"}
+        out["not_compared"] = ["world"]
+        out["no_files"] = bare
     if "world" in layers:
         wa = repo.world_entries(a_snap)
         wb = repo.working_entries() if b_snap is None else repo.world_entries(b_snap)

@@ -356,7 +356,11 @@ def diff(repo: Repo, a_spec: str, b_spec: str) -> dict[str, Any]:
     a, b = snapshot(repo, a_spec), snapshot(repo, b_spec)
     labels = ref_labels(repo)
     layers: dict[str, Any] = {}
-    if "world" in a.layers or "world" in b.layers:
+    bare = [x.id[:12] for x in (a, b) if "world" not in x.layers]
+    if len(bare) == 1:  # saved without the working tree: no files, which is not an empty tree (never "all deleted")
+        layers["world"] = {"kind": "note", "text": f"files not compared: snapshot {bare[0]} holds none (saved "
+                                                   "without the working tree)"}
+    elif not bare:
         layers["world"] = _world_diff(repo, a, b)
         env_a, env_b = _env(repo.objects, a.layers.get("world")), _env(repo.objects, b.layers.get("world"))
         layers["env"] = {"kind": "names", **diff_mapping(env_a, env_b)}

@@ -288,6 +288,7 @@ function renderDiff(d) {
     else if (x.kind === "keys") sec.append(keysDiff(x));
     else if (x.kind === "effects") sec.append(x.items.length ? effectsTable(x.items, [["key", "key"], ["tool", "tool"], ["class", "class"], ["a", "at A"], ["b", "at B"], ["now", "now"]]) : el("p", { class: "muted" }, "no effects in either snapshot"));
     else if (x.kind === "names") sec.append(namesDiff(x));
+    else if (x.kind === "note") sec.append(el("p", { class: "muted" }, x.text));
     else sec.append(x.equal ? el("p", { class: "muted" }, "same") : el("div", { class: "forks" }, el("pre", { class: "value" }, JSON.stringify(x.a, null, 2)), el("pre", { class: "value" }, JSON.stringify(x.b, null, 2))));
     box.append(sec);
   }
