@@ -64,3 +64,23 @@ def test_the_python_api_raises_the_ambiguity_and_a_local_branch_named_as_a_remot
     assert cli(root, "branch", "origin/main", one[:12])[0] == 0
     code, _, err = cli(root, "restore", "origin/main")
     assert code == 2 and f"branch origin/main (at {one[:12]}) and remote-tracking branch origin/main (at {two[:12]})" in err, err
+
+
+def test_the_names_log_shows_resolve_as_in_git(work) -> None:
+    """``agentsnap log --all`` labels a Python API session's snapshot ``agents/<agent>/<session>``; on the code
+    before this change that label was an unknown snapshot to show, diff, restore and merge. As in git a name is
+    also looked up under ``refs/`` (``tags/v1``, ``heads/v1``, ``agents/bot/default``)."""
+    root, one, two = work
+    from agentsnap_core import Client, Snapshottable
+
+    class Agent(Snapshottable):
+        def __init__(self) -> None:
+            self.step = 1
+
+    with Client(root) as client:
+        saved = client.save(Agent(), agent_id="bot")
+    code, out, _ = cli(root, "log", "--all")
+    assert f"{saved[:12]} (agents/bot/default)" in out, out
+    for name, want in (("agents/bot/default", saved), ("tags/v1", one), ("heads/v1", two)):
+        code, out, err = cli(root, "show", name)
+        assert code == 0 and out.startswith(f"snapshot {want}"), (name, out + err)

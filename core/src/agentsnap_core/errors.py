@@ -114,8 +114,8 @@ class AmbiguousName(AmbiguousId):
         kinds = {"refs/heads/": "branch", "refs/tags/": "tag", "refs/remotes/": "remote-tracking branch"}
 
         def said(ref: str, oid: str) -> str:
-            prefix = next(p for p in kinds if ref.startswith(p))
-            return f"{kinds[prefix]} {ref[len(prefix):]} (at {oid[:12]})"
+            prefix = next((p for p in kinds if ref.startswith(p)), None)
+            return f"{kinds[prefix]} {ref[len(prefix):]} (at {oid[:12]})" if prefix else f"ref {ref} (at {oid[:12]})"
 
         AgentSnapError.__init__(
             self, f"{name!r} names both " + " and ".join(said(ref, oid) for ref, oid in found)

@@ -494,8 +494,9 @@ class Repo:
         oid = self.refs.get_ref(spec) if spec.startswith("refs/") else None  # (a full name: never ambiguous)
         if oid:
             return oid
-        named = [(ref, oid) for ref in (f"refs/heads/{spec}", f"refs/tags/{spec}", f"refs/remotes/{spec}")
-                 if (oid := self.refs.get_ref(ref))]  # (remotes as git: origin/main)
+        named = [(ref, oid) for ref in (f"refs/{spec}", f"refs/heads/{spec}", f"refs/tags/{spec}",
+                                        f"refs/remotes/{spec}")  # (as git: origin/main; agents/A/S as log shows it)
+                 if (oid := self.refs.get_ref(ref))]
         if len({oid for _, oid in named}) > 1:  # a branch and a tag of one name, apart: never one taken in silence
             raise AmbiguousName(spec, named)
         if named:
