@@ -767,8 +767,10 @@ def _fast_forward(repo: Repo, ref: str, ours: str | None, theirs: str) -> list[s
                        "(agentsnap config world.include_git false to stop)"]
         target, current, held = repo.guard_git_code(snap.layers["world"].get("tree"), repo.world_entries(snap),
                                                     repo.working_entries())
-    with repo.noting_restore(theirs, None, None) if "world" in snap.layers else nullcontext():  # (a clone cut short
-        if "world" in snap.layers:  # in its checkout: said, with how to finish it)
+    # a clone cut short in its checkout is noted (status says how to finish it); the checkout never ends an earlier
+    # interrupted restore (a clone has none, and pull refuses a tree one left), so it sweeps no temp files
+    with repo.noting_restore(theirs, None, None) if "world" in snap.layers else nullcontext():
+        if "world" in snap.layers:
             world.materialize(repo.objects, repo.root, target, current, False, None, None)
         repo.set_messages(repo.read_layer(snap, "trace") or [])
         repo.update_refs([RefUpdate(ref, theirs, ours)], f"pull: fast-forward to {theirs[:12]}")
