@@ -359,6 +359,9 @@ class ThreadVerbs:
                     f"fork_thread(worktrees=...): checkpoint snapshot {row[4][:12]} has no files: create the saver "
                     "with PFSaver(world_root=...)"
                 )
+            inside = self.repo.inside_tree_line(Path(worktrees), "fork_thread(worktrees=...)", "forks", self.world_root)
+            if inside:  # (the main thread's next checkpoint would capture the forks, its restore_world delete them)
+                raise InvalidInput(inside)
             for name in names:
                 dest = Path(worktrees) / name
                 if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):

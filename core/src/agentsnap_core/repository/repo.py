@@ -764,17 +764,21 @@ class Repo:
         os.replace(tmp, self._trace_path)
 
     # ---------------------------------------------------------------- world
-    def _ignore(self, include_secrets: bool | None = None) -> world.Ignore:
+    def _ignore(self, include_secrets: bool | None = None, root: Path | None = None) -> world.Ignore:
+        """The rules of what a capture of ``root`` (default: this tree) leaves out: the defaults, ``root``'s own
+        ``.agentsnapignore`` and the store's ``world.ignore`` lines. An adapter capturing another directory (LangGraph's
+        ``world_root``) gets that directory's ignore file, never this tree's."""
         if include_secrets is None:  # credential files stay out of snapshots unless the store opts in
             include_secrets = self.refs.get_config("world.include_secrets") == "true"
         # store config world.ignore: gitignore lines kept outside the tree (e.g. the Claude Code plugin's bulky build folders)
         extra = [line for line in (self.refs.get_config("world.ignore") or "").splitlines() if line.strip()]
-        return world.Ignore(self.root, include_git=self.include_git, extra=extra or None, include_secrets=include_secrets)
+        return world.Ignore(root or self.root, include_git=self.include_git, extra=extra or None,
+                            include_secrets=include_secrets)
 
     def _capture_world_default(self, root: str, context: HookContext) -> dict[str, Any]:
         cache_path = self.wt_dir / "statcache.msgpack"
         own = Path(root) == self.root
-        ignore = self._ignore(context.get("include_secrets"))
+        ignore = self._ignore(context.get("include_secrets"), Path(root))
         watch = journal.lookup(str(self.root)) if own else None  # (in the resident process's children)
         tip = world.unchanged_tip(cache_path, watch, ignore) if self._capture_sink is None else None
         if tip is not None and self.objects.has(tip["tree"]):  # nothing changed since the last capture from here
@@ -943,7 +947,7 @@ class Repo:
         target = self.load_tree(rec["tree"])
         current = context.get("current")
         if current is None:
-            current, _, _ = world.capture(Path(root), None, self._ignore())
+            current, _, _ = world.capture(Path(root), None, self._ignore(root=Path(root)))
         if self.include_git and not rec.get("include_git"):  # taken without .git: what git keeps is not the
             # snapshot's to remove (one that holds a .git, taken before the record said so, still restores it; with
             # include_git off the working tree's capture holds no .git to begin with)
@@ -1510,27 +1514,28 @@ class Repo:
         if dest == store or store in dest.parents:
             raise InvalidInput(f"{verb} {dest}: that is inside the store ({store}); choose a directory outside it")
 
-    def inside_tree(self, dest: Path) -> str | None:
-        """``dest``'s path in this working tree ('' for the tree itself) when it is in it and the tree's ignore rules
-        do not leave it out: files put there are the tree's, captured by its snapshots and removed by a restore of
-        one without them. None when it is outside, or ignored (then neither touches it)."""
-        root = self.root.resolve()
+    def inside_tree(self, dest: Path, tree: Path | None = None) -> str | None:
+        """``dest``'s path in this working tree (or in ``tree``, a directory an adapter captures: LangGraph's
+        ``world_root``), '' for the tree itself, when it is in it and the tree's ignore rules do not leave it out:
+        files put there are the tree's, captured by its snapshots and removed by a restore of one without them. None
+        when it is outside, or ignored (then neither touches it)."""
+        root = (tree or self.root).resolve()
         dest = dest.resolve()
         if dest != root and root not in dest.parents:
             return None
         parts = dest.relative_to(root).parts
-        ignore = self._ignore()
+        ignore = self._ignore(root=root)
         if any(ignore.ignored("/".join(parts[:i]), True) for i in range(1, len(parts) + 1)):
             return None
         return "/".join(parts)
 
-    def inside_tree_line(self, dest: Path, what: str, name: str) -> str | None:
+    def inside_tree_line(self, dest: Path, what: str, name: str, tree: Path | None = None) -> str | None:
         """The refusal of ``what`` (the verb, ``dest`` and why) when :meth:`inside_tree` holds, naming a directory
         outside (``ROOT-name``) and the ignore line that would make ``dest`` safe; None when it does not hold."""
-        rel = self.inside_tree(dest)
+        rel = self.inside_tree(dest, tree)
         if rel is None:
             return None
-        root = self.root.resolve()
+        root = (tree or self.root).resolve()
         where = f"inside this working tree ({root})" if rel else "this working tree"
         how = f" (or leave it out of snapshots with a line '{rel}/' in {world.IGNORE_FILE})" if rel else ""
         return (f"{what} {dest.resolve()}: that is {where}, whose snapshots would capture its files and whose restore "
