@@ -369,3 +369,38 @@ def test_a_clone_checks_out_the_branch_that_holds_files_when_there_is_no_main(tm
     with Repo.open(tmp_path / "theirs") as repo:
         assert repo.head()[0] == "refs/heads/zdev"
         assert repo.refs.get_ref("refs/heads/crewai/memory") == repo.refs.get_ref("refs/remotes/origin/crewai/memory")
+
+
+def test_a_push_by_url_that_is_refused_says_a_way_out_that_works(tmp_path: Path) -> None:
+    """Old: ``agentsnap push /team/store`` (a URL, no named remote) refused as not a fast-forward said "run 'agentsnap
+    pull' to merge the remote's work"; that pull said "no remote named 'origin'", and ``agentsnap pull /team/store``
+    said "pull needs a named remote (agentsnap remote add NAME URL)" - no URL, no name, two dead ends. Now both name
+    the commands, with the URL as given; run as said, they merge and the push goes through."""
+    store = str(tmp_path / "team")
+    mine = new_work(tmp_path, {"a.txt": "one\n"})
+    snapshots(mine, ["one"])
+    assert cli(mine, "push", store)[0] == 0
+    assert cli(tmp_path, "clone", store, "theirs")[0] == 0
+    snapshots(tmp_path / "theirs", ["theirs"], "b.txt")
+    assert cli(tmp_path / "theirs", "push")[0] == 0
+    snapshots(mine, ["mine"])
+    code, _, err = cli(mine, "push", store)
+    assert code == 2 and "not a fast-forward" in err, err
+    assert f"'agentsnap remote add origin {store}' and 'agentsnap pull origin'" in err, err
+    code, _, err = cli(mine, "pull", store)
+    assert code == 2 and f"run 'agentsnap remote add origin {store}', then 'agentsnap pull origin'" in err, err
+    assert cli(mine, "remote", "add", "origin", store)[0] == 0
+    code, _, err = cli(mine, "pull", "origin")
+    assert code == 0, err
+    assert (mine / "b.txt").read_text() == "theirs\n" and (mine / "a.txt").read_text() == "mine\n"
+    code, _, err = cli(mine, "push", "origin")
+    assert code == 0, err
+    assert cli(tmp_path, "clone", store, "again")[0] == 0
+    assert (tmp_path / "again" / "a.txt").read_text() == "mine\n"
+    assert cli(mine, "remote", "remove", "origin")[0] == 0
+    assert cli(mine, "remote", "add", "origin", str(tmp_path / "elsewhere"))[0] == 0  # origin taken: another name
+    snapshots(tmp_path / "theirs", ["theirs 2"], "b.txt")
+    assert cli(tmp_path / "theirs", "pull")[0] == 0 and cli(tmp_path / "theirs", "push")[0] == 0
+    snapshots(mine, ["mine 2"])
+    code, _, err = cli(mine, "push", store)
+    assert code == 2 and f"'agentsnap remote add team {store}' and 'agentsnap pull team'" in err, err

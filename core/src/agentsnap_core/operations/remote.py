@@ -161,6 +161,16 @@ def resolve_remote(repo: Repo, remote: str | None) -> tuple[str | None, str]:
     raise InvalidInput(f"no remote named {remote!r}; add it with 'agentsnap remote add {remote} URL' or give a URL")
 
 
+def _name_to_add(repo: Repo) -> str:
+    """A remote name to suggest adding: ``origin`` when free, else ``team``, ``team2``... (the advice of a
+    command given a URL where a named remote is needed)."""
+    named = remotes(repo)
+    for candidate in (DEFAULT_REMOTE, "team", *(f"team{i}" for i in range(2, 100))):
+        if candidate not in named:
+            return candidate
+    return "NAME"
+
+
 # ---------------------------------------------------------------- the object transfer
 
 
@@ -553,7 +563,13 @@ def push(
     finally:
         dst.close()
     if result.rejected:
-        err = PushRejected(url, result.rejected)
+        advice = None
+        if name is None and not all(n.startswith("refs/tags/") for n in result.rejected):  # (a pull needs a name)
+            suggest = _name_to_add(repo)
+            advice = (f"this push named a URL, and a pull needs a named remote: run 'agentsnap remote add {suggest} "
+                      f"{remote}' and 'agentsnap pull {suggest}' to merge the remote's work, then push again (or "
+                      f"overwrite with 'agentsnap push {suggest} --force-with-lease')")
+        err = PushRejected(url, result.rejected, advice)
         err.result = result  # type: ignore[attr-defined]
         raise err
     return result
@@ -690,7 +706,9 @@ def pull(
     """
     name, url = resolve_remote(repo, remote)
     if name is None:  # (before the fetch: a refused pull copies nothing)
-        raise InvalidInput("pull needs a named remote (agentsnap remote add NAME URL)")
+        suggest = _name_to_add(repo)
+        raise InvalidInput(f"pull needs a named remote, not a URL (its remote-tracking refs are what it merges): run "
+                           f"'agentsnap remote add {suggest} {remote}', then 'agentsnap pull {suggest}'")
     here = repo.current_branch()  # what the pull brings up to date, whichever remote branch it names (as git)
     if here is None:
         raise InvalidInput("HEAD is detached; switch to the branch to pull into (agentsnap switch NAME), then pull")
