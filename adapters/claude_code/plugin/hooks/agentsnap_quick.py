@@ -6,7 +6,7 @@ the JSON is read with the C scanner the json package itself uses). Certainly har
 agentsnap settings file applies, and the call is a read-only shell command from a short list
 (``ls``, ``cat``, ``grep``, ``git status`` ...) or a test run (``pytest``, ``cargo test``, ``go test``,
 ``npm test``) written without expansions or redirections, a Write/Edit of a file that does not exist
-yet, or a tool the hook does not watch.
+yet, or a tool the hook does not watch. MCP tools (``mcp__server__tool``) always go on: the helper judges them.
 
 Anything else goes on, in the same process, to the helper's own entry point
 (``agentsnap_claude_code.gate``: the full matcher and the settings, still without agentsnap_core;
@@ -239,6 +239,8 @@ def harmless(payload):
     if tool in EDIT_TOOLS:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
         return isinstance(target, str) and not os.path.lexists(os.path.join(cwd, target))  # a new file: nothing to lose
+    if isinstance(tool, str) and tool.startswith("mcp__"):  # judged by the helper (agentsnap_claude_code.mcptools)
+        return False
     return isinstance(tool, str)  # a tool the hook does not watch
 
 

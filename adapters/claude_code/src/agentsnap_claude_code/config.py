@@ -37,6 +37,8 @@ class Settings(TypedDict):
     turn_snapshots: str
     snapshot_on_edit: bool
     capture_transcript: bool
+    snapshot_on_mcp: bool
+    mcp_read_only: list[str]
     extra_patterns: list[str]
     ignore_patterns: list[str]
     disabled_rules: list[str]
@@ -55,6 +57,8 @@ DEFAULTS: Settings = {
     "auto_init": True,  # create .agentsnap/ in the project on the first hook if there is none
     "turn_snapshots": "Stop",  # per-turn snapshot on Stop, UserPromptSubmit, both, or off
     "snapshot_on_edit": True,  # snapshot before Write/Edit/NotebookEdit of an existing file
+    "snapshot_on_mcp": True,  # snapshot before an MCP tool call that may change files (mcptools: by the tool's name)
+    "mcp_read_only": [],  # globs over MCP tool names (mcp__github__*) declared read-only: no snapshot before them
     "capture_transcript": True,  # store the session transcript as the snapshot's trace layer
     "extra_patterns": [],  # regexes: commands that also count as destructive
     "ignore_patterns": [],  # regexes: command lines never treated as destructive
@@ -103,7 +107,7 @@ def load_settings(project_dir: str | os.PathLike[str] | None = None) -> Settings
 
 
 def _validate(s: dict[str, Any]) -> None:
-    for key in ("auto_init", "snapshot_on_edit", "capture_transcript", "capture_git", "skip_bulky_ignored"):
+    for key in ("auto_init", "snapshot_on_edit", "snapshot_on_mcp", "capture_transcript", "capture_git", "skip_bulky_ignored"):
         if not isinstance(s[key], bool):
             raise InvalidInput(f"setting {key!r} must be true or false, not {s[key]!r}")
     if s["capture_secrets"] is not None and not isinstance(s["capture_secrets"], bool):
@@ -122,9 +126,13 @@ def _validate(s: dict[str, Any]) -> None:
         raise InvalidInput(f"setting 'bulky_files' must be a positive whole number, not {b!r}")
     if s["turn_snapshots"] not in TURN_EVENTS:
         raise InvalidInput(f"setting 'turn_snapshots' must be one of {TURN_EVENTS}, not {s['turn_snapshots']!r}")
-    for key in ("extra_patterns", "ignore_patterns", "disabled_rules"):
+    for key in ("extra_patterns", "ignore_patterns", "disabled_rules", "mcp_read_only"):
         if not isinstance(s[key], list) or not all(isinstance(x, str) for x in s[key]):
             raise InvalidInput(f"setting {key!r} must be a list of strings")
+    odd = [p for p in s["mcp_read_only"] if not p.startswith("mcp__")]
+    if odd:
+        raise InvalidInput(f"setting 'mcp_read_only' holds {odd}: each entry is a glob over MCP tool names, which "
+                           "start with 'mcp__' (e.g. 'mcp__github__*', 'mcp__fs__read_file')")
     bad = [r for r in s["disabled_rules"] if r not in RULES]
     if bad:
         raise InvalidInput(f"setting 'disabled_rules' names unknown rules {bad}; known: {sorted(RULES)}")

@@ -1,6 +1,6 @@
 """The hook's entry point: decide with the standard library alone whether there is work to do.
 
-Claude Code runs the PreToolUse hook before every Bash/Write/Edit/NotebookEdit call. Most are
+Claude Code runs the PreToolUse hook before every Bash/Write/Edit/NotebookEdit and MCP tool call. Most are
 harmless, so this module (stdlib only: settings, the matcher) answers those without importing
 agentsnap_core; only a call that needs a snapshot loads :mod:`.hooks`. While that snapshot runs,
 an alarm enforces ``snapshot_timeout``: a destructive command whose snapshot is not finished in
@@ -16,6 +16,7 @@ import sys
 
 from .config import DEFAULTS, InvalidInput, Settings, load_settings, make_matcher
 from .matcher import _name, _split, _tokens, _unwrap
+from .mcptools import is_mcp, may_change_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,6 +85,8 @@ def needs_helper(payload: dict[str, Any], settings: Settings) -> bool:
     if tool in EDIT_TOOLS and settings["snapshot_on_edit"]:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
         return isinstance(target, str) and os.path.isfile(os.path.join(cwd, target))  # a new file: nothing to lose
+    if is_mcp(tool) and settings["snapshot_on_mcp"]:  # (what the server does is unknown: judged by the tool's name)
+        return may_change_files(str(tool), settings["mcp_read_only"])
     return False
 
 
