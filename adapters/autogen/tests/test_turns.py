@@ -145,3 +145,27 @@ def test_a_team_restored_between_turns_keeps_what_its_termination_condition_had_
     with pytest.warns(RuntimeWarning, match="termination condition is not the snapshot's"):
         other = asyncio.run(into(MaxMessageTermination(5)))  # another condition: counted from zero, and said
     assert len(other) == 5
+
+
+@pytest.mark.parametrize("kind", ["roundrobin", "selector", "swarm"])
+def test_a_team_restored_at_the_first_turn_boundary_shows_its_models_the_task(kind, repo):
+    """The boundary before the first speaker is met when the manager has published the task to the participants and
+    asked the first speaker, but the runtime has not yet delivered the task to them (that delivery waits in its
+    queue behind the request the snapshot is taken at): every participant's buffer was empty in the snapshot, and
+    the restored team's models were never sent the task. Now the snapshot holds the task in every buffer, as it is
+    an instant later, and every model is sent what it was sent uninterrupted."""
+    from teams import received
+
+    async def scenario():
+        live = clients(kind)
+        team = make_team(kind, live, max_turns=TURNS)
+        turns = agentsnap_autogen.TurnSnapshots(repo).attach(team)
+        await team.run(task="plan a trip to Lisbon")
+        fresh = clients(kind)
+        restored = await agentsnap_autogen.load(repo, turns.snapshots[0].id, model_clients=fresh)
+        await restored.run()
+        return {s: received(c) for s, c in live.items()}, {s: received(c) for s, c in fresh.items()}
+
+    straight, resumed = asyncio.run(scenario())
+    assert any(["user", "plan a trip to Lisbon"] in call for calls in straight.values() for call in calls)
+    assert resumed == straight

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         model_slots,
         redact,
     )
+    from ._graph import UnserializableCondition
     from ._merge import findings_note
     from ._team import (
         IncompatibleTarget,
@@ -40,6 +41,7 @@ __getattr__ = lazy_exports(__name__, {
                      "redact"),
                     "_config"),
     "findings_note": "_merge",
+    "UnserializableCondition": "_graph",
     **dict.fromkeys(("IncompatibleTarget", "TeamRunning", "build", "capture_layers", "fork", "load", "restore",
                      "snapshot", "trace_of", "wrap_tools"), "_team"),
     **dict.fromkeys(("TESTED_AUTOGEN", "TurnSnapshotFailed", "TurnSnapshots", "UntestedAutoGen"), "_turns"),
@@ -54,6 +56,7 @@ __all__ = [
     "TeamRunning",
     "TurnSnapshotFailed",
     "TurnSnapshots",
+    "UnserializableCondition",
     "UntestedAutoGen",
     "TESTED_AUTOGEN",
     "UntrustedCode",

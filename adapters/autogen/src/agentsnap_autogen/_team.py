@@ -36,6 +36,7 @@ from ._config import (
     to_plain,
 )
 from ._format import FORMAT, FORMAT_VERSION
+from ._graph import difference, refuse_callables, settle
 
 
 class TeamRunning(AgentSnapError):
@@ -85,12 +86,14 @@ async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = No
 
     Raises:
         TeamRunning: the team is inside a run (use :class:`TurnSnapshots` for in-run snapshots).
+        UnserializableCondition: a GraphFlow edge's condition is a function (its config would lose it).
     """
     kind = kind_of(obj)
     if kind is None:
         raise InvalidInput(f"{type(obj).__name__} is not an AutoGen team or agent")
     if _running(obj) and _between_turns is None:
         raise TeamRunning(_name(obj), "snapshot")
+    refuse_callables(_agents(obj))
     state = to_plain(await obj.save_state())
     approving = list(_approving(obj))
     config, redacted = redact(_dump_without_approval(obj))
@@ -291,29 +294,38 @@ def _check_target(obj: Any, kind: str, payload: Mapping[str, Any]) -> None:
         raise IncompatibleTarget(f"snapshot holds an AutoGen {provider.rsplit('.', 1)[-1]} ({provider}), not an AutoGen "
                                  f"{now.rsplit('.', 1)[-1]} ({now}); use agentsnap_autogen.load() for a fresh one")
     if kind == "team":
-        want, have = _participants(stored), _participants(current)
-        if want is None or have is None:  # a team whose config does not list its participants: compare the names
-            want = sorted(n for n, v in payload["state"].get("agent_states", {}).items() if "message_thread" not in v)
-            have = sorted(p.name for p in getattr(obj, "_participants", []))
-        elif [n for n, _ in have] == [n for n, _ in want]:
-            other = [f"{n} is {b.rsplit('.', 1)[-1]} here, {a.rsplit('.', 1)[-1]} in the snapshot"
-                     for (n, a), (_, b) in zip(want, have, strict=True) if a != b]
-            if other:
-                raise IncompatibleTarget(f"team participants differ from the snapshot's: {'; '.join(other)}; "
-                                         "use agentsnap_autogen.load() for a fresh team")
-            return
-        else:
-            want, have = [n for n, _ in want], [n for n, _ in have]
-        if have != want:
-            raise IncompatibleTarget(
-                f"team participants {have} do not match the snapshot's {want} (the same names in the same order: "
-                "the group chat's state refers to them by position); use agentsnap_autogen.load() for a fresh team")
+        _check_participants(obj, payload, stored, current)
+        graph = difference(stored, obj)  # (a GraphFlow's counts and ready nodes are the snapshot graph's)
+        if graph:
+            raise IncompatibleTarget(f"team graph differs from the snapshot's:{graph}\n"
+                                     "use agentsnap_autogen.load() for a fresh team")
     else:
         inner = stored.get("config")
         want_name = inner.get("name") if isinstance(inner, Mapping) else None
         if isinstance(want_name, str) and want_name != _name(obj):
             raise IncompatibleTarget(f"snapshot holds agent {want_name!r}, not {_name(obj)!r}; "
                                      "use agentsnap_autogen.load() for a fresh one")
+
+
+def _check_participants(obj: Any, payload: Mapping[str, Any], stored: Mapping[str, Any], current: Any) -> None:
+    """Refuse a team whose participants are not the snapshot's: the same names, in the same order, of the same classes."""
+    want, have = _participants(stored), _participants(current)
+    if want is None or have is None:  # a team whose config does not list its participants: compare the names
+        want = sorted(n for n, v in payload["state"].get("agent_states", {}).items() if "message_thread" not in v)
+        have = sorted(p.name for p in getattr(obj, "_participants", []))
+    elif [n for n, _ in have] == [n for n, _ in want]:
+        other = [f"{n} is {b.rsplit('.', 1)[-1]} here, {a.rsplit('.', 1)[-1]} in the snapshot"
+                 for (n, a), (_, b) in zip(want, have, strict=True) if a != b]
+        if other:
+            raise IncompatibleTarget(f"team participants differ from the snapshot's: {'; '.join(other)}; "
+                                     "use agentsnap_autogen.load() for a fresh team")
+        return
+    else:
+        want, have = [n for n, _ in want], [n for n, _ in have]
+    if have != want:
+        raise IncompatibleTarget(
+            f"team participants {have} do not match the snapshot's {want} (the same names in the same order: "
+            "the group chat's state refers to them by position); use agentsnap_autogen.load() for a fresh team")
 
 
 async def restore_state(obj: Any, payload: Mapping[str, Any], *, own: bool = False, trust_code: bool = False) -> None:
@@ -341,6 +353,7 @@ async def restore_state(obj: Any, payload: Mapping[str, Any], *, own: bool = Fal
         await obj.load_state(previous)
         raise IncompatibleTarget(f"the snapshot's state does not load into this {kind} ({exc}); it was left unchanged") from exc
     if kind == "team":
+        await settle(_agents(obj))
         _restore_termination(obj, payload.get("termination"))
 
 

@@ -5,7 +5,9 @@
 delivers a message, so while the handler runs no agent handler is started. The handler acts on
 ``GroupChatRequestPublish`` - the manager asking the next speaker to talk: at that moment the
 finished turn is in the manager's thread and in every participant's buffer, the turn is counted,
-and the next speaker is chosen but has not started. That is the between-turns point.
+and the next speaker is chosen but has not started. That is the between-turns point. (At a run's first
+boundary the task the manager sent the participants is still queued behind the request; the snapshot
+puts it in their buffers.)
 
 The manager has already *selected* the next speaker, so the snapshot records it
 (``between_turns.next_speakers``) and rewinds the manager's selection cursor to what it was before
@@ -15,7 +17,9 @@ the selection, so ``team.run()`` after a restore picks the same speaker:
 * Swarm: selection is a pure function of the thread (exact, nothing to rewind);
 * SelectorGroupChat: ``previous_speaker`` = the last participant in the thread; the restored team
   asks its selector model again (a deterministic or replayed selector picks the same speaker);
-* other managers (MagenticOne, GraphFlow): recorded as is, not rewound.
+* GraphFlow: the speakers go back to the front of the manager's ``ready`` queue (exact); a fan-out asks
+  several speakers at once, so the boundary is the first request and the snapshot holds them all;
+* other managers (MagenticOne): recorded as is, not rewound.
 
 The public way in is autogen-core's own: a runtime built with ``intervention_handlers=[...]``
 (``SingleThreadedAgentRuntime``'s constructor) passed to the team as ``runtime=``; use
@@ -33,9 +37,11 @@ from typing import Any
 import autogen_agentchat
 from agentsnap_core import Repo, Snapshot
 from agentsnap_core.errors import AgentSnapError, InvalidInput
-from autogen_core import DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime, TopicId
+from autogen_core import AgentId, DefaultInterventionHandler, MessageContext, SingleThreadedAgentRuntime, TopicId
 
-from ._team import _check_branch, _commit, capture_layers, kind_of
+from ._config import to_plain
+from ._graph import refuse_callables, rewind
+from ._team import _agents, _check_branch, _commit, capture_layers, kind_of
 
 #: the oldest and newest autogen-agentchat releases whose private parts this module uses (nox runs both)
 TESTED_AUTOGEN = ("0.7.0", "0.7.5")
@@ -69,14 +75,19 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split("+")[0].split(".")[:3] if p.isdigit())
 
 
-def _request_publish_type() -> type:
-    """AutoGen's ``GroupChatRequestPublish`` (private), on a tested release only."""
+def _event_types() -> tuple[type, type, type]:
+    """AutoGen's ``GroupChatRequestPublish``, ``GroupChatStart`` and ``GroupChatTermination`` (private), on a tested
+    release only."""
     version = str(autogen_agentchat.__version__)
     if not (_release(TESTED_AUTOGEN[0]) <= _release(version) <= _release(TESTED_AUTOGEN[1])):
         raise UntestedAutoGen(version)
-    from autogen_agentchat.teams._group_chat._events import GroupChatRequestPublish
+    from autogen_agentchat.teams._group_chat._events import (
+        GroupChatRequestPublish,
+        GroupChatStart,
+        GroupChatTermination,
+    )
 
-    return GroupChatRequestPublish
+    return GroupChatRequestPublish, GroupChatStart, GroupChatTermination
 
 
 class TurnSnapshots(DefaultInterventionHandler):
@@ -116,7 +127,9 @@ class TurnSnapshots(DefaultInterventionHandler):
         self.error: TurnSnapshotFailed | None = None
         self._team: Any = None
         self._topics: dict[str, str] = {}
-        self._request_type = _request_publish_type()  # fails loudly on an untested AutoGen
+        self._asked: list[str] = []  # the rest of the speakers of the last boundary (a GraphFlow fan-out)
+        self._request_type, self._start_type, self._end_type = _event_types()  # fails loudly on an untested AutoGen
+        self._undelivered: list[dict[str, Any]] = []  # the task the manager sent the participants (see on_publish)
         self._runtime: SingleThreadedAgentRuntime | None = None
 
     def runtime(self) -> SingleThreadedAgentRuntime:
@@ -136,6 +149,7 @@ class TurnSnapshots(DefaultInterventionHandler):
         runtime = getattr(team, "_runtime", None)
         if not isinstance(runtime, SingleThreadedAgentRuntime):
             raise InvalidInput("TurnSnapshots needs the team to run on a SingleThreadedAgentRuntime")
+        refuse_callables(_agents(team))  # (now, not at the first turn: a GraphFlow edge's function is not stored)
         if runtime is not self._runtime:  # an embedded runtime: no public way to add a handler after construction
             handlers = runtime._intervention_handlers
             if handlers is None:
@@ -148,20 +162,45 @@ class TurnSnapshots(DefaultInterventionHandler):
 
     async def on_publish(self, message: Any, *, message_context: MessageContext) -> Any:
         topic = message_context.topic_id
-        if isinstance(message, self._request_type) and topic is not None and topic.type in self._topics:
+        if isinstance(message, self._end_type):  # the run ends: nothing of its last boundary is still to come
+            self._asked, self._undelivered = [], []
+        elif isinstance(message, self._start_type) and topic is not None and message.messages \
+                and topic.type == getattr(self._team, "_group_topic_type", None):
+            # The manager sends the task to the participants and asks the first speaker at once: the runtime
+            # delivers the task after this loop has shown us the request, so the first boundary's snapshot must
+            # put it in their buffers itself (autogen-agentchat 0.7.0 - 0.7.5 BaseGroupChatManager.handle_start).
+            self._undelivered = [to_plain(m.dump()) for m in message.messages]
+        elif isinstance(message, self._request_type) and topic is not None and topic.type in self._topics:
             speaker = self._topics[topic.type]
+            if speaker in self._asked:  # another speaker of the boundary just snapshotted, which may be speaking
+                self._asked.remove(speaker)
+                return message if self.error is None else await self._stop_run(self.error, topic.source, notify=False)
             n = len(self.snapshots)
             try:
-                layers = await capture_layers(self._team, _between_turns={"next_speakers": [speaker]})
-                _rewind_selection(layers["state"]["state"], speaker, list(self._topics.values()))
-                text = self.message.format(n=n, speakers=speaker)
+                speakers = await self._speakers(speaker)
+                self._asked = speakers[1:]
+                layers = await capture_layers(self._team, _between_turns={"next_speakers": speakers})
+                _deliver(layers["state"]["state"], self._undelivered)
+                self._undelivered = []
+                _rewind_selection(layers["state"]["state"], speakers, list(self._topics.values()))
+                text = self.message.format(n=n, speakers=", ".join(speakers))
                 self.snapshots.append(_commit(self.repo, self._team, layers, text, branch=self.branch))
             except Exception as exc:  # noqa: BLE001 - raised here, the run would hang (see _stop_run)
                 self.error = TurnSnapshotFailed(n, speaker, exc)
                 return await self._stop_run(self.error, topic.source)
         return message
 
-    async def _stop_run(self, error: TurnSnapshotFailed, team_id: str) -> Any:
+    async def _speakers(self, speaker: str) -> list[str]:
+        """Every speaker the manager has just asked, ``speaker`` first: a GraphFlow manager asks all the nodes of a
+        fan-out at once, and publishes every request before the runtime delivers (or shows us) the first one, so
+        its ``_active_speakers`` holds them all here (autogen-agentchat 0.7.0 - 0.7.5 ``BaseGroupChatManager``)."""
+        team = self._team
+        manager = await team._runtime.try_get_underlying_agent_instance(
+            AgentId(team._group_chat_manager_topic_type, team._team_id))
+        active = [str(s) for s in getattr(manager, "_active_speakers", [])]
+        return [speaker, *(s for s in active if s != speaker)] if speaker in active else [speaker]
+
+    async def _stop_run(self, error: TurnSnapshotFailed, team_id: str, *, notify: bool = True) -> Any:
         """End the team's run with ``error``, the way AutoGen ends it when a participant fails; return what
         to deliver to the speaker instead of the request.
 
@@ -173,22 +212,32 @@ class TurnSnapshots(DefaultInterventionHandler):
         """
         from autogen_agentchat.teams._group_chat._events import GroupChatError, GroupChatStart, SerializableException
 
-        manager_topic = self._team._group_chat_manager_topic_type
-        await self._team._runtime.publish_message(
-            GroupChatError(error=SerializableException(error_type=type(error).__name__, error_message=str(error))),
-            topic_id=TopicId(type=manager_topic, source=team_id),
-        )
+        if notify:  # (once per boundary: the other speakers of a failed one are only kept from speaking)
+            manager_topic = self._team._group_chat_manager_topic_type
+            await self._team._runtime.publish_message(
+                GroupChatError(error=SerializableException(error_type=type(error).__name__, error_message=str(error))),
+                topic_id=TopicId(type=manager_topic, source=team_id),
+            )
         return GroupChatStart(messages=None)
 
 
-def _rewind_selection(state: dict[str, Any], speaker: str, names: list[str]) -> None:
-    """Put the manager's selection cursor back to just before ``speaker`` was selected."""
+def _deliver(state: dict[str, Any], messages: list[dict[str, Any]]) -> None:
+    """Append ``messages`` to the buffer of each participant that has not received them yet (by message id)."""
+    ids = {m.get("id") for m in messages}
+    for participant in state.get("agent_states", {}).values():
+        buffer = participant.get("message_buffer") if isinstance(participant, dict) else None
+        if isinstance(buffer, list) and not any(isinstance(m, dict) and m.get("id") in ids for m in buffer):
+            buffer.extend(dict(m) for m in messages)
+
+
+def _rewind_selection(state: dict[str, Any], speakers: list[str], names: list[str]) -> None:
+    """Put the manager's selection cursor back to just before ``speakers`` were selected."""
     for manager in state.get("agent_states", {}).values():
-        if not isinstance(manager, dict) or "message_thread" not in manager:
+        if not isinstance(manager, dict) or "message_thread" not in manager or rewind(manager, speakers):
             continue
         kind = manager.get("type")
         if kind == "RoundRobinManagerState":
-            manager["next_speaker_index"] = names.index(speaker)
+            manager["next_speaker_index"] = names.index(speakers[0])
         elif kind == "SelectorManagerState":
             sources = [m.get("source") for m in manager["message_thread"]]
             manager["previous_speaker"] = next((s for s in reversed(sources) if s in names), None)
