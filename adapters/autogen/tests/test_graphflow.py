@@ -144,6 +144,14 @@ def _stop(shape: str) -> dict[str, Any]:
     return options
 
 
+async def _resume(repo, shape, snap_id, given):
+    """Load ``snap_id`` into a fresh team whose models stand where the uninterrupted ones were (``given`` answers
+    used) and run it on: its transcript and what each model was sent."""
+    fresh = clients(shape, given)
+    team = await agentsnap_autogen.load(repo, snap_id, model_clients=fresh)
+    return transcript(await runs(team)), {n: received(c) for n, c in fresh.items()}
+
+
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_graphflow_restored_between_runs_continues_like_the_uninterrupted_one(shape, repo):
     """After ``run()`` stopped (max_turns / termination) with nodes ready, a snapshot restored into a fresh team
@@ -169,12 +177,7 @@ def test_a_graphflow_restored_between_runs_continues_like_the_uninterrupted_one(
         payload = repo.read_layer(snap, "state")
         assert answers_given(payload, live) == given
 
-        async def resume(snap_id: str = snap.id, given: dict[str, int] = given):
-            fresh = clients(shape, given)
-            team = await agentsnap_autogen.load(repo, snap_id, model_clients=fresh)
-            return transcript(await runs(team)), {n: received(c) for n, c in fresh.items()}
-
-        resumed, sent = asyncio.run(resume())
+        resumed, sent = asyncio.run(_resume(repo, shape, snap.id, given))
         assert resumed == tail(straight, payload, between_runs=True), (snap.message, resumed)
         assert sent == {n: received(c, given[n]) for n, c in live.items()}  # every model saw what it saw uninterrupted
 
@@ -206,12 +209,7 @@ def test_a_graphflow_restored_between_turns_continues_like_the_uninterrupted_one
         payload = repo.read_layer(snap, "state")
         given = answers_given(payload, live)
 
-        async def resume(snap_id: str = snap.id, given: dict[str, int] = given):
-            fresh = clients(shape, given)
-            team = await agentsnap_autogen.load(repo, snap_id, model_clients=fresh)
-            return transcript(await runs(team)), {n: received(c) for n, c in fresh.items()}
-
-        resumed, sent = asyncio.run(resume())
+        resumed, sent = asyncio.run(_resume(repo, shape, snap.id, given))
         assert resumed == tail(straight, payload, between_runs=False), (snap.message, resumed)
         assert sent == {n: received(c, given[n]) for n, c in live.items()}
 

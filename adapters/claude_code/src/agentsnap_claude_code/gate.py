@@ -16,7 +16,7 @@ import sys
 
 from .config import DEFAULTS, InvalidInput, Settings, load_settings, make_matcher
 from .matcher import _name, _split, _tokens, _unwrap
-from .mcptools import is_mcp, may_change_files
+from .mcptools import snapshot_before
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,9 +85,7 @@ def needs_helper(payload: dict[str, Any], settings: Settings) -> bool:
     if tool in EDIT_TOOLS and settings["snapshot_on_edit"]:
         target = tool_input.get("file_path") or tool_input.get("notebook_path")
         return isinstance(target, str) and os.path.isfile(os.path.join(cwd, target))  # a new file: nothing to lose
-    if is_mcp(tool) and settings["snapshot_on_mcp"]:  # (what the server does is unknown: judged by the tool's name)
-        return may_change_files(str(tool), settings["mcp_read_only"])
-    return False
+    return snapshot_before(tool, settings)  # an MCP call: what the server does is unknown, judged by the tool's name
 
 
 def _alarm(signum: int, frame: object) -> None:

@@ -27,7 +27,7 @@ from agentsnap_core.stores.base import RefUpdate
 from .config import DEFAULTS, Settings, load_settings, log_path, make_matcher
 from .gate import EDIT_TOOLS, is_agentsnap_snapshot, project_root_for
 from .matcher import Finding
-from .mcptools import is_mcp, may_change_files, target_of
+from .mcptools import snapshot_before, target_of
 from .points import positions
 from .projectstore import bulky_ignored, close_kept, leave_out, open_project_repo, store_dir_for
 from .safety import deletes_store, unrestorable
@@ -302,7 +302,7 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         label = f"before {tool}: {_storable(target)}"
         meta = {"tool": tool, "file": _storable(target)}
         destructive = False
-    elif is_mcp(tool) and settings["snapshot_on_mcp"] and may_change_files(str(tool), settings["mcp_read_only"]):
+    elif snapshot_before(tool, settings):
         said = _storable(target_of(tool_input))  # (an MCP server may write anywhere it serves: the project is taken)
         label = f"before {tool}: {said[:120]}"
         meta = {"tool": tool, "file": said[:2000], "mcp": True}

@@ -17,6 +17,11 @@ from __future__ import annotations
 import fnmatch
 import re
 
+TYPE_CHECKING = False  # (the hook's start imports no typing: see gate.py)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
 PREFIX = "mcp__"
 
 #: first words of tools that only read
@@ -52,6 +57,12 @@ def may_change_files(tool: str, read_only: list[str] | tuple[str, ...] = ()) -> 
     return not (ws and ws[0] in READ_VERBS and not any(w in WRITE_WORDS for w in ws))
 
 
+def snapshot_before(tool: object, settings: Mapping[str, Any]) -> bool:
+    """Whether the hook snapshots before a call of ``tool`` under ``settings`` (``snapshot_on_mcp``,
+    ``mcp_read_only``): the one test the gate and the hook both ask."""
+    return is_mcp(tool) and bool(settings["snapshot_on_mcp"]) and may_change_files(str(tool), settings["mcp_read_only"])
+
+
 def target_of(tool_input: dict[str, object]) -> str:
     """What the call acts on, for the snapshot's label: its path argument if it has one, else its input in short."""
     for key in ("path", "file_path", "filePath", "filename", "source", "destination", "target", "paths"):
@@ -59,7 +70,7 @@ def target_of(tool_input: dict[str, object]) -> str:
         if isinstance(value, str) and value:
             return value
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return ", ".join(str(v) for v in value)
+            return ", ".join(value)
     import json
 
     return json.dumps(tool_input, ensure_ascii=False, sort_keys=True, default=str)[:200]
