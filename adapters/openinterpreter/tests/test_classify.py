@@ -130,6 +130,22 @@ ADVERSARIAL_PYTHON = [
     "from pathlib import Path\nfor p in Path('.').glob('*.tmp'):\n    p.unlink()",
     "cleanup = lambda p: p.unlink()\ncleanup(x)",
     "import os\ngetattr(os, 'remove')('x')",
+    # loaders that run what they read, readers that run SQL, constructors that create files (pure before)
+    "import yaml\nconfigs = list(yaml.unsafe_load_all(open('c.yaml')))",
+    "import yaml\nconfigs = list(yaml.full_load_all(open('c.yaml')))",
+    "import yaml\nconfigs = list(yaml.load_all(open('c.yaml'), Loader=yaml.UnsafeLoader))",
+    "from yaml import unsafe_load_all\nconfigs = list(unsafe_load_all(open('c.yaml')))",
+    "import pandas as pd\nframe = pd.read_pickle('frame.pkl')",
+    "import pandas as pd\ndone = pd.read_sql('DELETE FROM jobs RETURNING id', 'sqlite:///jobs.db')",
+    "import pandas as pd\nrows = pd.read_sql_query('SELECT 1', 'sqlite:///new.db')",
+    "import pandas as pd\nrows = pd.read_sql_table('jobs', 'sqlite:///jobs.db')",
+    "import pandas as pd\nstore = pd.HDFStore('store.h5')\nstore['df'] = pd.DataFrame()",
+    "import pandas as pd\nw = pd.ExcelWriter('report.xlsx')",
+    "import numpy as np\ndata = np.loadtxt('https://example.com/data.txt')",
+    "import numpy as np\nhost = 'example.com'\ndata = np.genfromtxt(f'https://{host}/data.csv')",
+    "from numpy import loadtxt\ndata = loadtxt(fname='http://127.0.0.1:8000/d.txt')",
+    "import numpy as np\nds = np.DataSource('cache')",
+    "import sympy\nsympy.preview('x', viewer='file', filename='x.png')",
 ]
 
 
@@ -158,6 +174,9 @@ def test_adversarial_python_cells_are_irreversible(code):
         "def sq(x):\n    return x * x\n\nprint([sq(i) for i in range(3)])",
         "from datetime import datetime\nd = datetime(2020, 1, 1).replace(year=2021)",
         "xs = [3, 1, 2]\nxs.sort()\nxs.append(4)\nd = {}\nd.update(a=1)",
+        "import yaml\nconfigs = list(yaml.safe_load_all(open('c.yaml')))\nfirst = yaml.safe_load('a: 1')",
+        "import numpy as np\ndata = np.loadtxt('data.txt')\npath = 'data.csv'\nmore = np.genfromtxt(path)",
+        "import pandas as pd\nframe = pd.read_csv('data.csv')\nsheet = pd.read_excel('book.xlsx')",
     ],
 )
 def test_read_only_python_stays_pure(code):

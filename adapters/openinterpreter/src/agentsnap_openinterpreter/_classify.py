@@ -97,15 +97,27 @@ MODULE_CALLS: dict[str, frozenset[str] | str] = {
     "io": frozenset({"StringIO", "BytesIO", "open"}),
     "pathlib": frozenset({"Path", "PurePath", "PurePosixPath", "PosixPath", "PureWindowsPath"}),
 }
-#: names that write wherever they come from (numpy.save, DataFrame.to_csv, Figure.savefig ...)
+#: names that write wherever they come from (numpy.save, DataFrame.to_csv, Figure.savefig ...), or that run
+#: what they read or are given: yaml's loaders that build Python objects (every ``*_all`` form too),
+#: pandas.read_pickle (unpickles), pandas.read_sql* (runs any SQL statement, ``DELETE ... RETURNING`` included,
+#: in a database the snapshot does not hold); pandas.ExcelWriter / HDFStore create or truncate their file when
+#: made (``store["df"] = df`` then writes with no call a rule could see); numpy.DataSource downloads into a
+#: directory; sympy.preview runs LaTeX and a viewer
 WRITER_NAMES = frozenset(
     {
         "save", "savez", "savez_compressed", "savetxt", "savefig", "tofile", "memmap", "open_memmap", "dump",
-        "dump_all", "unsafe_load", "full_load", "load", "to_csv", "to_excel", "to_parquet", "to_json", "to_pickle",
+        "dump_all", "unsafe_load", "full_load", "load", "load_all", "unsafe_load_all", "full_load_all",
+        "to_csv", "to_excel", "to_parquet", "to_json", "to_pickle",
         "to_sql", "to_hdf", "to_feather", "to_markdown", "to_html", "to_latex", "to_stata", "to_orc", "to_xml",
         "to_clipboard", "to_gbq", "write", "writelines", "write_text", "write_bytes",
+        "read_pickle", "read_sql", "read_sql_query", "read_sql_table", "ExcelWriter", "HDFStore", "DataSource",
+        "preview",
     }
 )
+#: numpy readers that, given a URL, download it into the current directory (numpy.lib._datasource.open with its
+#: default ``destpath=os.curdir``): ``np.loadtxt("https://host/d.txt")`` leaves ``host/d.txt`` in the tree
+_NUMPY_URL_READERS = frozenset({"loadtxt", "genfromtxt", "fromregex", "recfromtxt", "recfromcsv"})
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 #: builtins a pure cell may call (``open`` is allowed for reading only)
 BUILTIN_CALLS = frozenset(
     {
@@ -349,6 +361,8 @@ class CommandClassifier:
             mode_at = 1 if builtin or (resolved is not None and resolved[0] in ("io", "codecs")) else 0
             return "opens a file for writing" if _opens_for_writing(call, mode_at) else None
         if resolved is not None:
+            if resolved[0] == "numpy" and name in _NUMPY_URL_READERS and _names_url(call):
+                return f"calls {name}() on a URL (numpy downloads it into the working directory)"
             return None if self._qualified(resolved, called=True) else f"calls {name}()"
         parts = _dotted(fn)
         if parts and parts[0] == "computer" and "computer" not in local and len(parts) > 1:  # OS mode's API
@@ -582,6 +596,18 @@ def _opens_for_writing(call: ast.Call, mode_at: int) -> bool:
             return False  # Image.open("photo.png"): a path, not a mode
         return any(c in mode.value for c in "wax+")
     return True  # a computed mode: assume the worst
+
+
+def _names_url(call: ast.Call) -> bool:
+    """Whether the file argument of a numpy reader is written in the cell as a URL (a string or an f-string that
+    starts with ``scheme://``); a path held in a variable is taken as the local file it almost always is."""
+    target: ast.expr | None = call.args[0] if call.args else None
+    for kw in call.keywords:
+        if kw.arg in ("fname", "file"):
+            target = kw.value
+    if isinstance(target, ast.JoinedStr):  # f"https://{host}/d.txt"
+        target = target.values[0] if target.values else None
+    return isinstance(target, ast.Constant) and isinstance(target.value, str) and bool(_URL.match(target.value))
 
 
 def _python_binds(code: str) -> tuple[str, ...]:
