@@ -113,6 +113,8 @@ TRICKY = [
     "git stash clear", "git stash push", "git remote add o u", "git remote remove o", "git remote set-url o u", "git reflog expire --all",
     "git reflog delete HEAD@{1}", "git config user.name x", "git config --unset x", "git config --add x y", "git config", "rm --version",
     "deploy.sh --version", "./deploy --version", "python -v", "python --version x", "dotnet test clean",
+    # sessions the project names: `nox -s blacken` formats, `tox -e fix` fixes (the helper reads noxfile / tox.ini)
+    "tox -e py311", "nox -s lint", "nox -s blacken", "tox -e fix", "nox", "tox", "uv run nox -s format",
 ]
 
 
@@ -136,7 +138,7 @@ READ_ONLY = [
     "pnpm test", "bun test", "deno test", "npx jest", "npx vitest run", "uv run pytest -q", "poetry run pytest", "uv run python -m pytest -x",
     "timeout 600 make test", "time cargo test", "cargo build --release", "cargo clippy", "cargo tree", "go list ./...", "go env GOPATH",
     "go version", "pip list", "pip show requests", "pip3 freeze", "python -m pip list", "python -m mypy src", "mypy src", "pyright",
-    "flake8 src", "pylint src", "eslint src", "tsc --noEmit", "tsc --noEmit -p .", "jest", "vitest run", "mocha", "tox -e py311", "nox -s lint",
+    "flake8 src", "pylint src", "eslint src", "tsc --noEmit", "tsc --noEmit -p .", "jest", "vitest run", "mocha",
     "ctest", "rspec", "python --version", "python3 -V", "node --version", "git --version", "cargo --version", "git tag", "git tag -l",
     "git stash list", "git stash show -p", "git remote -v", "git remote", "git remote get-url origin", "git config --get user.email",
     "git config --list", "git reflog", "git reflog show", "git cat-file -p HEAD", "git ls-tree HEAD", "git rev-list --count HEAD",

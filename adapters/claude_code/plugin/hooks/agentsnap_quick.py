@@ -39,14 +39,15 @@ _GIT_LISTS = {"stash": (("list",), ("show",)), "remote": ((), ("-v",), ("show",)
               "reflog": ((), ("show",)), "config": (("--get",), ("--list",), ("-l",), ("--get-all",), ("--show-origin", "--list"))}
 # test, build and check runs, taken to write build and test output only, with the first argument from this list;
 # options that write a named file or fix sources are refused. Taken on trust: the helper's matcher reads the recipes
-# of other make goals and the package.json scripts other `npm run X` name, but not these (the README says so)
+# of other make goals and the package.json scripts other `npm run X` name, but not these (the README says so).
+# Not here: nox and tox, whose sessions are named by the project (`nox -s blacken` formats): the helper reads them
 _RUNS = {
     "cargo": ("test", "check", "build", "clippy", "bench", "doc", "tree", "metadata"), "go": ("test", "vet", "list", "env", "version", "doc"),
     "npm": ("test", "t", "ls", "list", "outdated", "view", "explain", "why"), "yarn": ("test", "build", "why", "list", "info"),
     "pnpm": ("test", "t", "ls", "list", "outdated", "why"), "bun": ("test",), "deno": ("test", "check", "lint"),
     "make": ("test", "tests", "check", "build", "all", "typecheck"), "pip": ("list", "show", "freeze", "check"), "pip3": ("list", "show", "freeze", "check"),
     "mvn": ("test", "verify", "compile"), "gradle": ("test", "check", "build"), "./gradlew": ("test", "check", "build"),
-    "dotnet": ("test", "build"), "tox": (), "nox": (), "ctest": (), "jest": (), "vitest": (), "mocha": (), "rspec": (),
+    "dotnet": ("test", "build"), "ctest": (), "jest": (), "vitest": (), "mocha": (), "rspec": (),
     "mypy": (), "pyright": (), "flake8": (), "pylint": (), "eslint": (),
 }
 # runners whose every operand is a goal run in order (`mvn test clean` cleans): each must be on the list

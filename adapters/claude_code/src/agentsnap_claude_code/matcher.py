@@ -31,8 +31,11 @@ _SQL = re.compile(r"\b(drop\s+(table|database|schema|view|index)|truncate\s+(tab
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _INTERPRETERS = {"python", "python3", "node", "ruby", "perl", "php", "deno", "bun"}
-_RUN_WRAPPERS = {"uv", "poetry", "pdm", "pipenv", "hatch", "rye", "conda", "mamba", "micromamba", "pixi"}
-_RUN_VALUED = {"--with", "--python", "-p", "--env", "-e", "-n", "--name", "--prefix", "--project", "--directory", "--package", "--extra", "--group", "--env-file"}
+_RUN_WRAPPERS = {"uv", "poetry", "pdm", "pipenv", "hatch", "rye", "conda", "mamba", "micromamba", "pixi", "pipx"}
+_RUN_VALUED = {"--with", "--python", "-p", "--env", "-e", "-n", "--name", "--prefix", "--project", "--directory", "--package", "--extra", "--group", "--env-file",
+               "--spec", "--pip-args"}
+#: ``python -m MODULE`` runs the command of this name (the module's own name otherwise)
+_MODULE_COMMANDS = {"pre_commit": "pre-commit", "lib2to3": "2to3", "nbconvert": "jupyter-nbconvert", "codespell_lib": "codespell"}
 _SUBST = re.compile(r"\$\(((?:[^()]|\([^()]*\))*)\)|`([^`]*)`")
 
 #: rule name -> what it protects against (shown in reasons and the README)
@@ -61,7 +64,7 @@ RULES: dict[str, str] = {
     "download-overwrite": "curl -o / -O, wget -O onto a file",
     "extract": "tar -x / unzip / 7z x / cpio -i write files over existing ones",
     "patch": "patch / git apply rewrite files",
-    "formatter": "formatters and fixers that rewrite files in place (black, ruff format, prettier --write, gofmt -w, ...)",
+    "formatter": "formatters and fixers that rewrite files in place (black, ruff format, prettier --write, gofmt -w, pre-commit run, ...)",
     "move-out": "mv moves files out of the project (or to a place given by a variable)",
     "unparsed": "could not understand the command (unbalanced quotes, a command named by a variable): snapshot rather than skip",
     "pattern": "matches a configured extra pattern",
@@ -201,6 +204,9 @@ class Matcher:
                 out[first:] = [f if len(f) > 2 else Finding(f.rule, f.command, self.cwd) for f in out[first:]]
 
     def _check_one(self, cmd: list[str], out: list[Finding], depth: int, line: str, implicit: bool) -> None:
+        plain = _strip_redirects(cmd)
+        if len(plain) > 2 and _name(plain[0]) in ("hatch", "pdm", "rye") and plain[1] == "run":  # a pyproject script
+            self._scan_runner(_name(plain[0]), plain[1:], out, depth)
         words, via_xargs = _unwrap(cmd)
         via_xargs = via_xargs or implicit
         redirects = _redirect_targets(cmd)
@@ -233,6 +239,8 @@ class Matcher:
             return
         if name in _PACKAGE_RUNNERS:
             self._scan_package_scripts(name, args, out, depth)
+        elif name in ("nox", "tox", "just"):
+            self._scan_runner(name, args, out, depth)
         elif name in ("make", "gmake"):
             self._scan_make(args, out, depth)
         elif _interpreter(name) and "-c" not in args and "-e" not in args:
@@ -319,6 +327,36 @@ class Matcher:
                         self._scan(body, out, depth + 1)
         finally:
             self.cwd = cwd
+
+    def _scan_runner(self, runner: str, args: list[str], out: list[Finding], depth: int) -> None:
+        """``nox -s NAME`` / ``tox -e NAME`` / ``just NAME`` / ``hatch run NAME``: the commands of what is named, read
+        from the project (agentsnap_claude_code.runners)."""
+        if self.cwd is None or depth >= 8:
+            return
+        from agentsnap_claude_code import runners
+
+        def read(path: str) -> str | None:
+            full = os.path.realpath(path)
+            self._seen.discard(full)  # (a session may run nox again: the commands below are bounded by depth)
+            return self._read_script(os.path.relpath(full, self.cwd), out, depth) if os.path.isfile(full) else None
+
+        source = ""
+        if runner == "nox":
+            try:
+                commands, source = runners.nox_commands(self.cwd, args, read)
+            except ValueError as e:
+                out.append(Finding("unparsed", str(e)))
+                return
+        elif runner == "just":
+            commands, source = runners.just_commands(self.cwd, args, read)
+        elif runner == "tox":
+            commands = runners.tox_commands(self.cwd, args, read)
+        else:  # hatch run / pdm run / rye run SCRIPT
+            commands = runners.pyproject_commands(self.cwd, runner, args[1:], read)
+        if source and _SCRIPT_DELETE.search(source):
+            out.append(Finding("script-delete", f"{' '.join([runner, *args])[:120]} (a script in Python or another language)"))
+        for line in commands:
+            self._scan(line, out, depth + 1)
 
     def _scan_make(self, args: list[str], out: list[Finding], depth: int) -> None:
         """``make [GOAL...]``: the recipes of the goals named (else the first target) and of what they depend on."""
@@ -562,13 +600,61 @@ def _formatter(m: Matcher, args: list[str], via_xargs: bool, name: str = "") -> 
 def _ruff(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     if args[:1] == ["format"] and not ({"--check", "--diff"} & set(args)):
         return "formatter"
-    if args[:1] == ["check"] and ("--fix" in args or "--unsafe-fixes" in args):
-        return "formatter"
+    if args[:1] != ["format"] and ("--fix" in args or "--unsafe-fixes" in args) and "--diff" not in args:
+        return "formatter"  # ruff check --fix, and ruff --fix . of ruff < 0.5
     return None
 
 
-def _fmt_subcommand(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
-    return "formatter" if args[:1] == ["fmt"] and "--check" not in args else None  # cargo fmt, go fmt
+def _fmt_when(*flags: str) -> Callable[[Matcher, list[str], bool], str | None]:
+    """A fixer that rewrites files only with one of ``flags`` (``autoflake -i``, ``rubocop -a``)."""
+    return lambda m, a, x: "formatter" if set(flags) & {w.split("=", 1)[0] for w in a} else None
+
+
+def _fmt_unless(*flags: str, sub: tuple[str, ...] = ()) -> Callable[[Matcher, list[str], bool], str | None]:
+    """A formatter that rewrites files unless told to check (``deno fmt --check``); ``sub``: only these subcommands."""
+
+    def check(m: Matcher, a: list[str], x: bool) -> str | None:
+        if sub and not (a[:1] and a[0] in sub):
+            return None
+        given = {w.split("=", 1)[0] for w in a} | set(a)
+        return None if given & {*flags, "--help", "-h", "--version"} else "formatter"
+
+    return check
+
+
+def _subcommands(table: dict[str, Callable[[Matcher, list[str], bool], str | None]],
+                 otherwise: Callable[[Matcher, list[str], bool], str | None] | None = None) -> Callable[[Matcher, list[str], bool], str | None]:
+    """Rules by subcommand (``cargo fmt`` / ``cargo fix`` / ``cargo clippy --fix``)."""
+
+    def check(m: Matcher, a: list[str], x: bool) -> str | None:
+        rule = table.get(a[0]) if a else None
+        if rule is not None:
+            return rule(m, a[1:], x)
+        return otherwise(m, a, x) if otherwise is not None else None
+
+    return check
+
+
+def _pre_commit(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    """``pre-commit [run]``: its hooks (trailing-whitespace, end-of-file-fixer, black, ruff --fix ...) rewrite files."""
+    if {"--help", "-h", "--version", "-V"} & set(args):
+        return None
+    sub = next((a for a in _skip_options(args, {"-c", "--config", "--color"}) if not a.startswith("-")), None)
+    return "formatter" if sub in (None, "run", "try-repo", "autoupdate", "hook-impl") else None
+
+
+def _nbqa(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    """``nbqa black nb.ipynb``: the tool named, applied to notebooks in place."""
+    rule = _RULE_FUNCS.get(_name(args[0])) if args else None
+    return rule(m, args[1:], True) if rule is not None else None
+
+
+_BUILD_FORMAT_GOAL = re.compile(r"(?i)^(?:[\w.-]*:)*(spotlessapply|ktlintformat|formatkotlin|format\w*|\w+:(apply|format|sort|fix))$")
+
+
+def _build_goals(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    """``gradle spotlessApply`` / ``mvn spotless:apply`` / ``mvn fmt:format``: goals that rewrite sources."""
+    return "formatter" if any(_BUILD_FORMAT_GOAL.match(a) for a in args if not a.startswith("-")) else None
 
 
 def _simple(rule: str) -> Callable[[Matcher, list[str], bool], str | None]:
@@ -625,13 +711,52 @@ _RULE_FUNCS = {
     "7za": _seven_zip,
     "patch": _patch,
     "ruff": _ruff,
-    "cargo": _fmt_subcommand,
-    "go": _fmt_subcommand,
+    "cargo": _subcommands({"fmt": _fmt_unless("--check"), "fix": _fmt_unless(), "clippy": _fmt_when("--fix")}),
+    "go": _subcommands({"fmt": _fmt_unless(), "fix": _fmt_unless()}),
+    # formatters and fixers of other languages and tools (each rewrites files in place as used here)
+    **{name: _fmt_unless("--check", "--diff") for name in ("blue", "pycln", "ssort", "mdformat", "yamlfix", "nixfmt", "alejandra")},
+    **{name: _fmt_unless() for name in ("pyupgrade", "add-trailing-comma", "reorder-python-imports", "phpcbf")},
+    **{name: _fmt_when("-i", "--in-place") for name in ("autoflake", "docformatter", "cmake-format", "swift-format")},
+    **{name: _fmt_when("--fix") for name in ("standardrb", "standard", "xo", "markdownlint", "markdownlint-cli2", "stylelint", "oxlint")},
+    "codespell": _fmt_when("-w", "--write-changes"),
+    "2to3": _fmt_when("-w", "--write"),
+    "djlint": _fmt_when("--reformat"),
+    "gofumpt": _fmt_when("-w"),
+    "elm-format": _fmt_when("--yes"),
+    "ktlint": _fmt_when("-F", "--format"),
+    "google-java-format": _fmt_when("-i", "--replace"),
+    "clang-tidy": _fmt_when("--fix", "--fix-errors"),
+    "latexindent": _fmt_when("-w", "--overwrite", "-overwrite", "--overwriteIfDifferent"),
+    "rubocop": _fmt_when("-a", "-A", "--autocorrect", "--autocorrect-all", "--auto-correct", "--auto-correct-all", "-x", "--fix-layout"),
+    "biome": _fmt_when("--write", "--fix", "--apply", "--apply-unsafe", "--unsafe"),
+    "swiftformat": _fmt_unless("--lint", "--dryrun"),
+    "scalafmt": _fmt_unless("--check", "--test", "--list"),
+    "nbstripout": _fmt_unless("--dry-run", "--is-stripped", "--verify", "--status"),
+    "jupyter-nbconvert": _fmt_when("--inplace", "--clear-output"),
+    "jupyter": _subcommands({"nbconvert": _fmt_when("--inplace", "--clear-output")}),
+    "nbqa": _nbqa,
+    "sqlfluff": _subcommands({"fix": _fmt_unless(), "format": _fmt_unless()}),
+    "php-cs-fixer": _subcommands({"fix": _fmt_unless("--dry-run")}),
+    "buf": _subcommands({"format": _fmt_when("-w", "--write")}),
+    "taplo": _subcommands({"fmt": _fmt_unless("--check"), "format": _fmt_unless("--check")}),
+    "dprint": _subcommands({"fmt": _fmt_unless()}),
+    "hatch": _subcommands({"fmt": _fmt_unless("--check")}),
+    "zig": _subcommands({"fmt": _fmt_unless("--check")}),
+    "gleam": _subcommands({"format": _fmt_unless("--check")}),
+    "mix": _subcommands({"format": _fmt_unless("--check-formatted", "--dry-run")}),
+    "dotnet": _subcommands({"format": _fmt_unless("--verify-no-changes")}),
+    "dart": _subcommands({"format": _fmt_unless("--output", "-o"), "fix": _fmt_when("--apply")}),
+    **{name: _subcommands({"fmt": _fmt_unless("-check", "--check", "-write", "--write")}) for name in ("terraform", "tofu", "packer")},
+    "golangci-lint": _subcommands({"run": _fmt_when("--fix"), "fmt": _fmt_unless("--diff")}),
+    **{name: _build_goals for name in ("gradle", "gradlew", "mvn", "mvnw")},
+    "pre-commit": _pre_commit,
+    "prek": _pre_commit,
     **{name: (lambda n: lambda m, a, x: _formatter(m, a, x, n))(name) for name in _FORMATTERS},
     "sed": _sed,
     "gsed": _sed,
     "perl": _perl,
     **{name: _script for name in _INTERPRETERS if name != "perl"},
+    "deno": _subcommands({"fmt": _fmt_unless("--check"), "lint": _fmt_when("--fix")}, otherwise=_script),
     "shred": _simple("shred"),
     "srm": _simple("shred"),
     "unlink": _simple("shred"),
@@ -728,6 +853,8 @@ def _unwrap(cmd: list[str]) -> tuple[list[str], bool]:
         elif name == "timeout":
             rest = _skip_options(words[1:], takes_value={"-s", "-k", "--signal", "--kill-after"})
             words, changed = rest[1:], True
+        elif _interpreter(name) in ("python", "python3") and _module_command(words) is not None:
+            words, changed = _module_command(words) or [], True  # python -m black . is black .
         elif name in _RUN_WRAPPERS and words[1:2] == ["run"]:  # uv run / poetry run ... CMD
             words, changed = _skip_options(words[2:], takes_value=_RUN_VALUED), True
         elif name in ("busybox", "setsid", "chronic", "strace", "ltrace", "catchsegv"):
@@ -739,6 +866,18 @@ def _unwrap(cmd: list[str]) -> tuple[list[str], bool]:
             words = _skip_options(words[1:], takes_value={"-I", "-n", "-P", "-L", "-d", "-E", "-s", "-a", "--max-args", "-j"})
             via_xargs, changed = True, True
     return words, via_xargs
+
+
+def _module_command(words: list[str]) -> list[str] | None:
+    """``python [-X dev] -m black .`` -> ``["black", "."]`` (None: not ``-m``)."""
+    i = 1
+    while i < len(words) and words[i].startswith("-") and words[i] != "-m":
+        if words[i] in ("-c", "--"):
+            return None
+        i += 2 if words[i] in _INTERPRETER_VALUED else 1
+    if i + 1 < len(words) and words[i] == "-m":
+        return [_MODULE_COMMANDS.get(words[i + 1], words[i + 1]), *words[i + 2 :]]
+    return None
 
 
 def _skip_options(words: list[str], takes_value: set[str]) -> list[str]:
