@@ -249,6 +249,18 @@ def sync_working_trace(payload: dict[str, Any], settings: Settings) -> int:
     return len(transcript.entries)
 
 
+def _not_captured(cwd: str, settings: Settings, where: Path) -> str | None:
+    """Why the project's snapshots would not hold the file at ``where`` (None: they would)."""
+    with open_repo(cwd, settings) as repo:
+        rel = where.relative_to(os.path.realpath(repo.root)).as_posix()
+        for folder in (bulky_ignored(repo.root, settings["bulky_files"], repo.wt_dir / "statcache.msgpack")
+                       if settings["skip_bulky_ignored"] else []):
+            if rel == folder or rel.startswith(folder.rstrip("/") + "/"):
+                return (f"in {folder.rstrip('/')}/, a folder git ignores that holds over {settings['bulky_files']} files, "
+                        "left out: set skip_bulky_ignored to false to capture it")
+        return repo.left_out(where)
+
+
 # ---------------------------------------------------------------------- events
 def undo_command(snap_id: str, root: str | Path) -> str:
     """The exact command that puts the project's files back as they were in ``snap_id``."""
@@ -298,6 +310,11 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         if root not in where.parents:  # a snapshot of the project would be listed as a point before this edit,
             log.write(event="PreToolUse", action="outside-project", tool=tool, file=target)  # and bring nothing back
             return _notice(f"agentsnap: {target} is outside the project {root}: no snapshot of it is taken, "
+                           f"this {tool} cannot be undone with agentsnap")
+        why = _not_captured(cwd, settings, where)
+        if why is not None:  # a snapshot would be listed as the point before this edit and not hold the file
+            log.write(event="PreToolUse", action="not-captured", tool=tool, file=target, why=why)
+            return _notice(f"agentsnap: {target} is not in this project's snapshots ({why}): no snapshot is taken, "
                            f"this {tool} cannot be undone with agentsnap")
         label = f"before {tool}: {_storable(target)}"
         meta = {"tool": tool, "file": _storable(target)}

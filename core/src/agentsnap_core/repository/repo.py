@@ -775,6 +775,37 @@ class Repo:
         return world.Ignore(root or self.root, include_git=self.include_git, extra=extra or None,
                             include_secrets=include_secrets)
 
+    def left_out(self, path: str | os.PathLike[str]) -> str | None:
+        """Why a snapshot of this tree would not hold ``path`` (None: it would): a tool that promises an undo of a
+        change to ``path`` asks first (the Claude Code plugin before an ``Edit``). ``path`` is relative to the tree
+        (or absolute); it need not exist. The reason names the rule: outside the tree, the store, ``.git`` (not
+        captured unless ``world.include_git``), a credential file (unless ``world.include_secrets``), or the ignore
+        rules (``.agentsnapignore``, the store's ``world.ignore``), for the path or a directory above it."""
+        given = Path(path)
+        full = given if given.is_absolute() else self.root / given
+        here = Path(os.path.realpath(full.parent)) / full.name  # (a link named last is captured as a link)
+        try:
+            rel = here.relative_to(os.path.realpath(self.root)).as_posix()
+        except ValueError:
+            return f"outside the tree {self.root}"
+        if rel in ("", "."):
+            return None
+        ignore = self._ignore()
+        parts = rel.split("/")
+        for i in range(1, len(parts) + 1):
+            sub, is_dir = "/".join(parts[:i]), i < len(parts) or full.is_dir()
+            if not ignore.ignored(sub, is_dir):
+                continue
+            where = "" if sub == rel else f" (in {sub}/)"
+            if sub in ignore.always or sub.endswith("/.agentsnap"):
+                return f"inside a store{where}"
+            if sub in ignore.git_dirs:
+                return f"a .git directory, not captured unless world.include_git is true{where}"
+            if sub in ignore.left_out:
+                return f"a credential file, not captured unless world.include_secrets is true{where}"
+            return f"ignored by .agentsnapignore or the store's world.ignore setting{where}"
+        return None
+
     def _capture_world_default(self, root: str, context: HookContext) -> dict[str, Any]:
         cache_path = self.wt_dir / "statcache.msgpack"
         own = Path(root) == self.root

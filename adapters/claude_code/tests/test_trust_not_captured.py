@@ -1,0 +1,78 @@
+"""An Edit of a file the snapshots leave out is said to have no undo, and is not listed as a point that would undo it.
+
+Met as a user: a project whose ``.agentsnapignore`` says ``data/`` (or whose ``node_modules/`` the plugin leaves out
+as a bulky folder git ignores, or whose ``.env`` stays out because the store does not take secrets). Claude Code
+edits ``data/settings.json``: the hook took a snapshot in silence and ``points`` listed "before Edit:
+data/settings.json"; ``restore --before-call N`` then said it restored the files, and the edited file stayed as
+the edit left it. Now the hook says the edit cannot be undone and takes no snapshot for it, as it already did for
+a file outside the project (core: ``Repo.left_out``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from agentsnap_claude_code.cli import main as cc_cli
+from agentsnap_claude_code.hooks import run_hook
+from click.testing import CliRunner
+from conftest import payload, run_plugin_hook
+
+
+def _edit(project: Path, rel: str) -> dict:
+    return {"tool_name": "Edit", "tool_input": {"file_path": str(project / rel), "old_string": "a", "new_string": "b"},
+            "tool_use_id": "toolu_01Rm7bZ2"}
+
+
+def _points(project: Path) -> str:
+    r = CliRunner().invoke(cc_cli, ["points", "-C", str(project)])
+    return r.output
+
+
+@pytest.fixture
+def ignoring(project: Path) -> Path:
+    (project / ".agentsnapignore").write_text("data/\n*.local.toml\n")
+    (project / "data").mkdir()
+    (project / "data" / "settings.json").write_text('{"a": 1}\n')
+    (project / "app.local.toml").write_text("a = 1\n")
+    return project
+
+
+@pytest.mark.parametrize("rel", ["data/settings.json", "app.local.toml"])
+def test_an_edit_of_a_file_the_ignore_file_names_says_it_cannot_be_undone(home: Path, ignoring: Path, transcript: Path, rel: str) -> None:
+    out = json.loads(run_hook(payload(ignoring, transcript, "PreToolUse", **_edit(ignoring, rel))).stdout or "{}")
+    message = out.get("systemMessage", "")
+    assert f"{ignoring / rel} is not in this project's snapshots" in message, out  # before: no message at all
+    assert "ignored by .agentsnapignore" in message and "cannot be undone with agentsnap" in message
+    assert rel not in _points(ignoring)  # before: "before Edit: .../data/settings.json" was listed
+
+
+def test_an_edit_inside_a_bulky_folder_left_out_says_so_through_the_real_hook(home: Path, project: Path, transcript: Path) -> None:
+    (project / ".gitignore").write_text("node_modules/\n")
+    pkg = project / "node_modules" / "left-pad"
+    pkg.mkdir(parents=True)
+    for i in range(30):
+        (pkg / f"f{i}.js").write_text(f"module.exports = {i}\n")
+    (project / ".claude").mkdir(exist_ok=True)
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"bulky_files": 20}))
+    _, out = run_plugin_hook(project, transcript, "PreToolUse", **_edit(project, "node_modules/left-pad/f3.js"))
+    message = out.get("systemMessage", "")
+    assert "node_modules/left-pad/f3.js is not in this project's snapshots" in message, out
+    assert "skip_bulky_ignored" in message
+    assert "f3.js" not in _points(project)
+
+
+def test_an_edit_of_a_secret_the_store_does_not_take_says_so(home: Path, project: Path, transcript: Path) -> None:
+    (project / ".env").write_text("TOKEN=abc\n")
+    subprocess.run(["git", "-C", str(project), "status"], capture_output=True)
+    (project / ".claude").mkdir(exist_ok=True)
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"capture_secrets": False}))
+    out = json.loads(run_hook(payload(project, transcript, "PreToolUse", **_edit(project, ".env"))).stdout or "{}")
+    assert "a credential file, not captured unless world.include_secrets is true" in out.get("systemMessage", ""), out
+
+
+def test_an_edit_of_a_captured_file_is_still_snapshotted_in_silence(home: Path, ignoring: Path, transcript: Path) -> None:
+    assert run_hook(payload(ignoring, transcript, "PreToolUse", **_edit(ignoring, "src/app.py"))).stdout == ""
+    assert "Edit: " in _points(ignoring)

@@ -1,0 +1,58 @@
+"""``Repo.left_out(path)`` says why a snapshot would not hold a path, and agrees with what a snapshot holds.
+
+A tool that promises an undo of a change to one file (the Claude Code plugin before an ``Edit``) must know whether
+the snapshot it takes holds that file: the ignore file, the store's ``world.ignore`` lines, ``.git`` and the secrets
+policy all leave files out, and before ``left_out`` there was no way to ask short of taking the snapshot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentsnap_core import Repo
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Repo:
+    work = tmp_path / "work"
+    for rel, text in {"src/app.py": "x = 1\n", "data/big.csv": "1,2\n", "data/sub/deep.txt": "d\n", "notes.local.md": "n\n",
+                      ".env": "TOKEN=abc\n", "build/out.bin": "o\n", "keep/.env.example": "A=\n", ".git/config": "[core]\n",
+                      "docs/readme.md": "r\n"}.items():
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        (work / rel).write_text(text)
+    (work / ".agentsnapignore").write_text("data/\n*.local.md\n")
+    r = Repo.init(work)
+    r.refs.set_config("world.ignore", "/build")
+    yield r
+    r.close()
+
+
+def test_left_out_agrees_with_what_a_snapshot_holds(repo: Repo) -> None:
+    snap = repo.snapshot("all")
+    held = {e[0] for e in repo.world_entries(snap) if e[1] == "f"}
+    files = sorted(p.relative_to(repo.root).as_posix() for p in repo.root.rglob("*") if p.is_file() and ".agentsnap" not in p.parts)
+    assert {f for f in files if repo.left_out(f) is None} == held
+    assert held == {"src/app.py", "docs/readme.md", "keep/.env.example", ".agentsnapignore"}
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("data/big.csv", "ignored by .agentsnapignore or the store's world.ignore setting (in data/)"),
+    ("data/new/later.txt", "ignored by .agentsnapignore or the store's world.ignore setting (in data/)"),
+    ("notes.local.md", "ignored by .agentsnapignore or the store's world.ignore setting"),
+    ("build/out.bin", "ignored by .agentsnapignore or the store's world.ignore setting (in build/)"),
+    (".env", "a credential file, not captured unless world.include_secrets is true"),
+    (".git/config", "a .git directory, not captured unless world.include_git is true (in .git/)"),
+    (".agentsnap/refs.db", "inside a store (in .agentsnap/)"),
+])
+def test_left_out_names_the_rule(repo: Repo, path: str, why: str) -> None:
+    assert repo.left_out(path) == why
+    assert repo.left_out(repo.root / path) == why  # absolute paths too
+
+
+def test_a_path_outside_the_tree_or_a_new_captured_one(repo: Repo, tmp_path: Path) -> None:
+    assert repo.left_out(tmp_path / "elsewhere.txt") == f"outside the tree {repo.root}"
+    assert repo.left_out("../elsewhere.txt") == f"outside the tree {repo.root}"
+    assert repo.left_out("src/new_module.py") is None
+    repo.refs.set_config("world.include_secrets", "true")
+    assert repo.left_out(".env") is None
