@@ -56,3 +56,17 @@ def test_a_path_outside_the_tree_or_a_new_captured_one(repo: Repo, tmp_path: Pat
     assert repo.left_out("src/new_module.py") is None
     repo.refs.set_config("world.include_secrets", "true")
     assert repo.left_out(".env") is None
+
+
+def test_left_out_within_lists_what_a_delete_of_a_directory_takes_that_no_snapshot_holds(repo: Repo) -> None:
+    assert repo.left_out_within(".") == [
+        (".env", "a credential file, not captured unless world.include_secrets is true"),
+        (".git", "a .git directory, not captured unless world.include_git is true"),
+        ("build", "ignored by .agentsnapignore or the store's world.ignore setting"),
+        ("data", "ignored by .agentsnapignore or the store's world.ignore setting"),
+        ("notes.local.md", "ignored by .agentsnapignore or the store's world.ignore setting"),
+    ]  # (each left-out directory once; the store itself is not listed)
+    assert repo.left_out_within("src") == []
+    assert repo.left_out_within("data") == [("data", "ignored by .agentsnapignore or the store's world.ignore setting")]
+    assert repo.left_out_within("..") == [("..", f"outside the tree {repo.root}")]
+    assert len(repo.left_out_within(".", limit=2)) == 2

@@ -5,7 +5,8 @@ as a bulky folder git ignores, or whose ``.env`` stays out because the store doe
 edits ``data/settings.json``: the hook took a snapshot in silence and ``points`` listed "before Edit:
 data/settings.json"; ``restore --before-call N`` then said it restored the files, and the edited file stayed as
 the edit left it. Now the hook says the edit cannot be undone and takes no snapshot for it, as it already did for
-a file outside the project (core: ``Repo.left_out``).
+a file outside the project (core: ``Repo.left_out``). And ``rm -rf data`` / ``git clean -fd`` printed "undo with: ..."
+for files no snapshot held: such a command is now asked about, naming what cannot come back.
 """
 
 from __future__ import annotations
@@ -76,3 +77,27 @@ def test_an_edit_of_a_secret_the_store_does_not_take_says_so(home: Path, project
 def test_an_edit_of_a_captured_file_is_still_snapshotted_in_silence(home: Path, ignoring: Path, transcript: Path) -> None:
     assert run_hook(payload(ignoring, transcript, "PreToolUse", **_edit(ignoring, "src/app.py"))).stdout == ""
     assert "Edit: " in _points(ignoring)
+
+
+@pytest.mark.parametrize("command", ["rm -rf data", "rm -rf data src", "rm -rf .", "git clean -fdx", "git clean -fd",
+                                     "cd data && rm -f settings.json", "truncate -s 0 app.local.toml"])
+def test_a_destructive_command_that_takes_files_no_snapshot_holds_is_asked_about(home: Path, ignoring: Path, transcript: Path,
+                                                                                  command: str) -> None:
+    """``rm -rf data`` with ``data/`` in .agentsnapignore: the hook printed "undo with: ..." and the undo brought
+    nothing of data/ back. ``git clean -fd`` deletes it too (git does not track it): git's own dry run says what goes."""
+    out = json.loads(run_hook(payload(ignoring, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command})).stdout or "{}")
+    decision = out.get("hookSpecificOutput", {})
+    assert decision.get("permissionDecision") == "ask", out  # before: a systemMessage promising the undo
+    reason = decision["permissionDecisionReason"]
+    assert "destroys what it cannot bring back" in reason and "ignored by .agentsnapignore" in reason
+    assert ".agentsnap (" not in reason  # (the link to the store outside the project is not something lost)
+
+
+@pytest.mark.parametrize("command", ["rm -rf src", "git clean -fd src", "rm -rf node_modules"])
+def test_a_destructive_command_on_what_the_snapshot_holds_still_gets_its_undo(home: Path, ignoring: Path, transcript: Path,
+                                                                               command: str) -> None:
+    (ignoring / "src" / "scratch.txt").write_text("untracked\n")
+    (ignoring / "node_modules").mkdir()
+    (ignoring / "node_modules" / "x.js").write_text("1\n")
+    out = json.loads(run_hook(payload(ignoring, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command})).stdout or "{}")
+    assert "undo with: " in out.get("systemMessage", ""), out

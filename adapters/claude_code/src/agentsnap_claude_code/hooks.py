@@ -30,7 +30,7 @@ from .matcher import Finding
 from .mcptools import snapshot_before, target_of
 from .points import positions
 from .projectstore import bulky_ignored, close_kept, leave_out, open_project_repo, store_dir_for
-from .safety import deletes_store, unrestorable
+from .safety import deletes_store, destroyed
 from .transcript import Transcript, read_transcript
 
 EVENTS = ("PreToolUse", "UserPromptSubmit", "Stop")
@@ -249,6 +249,21 @@ def sync_working_trace(payload: dict[str, Any], settings: Settings) -> int:
     return len(transcript.entries)
 
 
+def _left_out_targets(cwd: str, settings: Settings, targets: list[Path], bulky: list[str]) -> list[str]:
+    """The paths under ``targets`` the project's snapshots leave out, in words (the bulky folders left out, which
+    can be rebuilt and are named by the hook's "NOT captured" note, are not repeated here)."""
+    out: list[str] = []
+    with open_repo(cwd, settings) as repo:
+        for target in targets:
+            for rel, why in repo.left_out_within(target, limit=20):
+                if any(rel == f.rstrip("/") or rel.startswith(f.rstrip("/") + "/") for f in bulky):
+                    continue
+                if rel.rsplit("/", 1)[-1] == ".agentsnap":  # the link to the store outside: made again by the undo
+                    continue
+                out.append(f"{rel} ({why})")
+    return list(dict.fromkeys(out))
+
+
 def _not_captured(cwd: str, settings: Settings, where: Path) -> str | None:
     """Why the project's snapshots would not hold the file at ``where`` (None: they would)."""
     with open_repo(cwd, settings) as repo:
@@ -296,7 +311,7 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
                 f"This command would delete {doomed}, which holds agentsnap's snapshots of this project ({store}): "
                 "after it, nothing could be undone. Approve only if you mean to delete them."
             )
-        lost = unrestorable(findings, cwd, root)
+        lost, targets = destroyed(findings, cwd, root)
         said = _storable(command)  # (the store keeps UTF-8: half a surrogate pair made the snapshot fail, and ask)
         label = f"before Bash: {said.strip()[:120]}"
         meta = {"tool": "Bash", "command": said[:2000], "findings": [_storable(str(f)) for f in findings],
@@ -341,6 +356,8 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
         return _notice(f"agentsnap: no snapshot before {tool} ({exc}); see {log.path}")
     ms = round((time.perf_counter() - started) * 1000, 1)
     log.write(**{**meta, **info, "event": "PreToolUse", "action": "snapshot", "id": snap.id, "ms": ms})
+    if destructive and targets:  # what the command deletes inside the project that the snapshot does not hold
+        lost += _left_out_targets(cwd, settings, targets, info.get("not_captured") or [])
     if lost:
         return _ask(
             f"agentsnap took snapshot {snap.id[:12]} of {root}, but this command also destroys what it cannot bring back: "

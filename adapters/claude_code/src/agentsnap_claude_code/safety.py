@@ -78,14 +78,23 @@ def _operands(finding: Finding) -> list[str]:
 
 def unrestorable(findings: list[Finding], cwd: str, root: Path) -> list[str]:
     """What the command destroys outside ``root`` (the snapshot holds ``root`` only), in words."""
+    return destroyed(findings, cwd, root)[0]
+
+
+def destroyed(findings: list[Finding], cwd: str, root: Path) -> tuple[list[str], list[Path]]:
+    """(what the command destroys outside ``root``, in words; the paths inside ``root`` it names to destroy)."""
     out: list[str] = []
+    inside: list[Path] = []
     for f in findings:
         if f.rule == "sql-drop":
             out.append("a database (DROP/TRUNCATE/DELETE through a SQL client)")
             continue
+        here = cwd if f.where == "" else f.where  # (after a cd, a script's folder: where it runs)
+        if f.rule == "git-clean" and here is not None:
+            inside += [p for p in git_clean_would_remove(f.command, here) if p == root or root in p.parents]
+            continue
         if f.rule not in _PATH_RULES:
             continue
-        here = cwd if f.where == "" else f.where  # (after a cd, a script's folder: where it runs)
         for word in _operands(f):
             if here is None and not word.startswith(("/", "~", "$HOME", "${HOME}")):
                 out.append(f"{word} (after a cd to a directory that cannot be told)")
@@ -95,4 +104,44 @@ def unrestorable(findings: list[Finding], cwd: str, root: Path) -> list[str]:
                 continue
             if path != root and root not in path.parents:
                 out.append(str(path))
-    return list(dict.fromkeys(out))
+            else:
+                inside.append(path)
+    return list(dict.fromkeys(out)), list(dict.fromkeys(inside))
+
+
+def git_clean_would_remove(command: str, cwd: str) -> list[Path]:
+    """What ``git clean -f...`` (``command``) would remove, from git's own dry run of the same options (``-n``).
+
+    The snapshot holds what agentsnap captures, not what git tracks: a folder ``.agentsnapignore`` names that git
+    does not track is deleted by ``git clean -fd`` and comes back from no snapshot. Empty when git cannot tell.
+    """
+    import subprocess
+
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return []
+    if "clean" not in words:
+        return []
+    at = words.index("clean")
+    before = [w for w in words[1:at]]
+    args: list[str] = ["-n"]
+    for w in words[at + 1:]:
+        if w in ("--force", "--interactive", "-i"):
+            continue
+        if w.startswith("-") and not w.startswith("--") and len(w) > 1:
+            w = "-" + "".join(c for c in w[1:] if c not in "fi")
+            if w == "-":
+                continue
+        args.append(w)
+    try:
+        proc = subprocess.run(["git", *before, "clean", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if proc.returncode != 0:
+        return []
+    base = Path(cwd)
+    if "-C" in before[:-1]:
+        base = Path(os.path.normpath(os.path.join(cwd, before[before.index("-C") + 1])))
+    return [Path(os.path.normpath(base / line[len("Would remove "):].rstrip("/")))
+            for line in proc.stdout.splitlines() if line.startswith("Would remove ")]

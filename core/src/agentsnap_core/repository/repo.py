@@ -781,20 +781,62 @@ class Repo:
         (or absolute); it need not exist. The reason names the rule: outside the tree, the store, ``.git`` (not
         captured unless ``world.include_git``), a credential file (unless ``world.include_secrets``), or the ignore
         rules (``.agentsnapignore``, the store's ``world.ignore``), for the path or a directory above it."""
+        rel = self._tree_path(path)
+        if rel is None:
+            return f"outside the tree {self.root}"
+        return self._left_out(self._ignore(), rel, (self.root / rel).is_dir()) if rel else None
+
+    def left_out_within(self, path: str | os.PathLike[str], limit: int = 1000) -> list[tuple[str, str]]:
+        """What under the directory ``path`` a snapshot of this tree would not hold, as ``(path in the tree,
+        reason)``: each left-out directory once (not its contents), each left-out file; at most ``limit`` entries.
+        A command that deletes ``path`` takes these with it, and no snapshot brings them back. The store itself
+        (and a worktree's link file) is not listed."""
+        rel = self._tree_path(path)
+        if rel is None:
+            return [(str(path), f"outside the tree {self.root}")]
+        ignore = self._ignore()
+        top = self._left_out(ignore, rel, True) if rel else None
+        if top is not None:
+            return [(rel, top)]
+        out: list[tuple[str, str]] = []
+        todo = [rel]
+        while todo and len(out) < limit:
+            folder = todo.pop()
+            try:
+                with os.scandir(self.root / folder if folder else self.root) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                sub = f"{folder}/{entry.name}" if folder else entry.name
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if sub in ignore.always or sub.endswith("/.agentsnap"):
+                    continue
+                why = self._left_out(ignore, sub, is_dir, parents=False)
+                if why is not None:
+                    out.append((sub, why))
+                elif is_dir:
+                    todo.append(sub)
+        return out[:limit]
+
+    def _tree_path(self, path: str | os.PathLike[str]) -> str | None:
+        """``path`` (absolute, or relative to the tree) as a path in the tree ('' for the root; None: outside)."""
         given = Path(path)
         full = given if given.is_absolute() else self.root / given
-        here = Path(os.path.realpath(full.parent)) / full.name  # (a link named last is captured as a link)
+        here = (Path(os.path.realpath(full)) if full.name in ("", ".", "..")
+                else Path(os.path.realpath(full.parent)) / full.name)  # (a link named last is captured as a link)
         try:
             rel = here.relative_to(os.path.realpath(self.root)).as_posix()
         except ValueError:
-            return f"outside the tree {self.root}"
-        if rel in ("", "."):
             return None
-        ignore = self._ignore()
+        return "" if rel == "." else rel
+
+    @staticmethod
+    def _left_out(ignore: world.Ignore, rel: str, is_dir: bool, parents: bool = True) -> str | None:
         parts = rel.split("/")
-        for i in range(1, len(parts) + 1):
-            sub, is_dir = "/".join(parts[:i]), i < len(parts) or full.is_dir()
-            if not ignore.ignored(sub, is_dir):
+        for i in range(1 if parents else len(parts), len(parts) + 1):
+            sub, sub_dir = "/".join(parts[:i]), i < len(parts) or is_dir
+            if not ignore.ignored(sub, sub_dir):
                 continue
             where = "" if sub == rel else f" (in {sub}/)"
             if sub in ignore.always or sub.endswith("/.agentsnap"):
