@@ -66,6 +66,7 @@ RULES: dict[str, str] = {
     "patch": "patch / git apply rewrite files",
     "formatter": "formatters and fixers that rewrite files in place (black, ruff format, prettier --write, gofmt -w, pre-commit run, ...)",
     "move-out": "mv moves files out of the project (or to a place given by a variable)",
+    "container-mount": "docker / podman run with the project (or a folder of it) mounted writable: what runs inside can change any file",
     "unparsed": "could not understand the command (unbalanced quotes, a command named by a variable): snapshot rather than skip",
     "pattern": "matches a configured extra pattern",
 }
@@ -657,6 +658,55 @@ def _build_goals(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     return "formatter" if any(_BUILD_FORMAT_GOAL.match(a) for a in args if not a.startswith("-")) else None
 
 
+_CONTAINER_VALUED = {"-e", "--env", "--env-file", "--name", "-w", "--workdir", "-u", "--user", "-p", "--publish", "--network",
+                     "--entrypoint", "-h", "--hostname", "--platform", "--label", "-l", "--cpus", "-m", "--memory", "--gpus",
+                     "--add-host", "--dns", "--pull", "--restart", "--stop-signal", "--shm-size", "--ulimit", "--cap-add",
+                     "--cap-drop", "--device", "--tmpfs", "--security-opt", "--log-driver", "--log-opt", "--ipc", "--pid"}
+
+
+def _container(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
+    """``docker run -v "$PWD":/src img make``: a bind mount of the project (or part of it), not read-only."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):  # docker --context x run / podman --remote run
+        i += 2 if args[i] in ("-c", "--context", "-H", "--host", "--config", "--log-level", "--url", "--connection") else 1
+    if i >= len(args) or args[i] not in ("run", "create") and args[i:i + 2] != ["container", "run"]:
+        return None
+    rest = args[i + (2 if args[i] == "container" else 1):]
+    mounts: list[tuple[str, bool]] = []
+    j = 0
+    while j < len(rest) and rest[j].startswith("-"):
+        opt, _, value = rest[j].partition("=")
+        if opt in ("-v", "--volume", "--mount"):
+            if not value:
+                j += 1
+                value = rest[j] if j < len(rest) else ""
+            if opt == "--mount":
+                fields = dict(f.partition("=")[::2] for f in value.split(","))
+                if fields.get("type", "volume") == "bind":
+                    ro = "readonly" in fields or "ro" in fields or fields.get("readonly") == "true"
+                    mounts.append((fields.get("source") or fields.get("src") or "", ro))
+            else:
+                parts = value.split(":")
+                mounts.append((parts[0], len(parts) > 2 and "ro" in parts[2].split(",")))
+        elif opt.startswith("-v") and len(opt) > 2:  # -v$PWD:/src
+            parts = opt[2:].split(":")
+            mounts.append((parts[0], len(parts) > 2 and "ro" in parts[2].split(",")))
+        elif opt in _CONTAINER_VALUED and not value:
+            j += 1
+        j += 1
+    for source, read_only in mounts:
+        if read_only or not source:
+            continue
+        if "/" not in source and "$" not in source and "`" not in source and not source.startswith((".", "~")):
+            continue  # a named volume (data:/var/lib/x), not a folder of the project
+        if m.cwd is None or not source.startswith("/"):  # ., $PWD, $(pwd), ~/x: relative to where it runs, or unknown
+            return "container-mount"
+        here, there = os.path.realpath(m.cwd), os.path.realpath(source)
+        if there == here or there.startswith(here + "/") or here.startswith(there.rstrip("/") + "/"):
+            return "container-mount"
+    return None
+
+
 def _simple(rule: str) -> Callable[[Matcher, list[str], bool], str | None]:
     def check(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         return rule if via_xargs or [a for a in args if not a.startswith("-")] else None
@@ -749,6 +799,7 @@ _RULE_FUNCS = {
     **{name: _subcommands({"fmt": _fmt_unless("-check", "--check", "-write", "--write")}) for name in ("terraform", "tofu", "packer")},
     "golangci-lint": _subcommands({"run": _fmt_when("--fix"), "fmt": _fmt_unless("--diff")}),
     **{name: _build_goals for name in ("gradle", "gradlew", "mvn", "mvnw")},
+    **{name: _container for name in ("docker", "podman", "nerdctl")},
     "pre-commit": _pre_commit,
     "prek": _pre_commit,
     **{name: (lambda n: lambda m, a, x: _formatter(m, a, x, n))(name) for name in _FORMATTERS},
