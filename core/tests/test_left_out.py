@@ -28,12 +28,19 @@ def repo(tmp_path: Path) -> Repo:
     r.close()
 
 
-def test_left_out_agrees_with_what_a_snapshot_holds(repo: Repo) -> None:
+@pytest.mark.parametrize("vault", ["on", "off"])
+def test_left_out_agrees_with_what_a_restore_brings_back(repo: Repo, vault: str) -> None:
+    """Every file is deleted after the snapshot; the restore brings back exactly the files left_out says it holds."""
+    repo.refs.set_config("world.vault", vault)
     snap = repo.snapshot("all")
-    held = {e[0] for e in repo.world_entries(snap) if e[1] == "f"}
     files = sorted(p.relative_to(repo.root).as_posix() for p in repo.root.rglob("*") if p.is_file() and ".agentsnap" not in p.parts)
-    assert {f for f in files if repo.left_out(f) is None} == held
-    assert held == {"src/app.py", "docs/readme.md", "keep/.env.example", ".agentsnapignore"}
+    for f in files:
+        (repo.root / f).unlink()
+    repo.restore(snap.id)
+    back = {f for f in files if (repo.root / f).is_file()}
+    assert {f for f in files if repo.left_out(f) is None} == back
+    expected = {"src/app.py", "docs/readme.md", "keep/.env.example", ".agentsnapignore"} | ({".env"} if vault == "on" else set())
+    assert back == expected
 
 
 @pytest.mark.parametrize(("path", "why"), [
@@ -41,13 +48,22 @@ def test_left_out_agrees_with_what_a_snapshot_holds(repo: Repo) -> None:
     ("data/new/later.txt", "ignored by .agentsnapignore or the store's world.ignore setting (in data/)"),
     ("notes.local.md", "ignored by .agentsnapignore or the store's world.ignore setting"),
     ("build/out.bin", "ignored by .agentsnapignore or the store's world.ignore setting (in build/)"),
-    (".env", "a credential file, not captured unless world.include_secrets is true"),
     (".git/config", "a .git directory, not captured unless world.include_git is true (in .git/)"),
     (".agentsnap/refs.db", "inside a store (in .agentsnap/)"),
 ])
 def test_left_out_names_the_rule(repo: Repo, path: str, why: str) -> None:
     assert repo.left_out(path) == why
     assert repo.left_out(repo.root / path) == why  # absolute paths too
+
+
+def test_a_credential_file_is_left_out_only_when_the_vault_cannot_keep_it(repo: Repo) -> None:
+    assert repo.left_out(".env") is None  # out of the snapshot, kept by the local vault: a restore brings it back
+    (repo.root / "big.pem").write_bytes(b"-----BEGIN PRIVATE KEY-----\n" + b"A" * (16 * 1024 * 1024))
+    assert repo.left_out("big.pem") == ("a credential file, not captured unless world.include_secrets is true, and larger "
+                                        "than the 16 MiB the local vault keeps")
+    repo.refs.set_config("world.vault", "off")
+    assert repo.left_out(".env") == ("a credential file, not captured unless world.include_secrets is true, and the "
+                                     "local vault is off or needs the cryptography package")
 
 
 def test_a_path_outside_the_tree_or_a_new_captured_one(repo: Repo, tmp_path: Path) -> None:
@@ -59,8 +75,7 @@ def test_a_path_outside_the_tree_or_a_new_captured_one(repo: Repo, tmp_path: Pat
 
 
 def test_left_out_within_lists_what_a_delete_of_a_directory_takes_that_no_snapshot_holds(repo: Repo) -> None:
-    assert repo.left_out_within(".") == [
-        (".env", "a credential file, not captured unless world.include_secrets is true"),
+    assert repo.left_out_within(".") == [  # (.env: kept by the local vault)
         (".git", "a .git directory, not captured unless world.include_git is true"),
         ("build", "ignored by .agentsnapignore or the store's world.ignore setting"),
         ("data", "ignored by .agentsnapignore or the store's world.ignore setting"),

@@ -12,12 +12,12 @@ for files no snapshot held: such a command is now asked about, naming what canno
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from agentsnap_claude_code.cli import main as cc_cli
 from agentsnap_claude_code.hooks import run_hook
+from agentsnap_core import Repo
 from click.testing import CliRunner
 from conftest import payload, run_plugin_hook
 
@@ -65,12 +65,16 @@ def test_an_edit_inside_a_bulky_folder_left_out_says_so_through_the_real_hook(ho
     assert "f3.js" not in _points(project)
 
 
-def test_an_edit_of_a_secret_the_store_does_not_take_says_so(home: Path, project: Path, transcript: Path) -> None:
+def test_an_edit_of_a_secret_the_store_does_not_take_says_so_unless_the_vault_keeps_it(home: Path, project: Path,
+                                                                                         transcript: Path) -> None:
     (project / ".env").write_text("TOKEN=abc\n")
-    subprocess.run(["git", "-C", str(project), "status"], capture_output=True)
     (project / ".claude").mkdir(exist_ok=True)
     (project / ".claude" / "agentsnap.json").write_text(json.dumps({"capture_secrets": False}))
-    out = json.loads(run_hook(payload(project, transcript, "PreToolUse", **_edit(project, ".env"))).stdout or "{}")
+    edit = payload(project, transcript, "PreToolUse", **_edit(project, ".env"))
+    assert run_hook(edit).stdout == ""  # left out of the snapshot, kept by the local vault: undoable, in silence
+    with Repo.open(project) as repo:
+        repo.refs.set_config("world.vault", "off")
+    out = json.loads(run_hook(edit).stdout or "{}")
     assert "a credential file, not captured unless world.include_secrets is true" in out.get("systemMessage", ""), out
 
 

@@ -779,12 +779,13 @@ class Repo:
         """Why a snapshot of this tree would not hold ``path`` (None: it would): a tool that promises an undo of a
         change to ``path`` asks first (the Claude Code plugin before an ``Edit``). ``path`` is relative to the tree
         (or absolute); it need not exist. The reason names the rule: outside the tree, the store, ``.git`` (not
-        captured unless ``world.include_git``), a credential file (unless ``world.include_secrets``), or the ignore
-        rules (``.agentsnapignore``, the store's ``world.ignore``), for the path or a directory above it."""
+        captured unless ``world.include_git``), a credential file (unless ``world.include_secrets``, or the local vault
+        keeps it: a restore brings those back), or the ignore rules (``.agentsnapignore``, the store's
+        ``world.ignore``), for the path or a directory above it."""
         rel = self._tree_path(path)
         if rel is None:
             return f"outside the tree {self.root}"
-        return self._left_out(self._ignore(), rel, (self.root / rel).is_dir()) if rel else None
+        return self._left_out(self._ignore(), rel, (self.root / rel).is_dir(), self._vault_keeps()) if rel else None
 
     def left_out_within(self, path: str | os.PathLike[str], limit: int = 1000) -> list[tuple[str, str]]:
         """What under the directory ``path`` a snapshot of this tree would not hold, as ``(path in the tree,
@@ -794,8 +795,8 @@ class Repo:
         rel = self._tree_path(path)
         if rel is None:
             return [(str(path), f"outside the tree {self.root}")]
-        ignore = self._ignore()
-        top = self._left_out(ignore, rel, True) if rel else None
+        ignore, keeps = self._ignore(), self._vault_keeps()
+        top = self._left_out(ignore, rel, True, keeps) if rel else None
         if top is not None:
             return [(rel, top)]
         out: list[tuple[str, str]] = []
@@ -812,7 +813,7 @@ class Repo:
                 is_dir = entry.is_dir(follow_symlinks=False)
                 if sub in ignore.always or sub.endswith("/.agentsnap"):
                     continue
-                why = self._left_out(ignore, sub, is_dir, parents=False)
+                why = self._left_out(ignore, sub, is_dir, keeps, parents=False)
                 if why is not None:
                     out.append((sub, why))
                 elif is_dir:
@@ -831,8 +832,24 @@ class Repo:
             return None
         return "" if rel == "." else rel
 
+    def _vault_keeps(self) -> Callable[[str], str | None]:
+        """For a credential file the snapshot leaves out: None when the local vault keeps it (a restore brings it
+        back), else why not."""
+        if not vault.enabled(self):
+            return lambda rel: "the local vault is off or needs the cryptography package"
+
+        def keeps(rel: str) -> str | None:
+            try:
+                big = os.lstat(self.root / rel).st_size > vault.MAX_FILE
+            except OSError:
+                big = False  # (not there yet: kept when it is made)
+            return f"larger than the {vault.MAX_FILE >> 20} MiB the local vault keeps" if big else None
+
+        return keeps
+
     @staticmethod
-    def _left_out(ignore: world.Ignore, rel: str, is_dir: bool, parents: bool = True) -> str | None:
+    def _left_out(ignore: world.Ignore, rel: str, is_dir: bool, keeps: Callable[[str], str | None],
+                  parents: bool = True) -> str | None:
         parts = rel.split("/")
         for i in range(1 if parents else len(parts), len(parts) + 1):
             sub, sub_dir = "/".join(parts[:i]), i < len(parts) or is_dir
@@ -844,7 +861,10 @@ class Repo:
             if sub in ignore.git_dirs:
                 return f"a .git directory, not captured unless world.include_git is true{where}"
             if sub in ignore.left_out:
-                return f"a credential file, not captured unless world.include_secrets is true{where}"
+                why_not = keeps(sub)
+                if why_not is None:
+                    return None  # out of the snapshot, in the local vault: a restore brings it back
+                return f"a credential file, not captured unless world.include_secrets is true, and {why_not}{where}"
             return f"ignored by .agentsnapignore or the store's world.ignore setting{where}"
         return None
 
