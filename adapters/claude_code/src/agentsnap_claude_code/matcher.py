@@ -56,7 +56,8 @@ RULES: dict[str, str] = {
     "dd": "dd of=FILE overwrites a file",
     "rsync-delete": "rsync --delete removes files at the destination",
     "sql-drop": "DROP / TRUNCATE / unconditional DELETE through a SQL client",
-    "script-delete": "python/node one-liners and heredoc scripts that delete or write files (rmtree, os.remove, open(..., 'w'))",
+    "script-delete": "python/node one-liners and heredoc scripts that delete or write files (rmtree, os.remove, open(..., 'w'), "
+                     "Path.rename, df.to_csv, np.save, savefig, shutil.copy, SQL DELETE/UPDATE/DROP through a driver)",
     "tee": "tee (without -a) onto an existing file",
     "git-rm": "git rm deletes files from the working tree",
     "git-branch-delete": "git branch -D / git worktree remove / git tag -d / git update-ref -d",
@@ -515,8 +516,13 @@ def _perl(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
 
 _SCRIPT_DELETE = re.compile(
     r"rmtree|os\.(remove|unlink|rmdir|rename|replace|truncate)|\.unlink\(|fs\.(rm|rmSync|unlink|unlinkSync|rmdir|writeFileSync|writeFile)\b|\.(rmSync|unlinkSync|rmdirSync|writeFileSync|truncateSync|renameSync)\("
-    r"|File\.delete|unlink\s*\(|\bopen\s*\([^)]*,\s*(mode\s*=\s*)?[\"'][wx]|\.write_(text|bytes)\(|shutil\.move|File\.write"
-)
+    r"|File\.delete|unlink\s*\(|\bopen\s*\([^)]*,\s*(mode\s*=\s*)?[\"'](w|x|r\+|rb\+)|\.write_(text|bytes)\(|shutil\.move|File\.write"
+    # Path("out.txt").open("w"); Path.rename; pandas / numpy / matplotlib writers (df.to_csv("data.csv") rewrites the
+    # data it read); shutil's copies onto existing files; SQL that changes a database file through a driver
+    r"|\.open\s*\(\s*(mode\s*=\s*)?[\"'](w|x|r\+|rb\+)|\.rename\(|\.to_(csv|parquet|excel|json|pickle|feather|hdf|sql|stata|orc|xml)\s*\("
+    r"|\bnp\.(save|savez|savez_compressed|savetxt)\s*\(|\bnumpy\.(save|savez|savetxt)\s*\(|\.tofile\(|\.savefig\(|\bimsave\("
+    r"|shutil\.(copy|copy2|copyfile|copytree)\s*\(|\.execute(many|script)?\s*\(\s*[rbuf]*[\"']{1,3}\s*(drop|delete|truncate|update|alter|replace)\b"
+    , re.I)
 
 
 def _script(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
