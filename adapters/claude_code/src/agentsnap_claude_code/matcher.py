@@ -454,6 +454,8 @@ def _git(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         return "git-stash-drop"
     if sub == "rm" and "--cached" not in rest and not ({"n"} & flags or "--dry-run" in rest):
         return "git-rm"
+    if sub == "mv" and ("f" in flags or "--force" in rest) and not ({"n"} & flags or "--dry-run" in rest):
+        return "overwrite"  # git mv -f onto a file that exists
     if sub == "apply" and not ({"--check", "--stat", "--numstat", "--summary", "--cached", "--index"} & set(rest)):
         return "patch"
     if sub in ("am", "cherry-pick", "revert", "merge", "rebase", "pull") and "--abort" not in rest:
@@ -713,6 +715,49 @@ def _container(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
     return None
 
 
+def _output_onto(*options: str) -> Callable[[Matcher, list[str], bool], str | None]:
+    """A tool writing the file an option names (``iconv -o F``, ``openssl ... -out F``, ``gpg -o F``): over an existing one."""
+
+    def check(m: Matcher, a: list[str], x: bool) -> str | None:
+        target = _option_value(a, options)
+        if target is None:
+            target = next((w[len(o):] for w in a for o in options if not o.startswith("--") and w.startswith(o) and len(w) > len(o)), None)
+        return "overwrite" if target is not None and target != "-" and m._exists(target) else None
+
+    return check
+
+
+def _last_operand_onto(needs: str = "") -> Callable[[Matcher, list[str], bool], str | None]:
+    """``convert in.png out.png`` / ``ffmpeg -y -i in out``: the last operand is written (ffmpeg only with ``-y``)."""
+
+    def check(m: Matcher, a: list[str], x: bool) -> str | None:
+        operands = [w for w in a if not w.startswith("-")]
+        if needs and needs not in a or len(operands) < (1 if needs else 2):
+            return None
+        return "overwrite" if m._exists(operands[-1]) else None
+
+    return check
+
+
+def _in_place_unless(*flags: str) -> Callable[[Matcher, list[str], bool], str | None]:
+    """``dos2unix FILE`` rewrites FILE unless told to write a new one (``-n IN OUT``)."""
+    return lambda m, a, x: None if {*flags, "--help", "--version"} & set(a) else _simple("in-place-edit")(m, a, x)
+
+
+def _compressor(keeps_by_default: bool) -> Callable[[Matcher, list[str], bool], str | None]:
+    """gzip / xz / bzip2 (and their un- forms) replace the file they are given; zstd and lz4 only with ``--rm``."""
+
+    def check(m: Matcher, a: list[str], x: bool) -> str | None:
+        flags = _flags(a) | {w for w in a if w.startswith("--")}
+        if keeps_by_default and "--rm" not in a:
+            return None
+        if flags & {"c", "k", "t", "l", "h", "V", "--stdout", "--to-stdout", "--keep", "--test", "--list", "--help", "--version"}:
+            return None
+        return "overwrite" if x or [w for w in a if not w.startswith("-")] else None
+
+    return check
+
+
 def _simple(rule: str) -> Callable[[Matcher, list[str], bool], str | None]:
     def check(m: Matcher, args: list[str], via_xargs: bool) -> str | None:
         return rule if via_xargs or [a for a in args if not a.startswith("-")] else None
@@ -806,6 +851,17 @@ _RULE_FUNCS = {
     "golangci-lint": _subcommands({"run": _fmt_when("--fix"), "fmt": _fmt_unless("--diff")}),
     **{name: _build_goals for name in ("gradle", "gradlew", "mvn", "mvnw")},
     **{name: _container for name in ("docker", "podman", "nerdctl")},
+    # editors run from a script, converters and compressors that rewrite or replace the files they are given
+    **{name: _simple("in-place-edit") for name in ("vim", "vi", "nvim", "ex", "ed", "mogrify")},
+    **{name: _in_place_unless("-n", "--newfile", "-i", "--info") for name in ("dos2unix", "unix2dos", "mac2unix", "unix2mac")},
+    **{name: _compressor(False) for name in ("gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "lzma", "unlzma", "compress", "uncompress")},
+    **{name: _compressor(True) for name in ("zstd", "unzstd", "lz4")},
+    "iconv": _output_onto("-o", "--output"),
+    "openssl": _output_onto("-out"),
+    "gpg": _output_onto("-o", "--output"),
+    "pandoc": _output_onto("-o", "--output"),
+    "ffmpeg": _last_operand_onto("-y"),
+    **{name: _last_operand_onto() for name in ("convert", "magick")},
     "pre-commit": _pre_commit,
     "prek": _pre_commit,
     **{name: (lambda n: lambda m, a, x: _formatter(m, a, x, n))(name) for name in _FORMATTERS},
