@@ -15,6 +15,7 @@ import json
 import os
 import re
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -95,6 +96,15 @@ def _in_scope(scope: str, prefix: str | None) -> bool:
     return scope.startswith(prefix.rstrip("/"))
 
 
+def _in_delete_scope(scope: str, prefix: str | None) -> bool:
+    """The records ``delete(scope_prefix=...)`` takes: LanceDB 1.15's ``delete`` reads ``facts`` as ``/facts`` (as its
+    ``list_records``, ``count`` and ``get_scope_info`` do, and as ``Memory`` writes scopes); a record stored under the
+    bare ``facts`` (written without a root scope) is taken too, as before."""
+    if _in_scope(scope, prefix):
+        return True
+    return prefix is not None and not prefix.startswith("/") and _in_scope(scope, "/" + prefix)
+
+
 def _matches(row: Row, categories: list[str] | None, metadata_filter: dict[str, Any] | None) -> bool:
     if categories and not any(c in row["categories"] for c in categories):
         return False
@@ -131,6 +141,7 @@ class AgentsnapStorage:
         self._vector_dim = vector_dim or 0
         self._base: str | None = None
         self._offset = 0  # journal bytes already applied to ``_rows``
+        self._generation: bytes | None = None  # the journal generation ``_offset`` counts in (see _catch_up)
         self._lock_file: Any = None
         self._depth = 0
         with self._locked():  # loads the branch head and replays the journal
@@ -182,12 +193,19 @@ class AgentsnapStorage:
                     fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
 
     def _catch_up(self) -> None:
+        # A journal emptied by another writer (its snapshot, restore or merge) can have grown past this storage's
+        # offset again before this storage looks: neither the head (a restore of the head itself leaves it) nor the
+        # size then tells. The generation does: every emptying writes a new one into the lock file (under the lock).
         head = self.repo.refs.get_ref(self.ref)
-        if head != self._base or self._journal_size() < self._offset:
+        generation = self._read_generation()
+        if head != self._base or generation != self._generation or self._journal_size() < self._offset:
             rows = rows_from_payload(_memory_part(self.repo.read_layer(head, "state"))) if head else {}
             self._load(rows)
-            self._base, self._offset = head, 0
+            self._base, self._offset, self._generation = head, 0, generation
         self._replay_journal()
+
+    def _read_generation(self) -> bytes:
+        return os.pread(self._lock_file.fileno(), 64, 0)
 
     def _journal_size(self) -> int:
         try:
@@ -226,9 +244,14 @@ class AgentsnapStorage:
         self._offset += done
 
     def _clear_journal(self) -> None:
-        with open(self._journal_path, "wb"):  # truncate: other writers see the size drop and reload the head
+        """Empty the journal (the caller holds the lock); other writers reload the head at their next operation."""
+        generation = uuid.uuid4().hex.encode()
+        fd = self._lock_file.fileno()
+        os.ftruncate(fd, 0)  # the new generation first: a crash after it only makes the others reload
+        os.write(fd, generation)  # (opened for appending: lands at 0 after the truncation)
+        with open(self._journal_path, "wb"):
             pass
-        self._offset = 0
+        self._offset, self._generation = 0, generation
 
     def _apply(self, op: str, arg: Any) -> None:
         if op == "put":
@@ -340,8 +363,10 @@ class AgentsnapStorage:
         """Delete matching records; returns how many were deleted.
 
         ``record_ids`` alone deletes exactly those ids (other criteria are then ignored, as in
-        LanceDB); otherwise every given criterion must match. Unlike LanceDB 1.15, a scope
-        prefix does not also delete records in the root scope ``/``.
+        LanceDB); otherwise every given criterion must match. A scope prefix without its leading
+        ``/`` names the same scope as with it (``"facts"`` = ``"/facts"``, as LanceDB's delete and
+        ``list_records`` read it). Unlike LanceDB 1.15, a scope prefix does not also delete records
+        in the root scope ``/``.
         """
         if isinstance(record_ids, (str, bytes)):  # iterating it would delete the records named by its characters
             raise InvalidInput(f"record_ids must be a list of record ids, not a {type(record_ids).__name__} "
@@ -354,7 +379,7 @@ class AgentsnapStorage:
                 ids = [
                     rid
                     for rid, row in self._rows.items()
-                    if _in_scope(row["scope"], scope_prefix)
+                    if _in_delete_scope(row["scope"], scope_prefix)
                     and _matches(row, categories, metadata_filter)
                     and (cutoff is None or row["created_at"] < cutoff)
                 ]
