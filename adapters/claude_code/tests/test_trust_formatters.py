@@ -122,6 +122,9 @@ commands =
 
 [testenv:py3{11,12}-docs]
 commands = sphinx-build docs build/docs
+
+[testenv:style]
+commands = {[testenv:fix]commands}
 """
 
 
@@ -137,7 +140,7 @@ def runners(tmp_path: Path) -> Path:
     ("nox -s tests blacken", "formatter"), ("nox -k 'not tests'", "formatter"), ("uv run nox -s format", "formatter"),
     ("python -m nox -e format", "formatter"), ("nox -s clean", "script-delete"), ("tox -e fix", "formatter"),
     ("tox -e py311,fix", "formatter"), ("tox run -e fix", "formatter"), ("tox -e ALL", "formatter"),
-    ("tox p -e fix", "formatter"),
+    ("tox p -e fix", "formatter"), ("tox -e style", "formatter"),
 ])
 def test_a_session_the_noxfile_or_tox_ini_names_is_judged_by_its_commands(runners: Path, command: str, rule: str) -> None:
     assert rule in {f.rule for f in Matcher(cwd=str(runners)).findings(command)}

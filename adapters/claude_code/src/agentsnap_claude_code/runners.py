@@ -144,7 +144,10 @@ def tox_commands(cwd: str, args: list[str], read) -> list[str]:
         for name in chosen:
             body = sections.get(name, {})
             for key in ("commands_pre", "commands", "commands_post"):
-                for line in (body.get(key) or "").splitlines():
+                text = body.get(key) or ""
+                for _ in range(4):  # {[testenv:lint]commands}: another section's value, as tox substitutes it
+                    text = re.sub(r"\{\[([^\]]+)\]([\w-]+)\}", lambda m: sections.get(m.group(1), {}).get(m.group(2), ""), text)
+                for line in text.splitlines():
                     line = re.sub(r"^[\w!.,{}-]+:\s+", "", line.strip())  # lint: ruff check --fix (a factor condition)
                     line = re.sub(r"\{[^{}]*\}", OPERAND, line).lstrip("-!").strip()
                     if line and not line.startswith("#"):
