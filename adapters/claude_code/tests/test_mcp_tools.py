@@ -49,6 +49,10 @@ def test_the_plugins_matcher_leaves_other_tools_alone_whole_names_only(tool: str
     ("mcp__fs__read_file", False), ("mcp__fs__read_multiple_files", False), ("mcp__fs__list_directory", False),
     ("mcp__fs__get_file_info", False), ("mcp__fs__search_files", False), ("mcp__github__getIssue", False),
     ("mcp__fetch__fetch", False),
+    # a reading first word and a destroying one later (each read-only before)
+    ("mcp__x__read_then_clear", True), ("mcp__x__get_and_purge", True), ("mcp__x__search_and_destroy", True),
+    ("mcp__x__list_and_prune", True), ("mcp__x__findAndWipe", True), ("mcp__x__query_and_erase", True),
+    ("mcp__x__check_and_cleanup", True), ("mcp__x__get_and_stash", True),
 ])
 def test_the_name_rule_takes_only_reading_names_as_read_only(tool: str, changes: bool) -> None:
     assert may_change_files(tool) is changes

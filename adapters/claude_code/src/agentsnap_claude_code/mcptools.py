@@ -33,7 +33,11 @@ READ_VERBS = frozenset(
 WRITE_WORDS = frozenset(
     "write edit create delete remove move rename update set put save patch apply replace insert append upload copy"
     " mkdir rm touch exec execute run install commit push reset clean format fix modify change add drop truncate"
-    " overwrite generate download extract import sync merge revert checkout restore".split()
+    " overwrite generate download extract import sync merge revert checkout restore"
+    # (a reading first word with one of these still destroys: read_then_clear, search_and_destroy, list_and_prune)
+    " clear purge destroy prune erase wipe unlink rmdir discard empty flush rewrite refactor convert transform"
+    " substitute strip trim cleanup squash rebase amend stash upsert store persist compress decompress unzip zip"
+    " archive encrypt decrypt rollback undo redo".split()
 )
 
 
