@@ -43,6 +43,8 @@ class ThreadVerbs:
 
         def _check_usable(self) -> None: ...
 
+        def _drop_pruned(self) -> None: ...
+
         def _queue(self, ref: str, snap: str, cid: str, parents: Sequence[str]) -> None: ...
 
         def _write_snapshot(
@@ -285,6 +287,7 @@ class ThreadVerbs:
         """The agentsnap snapshot id of the checkpoint ``config`` names (or the thread's newest); flushes first,
         so the snapshot is in the store."""
         self.flush()
+        self._drop_pruned()  # (a checkpoint agentsnap prune marked: its files and values are gc's)
         conf = config["configurable"]
         row = self.index.get_row(str(conf["thread_id"]), conf.get("checkpoint_ns", "") or "", get_checkpoint_id(config))
         if row is None:
@@ -340,6 +343,7 @@ class ThreadVerbs:
                 f"namespace {ns!r}: pass the parent graph's config (graph.get_state(config).config, or a state from "
                 "get_state_history), from which LangGraph replays the subgraph"
             )
+        self._drop_pruned()  # a checkpoint agentsnap prune marked is not forked (its values are gc's)
         row = self.index.get_row(thread_id, "", get_checkpoint_id(config))
         if row is None:
             raise UnknownSnapshot(f"LangGraph checkpoint {thread_id}/{conf.get('checkpoint_id', 'latest')}")

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from agentsnap_core.errors import RefConflict
+from agentsnap_core.errors import AgentSnapError, RefConflict
 from agentsnap_core.repository import journals
 from agentsnap_core.store import RefUpdate, SnapshotRow
 from langgraph.checkpoint.base import WRITES_IDX_MAP
@@ -50,7 +50,7 @@ class CarriedWrites:
 
         def _write_snapshot(self, state_doc: dict[str, Any], channels: ChannelMap, parents: list[str],
                             meta: dict[str, Any], world_rec: dict[str, Any] | None, defer: bool = False,
-                            message: str | None = None) -> Written: ...
+                            message: str | None = None, keep: Sequence[str] = ()) -> Written: ...
 
         def _index_snapshots(self, rows: list[SnapshotRow]) -> None: ...
 
@@ -193,7 +193,13 @@ class CarriedWrites:
                 meta = {"thread_id": thread_id, "checkpoint_id": cid, "writes_of": cid, "step": step,
                         "stopped": stop, "writes": len(writes)}
                 at = f" step {step}" if isinstance(step, int) else ""
-                snap = self._write_snapshot(doc, {}, parents, {k: v for k, v in meta.items() if v is not None}, None,
+                # the branch names this snapshot, not the checkpoints it stopped at: agentsnap prune protects what a
+                # ref names, so those checkpoints were pruned and gc took their values (the thread's newest checkpoint,
+                # its question with it, was gone). Their objects are listed here and their files are this snapshot's,
+                # so they stay while the branch is here; _drop_pruned keeps their rows (held_by_a_stop)
+                keep, world_rec = _layers_of(self.repo, parents)
+                snap = self._write_snapshot(doc, {}, parents, {k: v for k, v in meta.items() if v is not None},
+                                            world_rec, keep=keep,
                                             message=f"langgraph {thread_id}{at}: stopped ({stop}), its pending writes")
                 made.append((thread_id, name, snap.id, current))
                 rows.append(snap.row)
@@ -226,6 +232,34 @@ class CarriedWrites:
         """``{thread: writes snapshot}`` whose writes this index already holds."""
         return {str(k)[len(CARRIED):]: str(v) for k, v in
                 db.execute("SELECT key, value FROM lg_meta WHERE key LIKE ?", (CARRIED + "%",)).fetchall()}
+
+
+def _layers_of(repo: Repo, snapshots: Sequence[str]) -> tuple[list[str], dict[str, Any] | None]:
+    """The objects the state layers of ``snapshots`` (checkpoints) name, and the files of the first one."""
+    keep: set[str] = set()
+    world_rec = None
+    for i, oid in enumerate(snapshots):
+        layers = repo.manifest(oid).get("layers") or {}
+        state = layers.get("state") or {}
+        keep.update(x for x in [state.get("content"), *(state.get("refs") or [])] if isinstance(x, str))
+        if i == 0 and isinstance(layers.get("world"), dict):
+            world_rec = dict(layers["world"])
+    return sorted(keep), world_rec
+
+
+def held_by_a_stop(repo: Repo, thread_id: str) -> set[str]:
+    """The checkpoint snapshots a thread's branch holds through the stopped run's writes snapshot at its tip (the
+    checkpoint it stopped at and its stopped subgraphs'), or none when the tip is a checkpoint."""
+    tip = repo.refs.get_ref(thread_ref(thread_id, ""))
+    if tip is None:
+        return set()
+    try:
+        manifest = repo.manifest(tip)
+    except AgentSnapError:  # (a tip that cannot be read: nothing is held)
+        return set()
+    if not (manifest.get("meta") or {}).get("writes_of"):
+        return set()
+    return {p for p in manifest.get("parents") or [] if isinstance(p, str)}
 
 
 def _recorded(manifest: dict[str, Any], count: int) -> bool:

@@ -80,7 +80,7 @@ from ._store import (
 )
 from ._threads import ThreadVerbs
 from ._typed import expand, shrink
-from ._writes import CARRIED, WRITES_FORMAT, CarriedWrites, adopted_writes, subgraph_tips
+from ._writes import CARRIED, WRITES_FORMAT, CarriedWrites, adopted_writes, held_by_a_stop, subgraph_tips
 
 #: seconds during which a value this process stored is trusted to be present (well under gc's grace period)
 REWRITE_AFTER = 600.0
@@ -703,13 +703,17 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
             for i in range(0, len(marks), 500):
                 part = marks[i : i + 500]
                 victims += db.execute(
-                    "SELECT thread_id, checkpoint_ns, checkpoint_id FROM lg_checkpoints "
+                    "SELECT thread_id, checkpoint_ns, checkpoint_id, snapshot FROM lg_checkpoints "
                     f"WHERE snapshot IN ({','.join('?' * len(part))})",
                     part,
                 ).fetchall()
+        # a thread stopped at an interrupt (or a failed node) has its writes snapshot at its branch's tip, not the
+        # checkpoint: prune protects what refs name, so it marked the thread's newest checkpoint dead too. Those rows
+        # stay (their objects are the writes snapshot's: _writes._layers_of) until the thread moves on
+        held = {t: held_by_a_stop(self.repo, t) for t in {str(v[0]) for v in victims}}
+        victims = [(v[0], v[1], v[2]) for v in victims if str(v[3]) not in held[str(v[0])]]
         if not victims:
             return
-        victims = [tuple(v) for v in victims]
         with self.index.tx() as db:
             db.executemany("DELETE FROM lg_writes WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id=?", victims)
             db.executemany(
@@ -917,13 +921,15 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         world_rec: dict[str, Any] | None,
         defer: bool = False,
         message: str | None = None,
+        keep: Sequence[str] = (),
     ) -> Written:
         """Build a checkpoint's state document and manifest; write them now, or (``defer``) leave their
-        bytes to the caller, who keeps them in the index row until :meth:`flush` writes them."""
+        bytes to the caller, who keeps them in the index row until :meth:`flush` writes them. ``keep``: further
+        objects the state layer lists (so gc keeps them while this snapshot is live)."""
         objects = self.repo.objects
         state_bytes = pack(state_doc)
         state_oid = content.put_bytes(None if defer else objects, state_bytes)
-        blob_ids = sorted({oid for _v, _t, oid in channels.values() if oid})
+        blob_ids = sorted({oid for _v, _t, oid in channels.values() if oid} | set(keep))
         layers: dict[str, Any] = {"state": {"content": state_oid, "refs": blob_ids}}
         if world_rec is not None:
             layers["world"] = world_rec
@@ -1034,6 +1040,8 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
         thread_id = str(conf["thread_id"])
         ns = conf.get("checkpoint_ns", "") or ""
         checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:  # one `agentsnap prune` marked since the saver opened is gone, as from list() (gc reclaims
+            self._drop_pruned()  # its values: a replay of it stored checkpoints naming them). A thread's newest is kept
         row = self.index.get_row(thread_id, ns, checkpoint_id)
         if row is None:
             return None
