@@ -1318,6 +1318,61 @@ def materialize(
             raise exc
     # 1. remove what the target does not have, or has with another kind (deepest first)
     gone = [p for p, old in cur.items() if (t := tgt.get(p)) is None or t[1] != old[1]]
+    # a read-only directory (chmod a-w vendor/) whose entries change is opened for its owner meanwhile, before
+    # anything is removed: not running as root, its unlink and the temp files beside it failed, and the restore
+    # rolled back. Each gets its snapshot's mode (or its own, when the snapshot has it so) at the end
+    opened = _open_directories(str(root), [*gone, *order])
+    done = False
+    try:
+        changes = _materialize_changes(store, root, cur, tgt, gone, order, kept, changes, progress)
+        done = True
+    finally:
+        for d, old_mode in opened.items():  # (a restore that failed leaves them as they were: its rollback follows)
+            try:
+                os.chmod(os.path.join(root, d) if d else root, tgt[d][2] if done and d in tgt else old_mode)
+            except FileNotFoundError:
+                pass  # (removed by the restore)
+    return changes
+
+
+def _open_directories(root: str, paths: list[str]) -> dict[str, int]:
+    """Make each existing, real parent directory of ``paths`` that its owner cannot write writable and searchable
+    for the restore; return ``{dir: its mode}``. A directory this process may not chmod (another user's) is refused
+    before anything is changed."""
+    opened: dict[str, int] = {}
+    seen: set[str] = set()
+    for p in paths:
+        parent = p.rsplit("/", 1)[0] if "/" in p else ""
+        if parent in seen:
+            continue
+        seen.add(parent)
+        full = os.path.join(root, parent) if parent else root
+        try:
+            st = os.lstat(full)
+        except OSError:
+            continue  # (made by the restore)
+        if not stat.S_ISDIR(st.st_mode) or (parent and through_a_link(root, parent + "/x")):
+            continue
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o300 == 0o300 or os.access(full, os.W_OK | os.X_OK):
+            continue
+        try:
+            os.chmod(full, mode | 0o300)
+        except PermissionError:
+            for d, m in opened.items():
+                os.chmod(os.path.join(root, d) if d else root, m)
+            exc = AgentSnapError(f"cannot restore into {parent or '.'!r}: the directory is read-only and not this "
+                                 "user's to make writable; nothing was changed")
+            exc.nothing_changed = True  # type: ignore[attr-defined]  # no rollback needed (Repo.restore)
+            raise exc from None
+        opened[parent] = mode
+    return opened
+
+
+def _materialize_changes(store: ObjectStore, root: Path, cur: dict[str, Entry], tgt: dict[str, Entry], gone: list[str],
+                         order: list[str], kept: dict[str, list[bytes]], changes: Changes,
+                         progress: Callable[[int], None] | None) -> Changes:
+    """Steps 1 and 2 of :func:`materialize` (its checks done, the directories it writes in opened)."""
     for p in sorted(gone, key=lambda s: s.count("/"), reverse=True):
         old, t = cur[p], tgt.get(p)
         full = os.path.join(root, p)
