@@ -81,3 +81,25 @@ def test_a_store_pushed_into_an_ignored_directory_survives_a_restore(tmp_path: P
     code, out, err = cli(tmp_path, "clone", (root / "team").as_uri(), "copy")
     assert code == 0, err
     assert (tmp_path / "copy" / "a.txt").read_text() == "base\n"
+
+
+@pytest.mark.parametrize("where", ["old", "sub/old"])
+def test_a_restore_to_a_directory_inside_the_tree_is_refused_and_nothing_is_made(tmp_path: Path, where: str) -> None:
+    """``agentsnap restore HEAD~1 --to old`` in the project (to compare with an older version) made ``old/`` in it:
+    the next snapshot captured the copy as the project's files and ``restore HEAD`` deleted it, as for worktrees."""
+    root = new_work(tmp_path, {"a.txt": "base\n", "sub/s.txt": "s\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    code, out, err = cli(root, "restore", "HEAD", "--to", where)
+    assert code == 2 and "Traceback" not in err, out + err  # before: exit 0, the copy made inside the tree
+    assert "restore --to" in err and "this working tree" in err and f"a line '{where}/' in .agentsnapignore" in err, err
+    assert not (root / where).exists()
+    assert "nothing changed" in cli(root, "status")[1]
+
+
+def test_a_restore_to_an_ignored_directory_or_outside_the_tree_is_made(tmp_path: Path) -> None:
+    root = new_work(tmp_path, {"a.txt": "base\n", ".agentsnapignore": "compare/\n"})
+    assert cli(root, "snapshot", "-m", "base")[0] == 0
+    for where in ("compare/v1", str(tmp_path / "elsewhere")):
+        code, out, err = cli(root, "restore", "HEAD", "--to", where)
+        assert code == 0, err
+        assert (Path(root / where) / "a.txt").read_text() == "base\n"

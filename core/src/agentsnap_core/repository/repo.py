@@ -1365,6 +1365,9 @@ class Repo:
         if to is not None:
             dest = Path(to).resolve()
             self._refuse_inside_store(dest, "restore --to")
+            inside = self.inside_tree_line(dest, "restore --to", snap.id[:12])  # (as fork --worktrees and push)
+            if inside is not None:
+                raise InvalidInput(inside)
             if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
                 raise TargetNotEmpty(str(to))
             if dry_run:
