@@ -81,3 +81,28 @@ def test_a_restore_does_not_send_more_out_nor_spend_more_than_the_live_interpret
     smaller.snapshot("smaller")
     report = restore(repo, "smaller", quiet, world=False)
     assert quiet.llm.max_budget == 0.25 and not report.notes
+
+
+def test_a_restore_does_not_take_the_computer_online(work, repo, interpreters):
+    """``computer.offline`` is the switch Open Interpreter 0.4.3's ``computer.display`` reads before it posts a
+    screenshot of the user's screen to ``computer.api_base`` (``find_text``, ``get_text_as_list_of_lists``, icon
+    search: interpreter/core/computer/display/display.py); nothing syncs it from ``interpreter.offline``. A stored
+    ``computer.offline=False`` (the framework's default) was restored over the user's ``True`` and listed among the
+    settings restored, with no note. Before the fix this test fails: the computer was online again."""
+    source = attach(interpreters(scripted({})), repo)
+    source.offline, source.computer.offline = True, False  # the interpreter offline, its computer not
+    source.snapshot("computer-online")
+    local = interpreters(scripted({}))
+    local.offline, local.computer.offline = True, True
+    report = restore(repo, "computer-online", local, world=False)
+    assert local.computer.offline is True
+    assert "computer.offline" in report.kept and "computer.offline" not in report.settings
+    assert any(note.startswith("computer.offline") and "trust_settings=True" in note for note in report.notes), \
+        report.notes
+    restore(repo, "computer-online", local, world=False, trust_settings=True)
+    assert local.computer.offline is False  # trusted: taken
+    offline = attach(interpreters(scripted({})), repo)
+    offline.computer.offline = True
+    offline.snapshot("computer-offline")
+    report = restore(repo, "computer-offline", local, world=False)  # as careful or more: restored, no note
+    assert local.computer.offline is True and "computer.offline" in report.settings and not report.notes

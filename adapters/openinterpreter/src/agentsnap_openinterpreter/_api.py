@@ -12,8 +12,10 @@ what came back and what did not.
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import sys
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -177,6 +179,9 @@ def attach(
     session = Session(interpreter, repo, classifier=classifier, effects=effects, on_divergence=on_divergence, replay=replay)
     if interpreter.messages:  # code that ran before attach(): keep it as cells read from the messages
         session.cells = _classified(session, cells_from_messages(interpreter.messages))
+        held = _held_conversation(interpreter)
+        if held:  # a snapshot taken before attach() named this conversation: go on with it
+            session.set_conversation(held)
     interpreter._agentsnap = session
 
     def _snapshot(name: str = "", *, world: bool = True, tag: str | None = None) -> Snapshot:
@@ -230,7 +235,7 @@ def capture_layers(interpreter: Any) -> dict[str, Any]:
     if isinstance(session, Session):
         cells, recorded, conversation = copy.deepcopy(session.cells), True, session.conversation
     else:
-        cells, recorded, conversation = cells_from_messages(interpreter.messages), False, None
+        cells, recorded, conversation = cells_from_messages(interpreter.messages), False, _loose_conversation(interpreter)
     state = {
         "format": STATE_FORMAT,
         "v": 1,
@@ -367,8 +372,9 @@ def restore_layers(interpreter: Any, layers: dict[str, Any], context: dict[str, 
     report.settings, kept, guarded = restore_settings(interpreter, state.get("settings", {}), session.trust_settings)
     report.kept = sorted(set(kept) - {"llm.api_key"}) + NOT_STORED
     report.notes += guarded
-    if state.get("conversation"):
-        session.set_conversation(state["conversation"])
+    # the snapshot's conversation (an older adapter stored none without attach(): one derived from the snapshot),
+    # never the live one's: its ledger positions would hand this conversation's commands that one's recorded outputs
+    session.set_conversation(state.get("conversation") or _conversation_of(snap))
     cells = cells_layer["cells"]
     if not cells_layer.get("recorded"):
         cells = _classified(session, cells)
@@ -379,6 +385,32 @@ def restore_layers(interpreter: Any, layers: dict[str, Any], context: dict[str, 
     report.cells = _replay(session, cells, session.replay, context.get("repo"))
     session.last_report = report
     return report
+
+
+def _held_conversation(interpreter: Any) -> str | None:
+    """The conversation id a snapshot of this not yet attached interpreter gave its current messages, if any."""
+    held = getattr(interpreter, "_agentsnap_conversation", None)
+    if isinstance(held, tuple) and len(held) == 2 and held[0] is interpreter.messages:
+        return str(held[1])
+    return None
+
+
+def _loose_conversation(interpreter: Any) -> str:
+    """The conversation id of an interpreter that is not attached: one per message list (``reset()`` and
+    ``chat([...])`` replace the list, and so start another), kept on the interpreter for a later ``attach()``."""
+    held = _held_conversation(interpreter)
+    if held is None:
+        held = uuid.uuid4().hex
+        interpreter._agentsnap_conversation = (interpreter.messages, held)
+    return held
+
+
+def _conversation_of(snap: Any) -> str:
+    """A conversation id for a snapshot that stored none (taken by an older adapter without attach()): the same for
+    every restore of that snapshot."""
+    if snap is None or not getattr(snap, "id", None):
+        return uuid.uuid4().hex
+    return hashlib.sha256(f"agentsnap-openinterpreter:conversation:{snap.id}".encode()).hexdigest()[:32]
 
 
 def _ledger_done(repo: Repo | None, key: str | None) -> bool:

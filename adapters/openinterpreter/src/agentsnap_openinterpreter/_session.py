@@ -82,6 +82,8 @@ class Session:
         #: ledger errors (divergence, blocked, in doubt) that Open Interpreter turned into cell output
         self.effect_errors: list[AgentSnapError] = []
         self._own_fx = not isinstance(effects, Effects)
+        #: guard with the repository's ledger once there is one (``effects=True`` and no Effects given)
+        self._want_fx = self._own_fx and bool(effects)
         if isinstance(effects, Effects):
             self.fx: Effects | None = effects
         else:
@@ -142,7 +144,7 @@ class Session:
     def rebind(self, repo: Repo | None) -> None:
         """Use ``repo``'s ledger from now on (after a restore, whose branch may have moved)."""
         self.repo = repo
-        if repo is not None and self.fx is not None and self._own_fx:
+        if repo is not None and self._want_fx:  # also when attach() had no repository: effects=True asked for a ledger
             self.fx = Effects(repo, on_divergence=self.on_divergence)
         self._step = None
 

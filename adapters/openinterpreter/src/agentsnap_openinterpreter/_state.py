@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 from agentsnap_core.layers.redact import REDACTED, may_hold_secret, redact
@@ -89,6 +90,9 @@ def _widens(group: str, name: str, live: Any, value: Any) -> str | None:
         return "it would send usage telemetry (interpreter.anonymous_telemetry), which is off now"
     if (group, name) == ("interpreter", "offline") and live and not value:
         return "it would go online (telemetry, contributed conversations), and it is offline now"
+    if (group, name) == ("computer", "offline") and live and not value:  # computer/display/display.py, 0.4.3
+        return ("computer.display would send screenshots of your screen to the computer API (computer.api_base), "
+                "and it works offline now")
     if (group, name) == ("interpreter", "contribute_conversation") and value and not live:
         return "it would offer your conversations to Open Interpreter's dataset"
     if (group, name) == ("llm", "max_budget") and live is not None and (
@@ -106,7 +110,8 @@ def restore_settings(interpreter: Any, settings: dict[str, dict[str, Any]], trus
     ``llm.model`` to the value it already has keeps ``llm._is_loaded`` (the framework's setter would
     reset it and reload the model on the next chat). Unless ``trust``, a restore never widens what the interpreter
     does without asking nor where it sends the API key (``auto_run`` on, a less careful ``safe_mode``, another
-    ``llm.api_base``), what leaves the machine (telemetry back on, going online, contributed conversations) or what
+    ``llm.api_base``), what leaves the machine (telemetry back on, going online - the interpreter or its computer -,
+    contributed conversations) or what
     the model may spend (a larger or no ``llm.max_budget``): a snapshot can come from anyone (a clone, a pull), and
     those would run its author's code, hand over the key or the user's data; the interpreter keeps its own values,
     and the third list says why.
