@@ -106,3 +106,29 @@ def test_a_restore_does_not_take_the_computer_online(work, repo, interpreters):
     offline.snapshot("computer-offline")
     report = restore(repo, "computer-offline", local, world=False)  # as careful or more: restored, no note
     assert local.computer.offline is True and "computer.offline" in report.settings and not report.notes
+
+
+def test_a_restored_conversation_filename_cannot_name_a_file_outside_the_conversations_folder(work, repo, interpreters, tmp_path):
+    """Open Interpreter 0.4.3 writes ``interpreter.messages`` as JSON to ``os.path.join(conversation_history_path,
+    conversation_filename)`` after every chat (``conversation_history`` is on by default), and the names it makes
+    hold no path separator. A snapshot (a clone, a pull) carrying ``conversation_filename = "/home/u/.bashrc"`` or
+    ``"../../x"`` was restored as is: the next chat overwrote that file. Before the fix this test fails: the target
+    file held the conversation."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    source = attach(interpreters(scripted({"hi": "Hello."})), repo)
+    source.conversation_history, source.conversation_filename = True, str(victim)
+    source.snapshot("crafted")
+    local = interpreters(scripted({"hi": "Hello."}))
+    local.conversation_history, local.conversation_history_path = True, str(tmp_path / "conversations")
+    report = restore(repo, "crafted", local, world=False)
+    assert local.conversation_filename is None  # kept as it was
+    assert any(n.startswith("interpreter.conversation_filename kept") for n in report.notes), report.notes
+    local.chat("hi", display=False)
+    assert victim.read_text() == "mine\n"  # before: the conversation's JSON
+    assert list((tmp_path / "conversations").iterdir())  # written where Open Interpreter writes conversations
+    plain = attach(interpreters(scripted({})), repo)
+    plain.conversation_filename = "notes__December_08_2026.json"
+    plain.snapshot("plain-name")
+    report = restore(repo, "plain-name", local, world=False)
+    assert local.conversation_filename == "notes__December_08_2026.json"  # a plain name is restored

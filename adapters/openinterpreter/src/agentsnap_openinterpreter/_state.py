@@ -93,6 +93,12 @@ def _widens(group: str, name: str, live: Any, value: Any) -> str | None:
     if (group, name) == ("computer", "offline") and live and not value:  # computer/display/display.py, 0.4.3
         return ("computer.display would send screenshots of your screen to the computer API (computer.api_base), "
                 "and it works offline now")
+    if (group, name) == ("interpreter", "conversation_filename") and isinstance(value, str) and value != live and (
+            os.path.isabs(value) or "/" in value or "\\" in value or value in (".", "..")):
+        # core.py (0.4.3) writes the conversation to os.path.join(conversation_history_path, conversation_filename)
+        # after every chat; the names it makes itself never hold a path separator
+        return (f"the next chat would write the conversation over {value!r}, outside Open Interpreter's conversations "
+                "folder")
     if (group, name) == ("interpreter", "contribute_conversation") and value and not live:
         return "it would offer your conversations to Open Interpreter's dataset"
     if (group, name) == ("llm", "max_budget") and live is not None and (
