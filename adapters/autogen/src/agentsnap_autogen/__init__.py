@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from ._bridge import run_sync
     from ._config import (
         REDACTED,
+        MissingApproval,
+        MissingFunction,
         MissingSecret,
         SuppliedModelClient,
         UntrustedCode,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 # one of these names is first used, not before.
 __getattr__ = lazy_exports(__name__, {
     "run_sync": "_bridge",
-    **dict.fromkeys(("REDACTED", "MissingApproval", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "UntrustedSettings", "model_slots",
+    **dict.fromkeys(("REDACTED", "MissingApproval", "MissingFunction", "MissingSecret", "SuppliedModelClient", "UntrustedCode", "UntrustedSettings", "model_slots",
                      "redact"),
                     "_config"),
     "findings_note": "_merge",
@@ -51,6 +53,7 @@ __all__ = [
     "REDACTED",
     "IncompatibleTarget",
     "MissingApproval",
+    "MissingFunction",
     "MissingSecret",
     "SuppliedModelClient",
     "TeamRunning",

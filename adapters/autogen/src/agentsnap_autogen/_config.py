@@ -47,6 +47,22 @@ class MissingApproval(AgentSnapError):
         )
 
 
+class MissingFunction(AgentSnapError):
+    """The snapshot's team had functions AutoGen's config cannot hold (a ``selector_func``, ...); they were not given."""
+
+    def __init__(self, missing: dict[str, list[str]]) -> None:
+        self.missing = missing
+        hint = ", ".join(f"{owner!r}: {{" + ", ".join(f"{arg!r}: fn" for arg in args) + "}"
+                         for owner, args in missing.items())
+        what = "; ".join(f"{owner}: {', '.join(args)}" for owner, args in missing.items())
+        super().__init__(
+            f"the snapshot's team had functions that AutoGen's dump_component cannot store ({what}); a team loaded "
+            "without them would continue differently without an error (a SelectorGroupChat's model picks the "
+            "speakers its selector_func / candidate_func picked, tool call summaries change format, a "
+            "UserProxyAgent reads stdin): hand them back, functions={" + hint + "}"
+        )
+
+
 class MissingSecret(AgentSnapError):
     """A redacted secret or model client was not re-supplied on restore."""
 

@@ -25,6 +25,7 @@ from autogen_core import ComponentLoader
 
 from ._config import (
     MissingApproval,
+    MissingFunction,
     ModelClients,
     UntrustedCode,
     code_executors,
@@ -108,6 +109,9 @@ async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = No
     }
     if approving:
         payload["approval"] = sorted(agent.name for agent in approving)
+    functions = _functions(obj)
+    if functions:
+        payload["functions"] = {owner: sorted(found) for owner, found in functions.items()}
     if _between_turns is not None:
         payload["between_turns"] = _between_turns
     if kind == "team" and getattr(obj, "_termination_condition", None) is not None:
@@ -115,13 +119,96 @@ async def capture_layers(obj: Any, *, _between_turns: dict[str, Any] | None = No
     return {"state": payload, "trace": trace_of(kind, state)}
 
 
+def _inner(obj: Any) -> list[Any]:
+    """The agents and teams directly inside ``obj``: a team's participants, a ``SocietyOfMindAgent``'s inner team
+    (``_team``), a ``MessageFilterAgent``'s wrapped agent (``_wrapped_agent``)."""
+    inner = list(getattr(obj, "_participants", None) or [])
+    for attr in ("_team", "_wrapped_agent"):
+        value = getattr(obj, attr, None)
+        if value is not None and kind_of(value) is not None:
+            inner.append(value)
+    return inner
+
+
 def _agents(obj: Any) -> Iterator[Any]:
-    """``obj`` and every participant in it, nested teams included."""
+    """``obj`` and every agent and team in it, in order: nested teams and the teams inside a SocietyOfMindAgent
+    included (their tools, code executors, graphs and functions are the snapshot's too)."""
     stack = [obj]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(getattr(current, "_participants", None) or [])
+        stack.extend(reversed(_inner(current)))
+
+
+def _function_attrs() -> list[tuple[type, str, str]]:
+    """``(class, attribute, argument)`` of each function AutoGen's ``dump_component`` leaves out of a config
+    (autogen-agentchat 0.7.0 - 0.7.5: ``SelectorGroupChat._to_config`` has ``selector_func`` commented out and no
+    ``candidate_func``, ``AssistantAgent._to_config`` has no ``tool_call_summary_formatter``,
+    ``UserProxyAgent._to_config`` stores ``input_func=None``)."""
+    from autogen_agentchat.agents import AssistantAgent, UserProxyAgent
+    from autogen_agentchat.teams import SelectorGroupChat
+
+    return [(SelectorGroupChat, "_selector_func", "selector_func"),
+            (SelectorGroupChat, "_candidate_func", "candidate_func"),
+            (AssistantAgent, "_tool_call_summary_formatter", "tool_call_summary_formatter"),
+            (UserProxyAgent, "input_func", "input_func")]
+
+
+def _default_input(func: Any) -> bool:
+    """A ``UserProxyAgent``'s own ``input_func`` (what it uses when given none, and what a loaded one gets)."""
+    return getattr(func, "__name__", None) == "cancellable_input" and \
+        str(getattr(func, "__module__", "")).startswith("autogen_agentchat.")
+
+
+def _functions(obj: Any) -> dict[str, dict[str, Any]]:
+    """``{owner name: {argument: function}}``: every function of ``obj``'s agents and teams that its config loses."""
+    out: dict[str, dict[str, Any]] = {}
+    attrs = _function_attrs()
+    for agent in _agents(obj):
+        for cls, attr, arg in attrs:
+            func = getattr(agent, attr, None) if isinstance(agent, cls) else None
+            if func is not None and not (arg == "input_func" and _default_input(func)):
+                out.setdefault(_name(agent), {})[arg] = func
+    return out
+
+
+def _check_functions(payload: Mapping[str, Any], functions: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The functions to give back to each owner the snapshot names (``payload["functions"]``); :class:`MissingFunction`
+    before anything is built when one is not given: a loaded team without its ``selector_func`` lets the model pick
+    the speakers, without its ``tool_call_summary_formatter`` writes other summaries, all without an error."""
+    if functions is not None and not (isinstance(functions, Mapping)
+                                      and all(isinstance(v, Mapping) for v in functions.values())):
+        raise InvalidInput("functions must be a mapping {agent or team name: {argument: fn}}, e.g. "
+                           "functions={'SelectorGroupChat': {'selector_func': fn}}")
+    stored = payload.get("functions") if isinstance(payload.get("functions"), Mapping) else {}
+    wanted = {str(owner): [str(a) for a in args] for owner, args in stored.items() if isinstance(args, list)}
+    given = {str(owner): dict(args) for owner, args in (functions or {}).items()}
+    unknown = sorted(f"{owner}.{arg}" for owner, args in given.items() for arg in args
+                     if arg not in wanted.get(owner, []))
+    if unknown:
+        raise InvalidInput(f"functions names {unknown}, which the snapshot had no such function of; those it had are "
+                           f"{sorted(f'{o}.{a}' for o, args in wanted.items() for a in args) or 'none'}")
+    bad = sorted(f"{owner}.{arg}" for owner, args in given.items() for arg, fn in args.items() if not callable(fn))
+    if bad:
+        raise InvalidInput(f"functions {bad} are not callable")
+    missing = {owner: [a for a in args if a not in given.get(owner, {})] for owner, args in wanted.items()}
+    missing = {owner: args for owner, args in missing.items() if args}
+    if missing:
+        raise MissingFunction(missing)
+    return given
+
+
+def _give_functions(obj: Any, given: Mapping[str, Mapping[str, Any]]) -> None:
+    """Set the functions handed back on the freshly built (not yet initialized) agents and teams: a group chat
+    builds its manager from its attributes at its first run or ``load_state``."""
+    attrs = _function_attrs()
+    for agent in _agents(obj):
+        for cls, attr, arg in attrs:
+            func = given.get(_name(agent), {}).get(arg)
+            if func is not None and isinstance(agent, cls):
+                setattr(agent, attr, func)
+                if arg == "input_func":  # (UserProxyAgent decides at construction whether to await it)
+                    agent._is_async = inspect.iscoroutinefunction(func)
 
 
 def _approving(obj: Any) -> Iterator[Any]:
@@ -346,15 +433,58 @@ async def restore_state(obj: Any, payload: Mapping[str, Any], *, own: bool = Fal
                                           "snapshot's messages on this machine. Pass trust_code=True for snapshots you "
                                           "trust")
     _check_target(obj, kind, payload)
+    memories = _stored_memories(obj, payload.get("config"))
     previous = await obj.save_state()  # AutoGen loads agent by agent: undo a half-done load
     try:
         await obj.load_state(payload["state"])
     except Exception as exc:
         await obj.load_state(previous)
         raise IncompatibleTarget(f"the snapshot's state does not load into this {kind} ({exc}); it was left unchanged") from exc
+    for memory, contents in memories:
+        memory.content = contents
     if kind == "team":
         await settle(_agents(obj))
         _restore_termination(obj, payload.get("termination"))
+
+
+def _memory_configs(config: Any, out: dict[str, list[Any]] | None = None) -> dict[str, list[Any]]:
+    """``{agent name: [memory component config, ...]}`` from a stored team or agent config."""
+    out = {} if out is None else out
+    if isinstance(config, Mapping):
+        inner = config.get("config")
+        if isinstance(inner, Mapping) and isinstance(inner.get("name"), str) and isinstance(inner.get("memory"), list):
+            out.setdefault(inner["name"], inner["memory"])
+        for value in config.values():
+            _memory_configs(value, out)
+    elif isinstance(config, list):
+        for value in config:
+            _memory_configs(value, out)
+    return out
+
+
+def _stored_memories(obj: Any, config: Any) -> list[tuple[Any, list[Any]]]:
+    """``(live ListMemory, the snapshot's contents)`` for each ``ListMemory`` of ``obj``'s agents. AutoGen's
+    ``save_state`` leaves an agent's memory out (autogen-agentchat 0.7.5 ``AssistantAgent.save_state`` holds only its
+    model context); a ``ListMemory``'s contents are in its config, which only ``load`` rebuilt: restoring into a live
+    team kept the memories added after the snapshot. Validated before anything is loaded; a memory the snapshot has
+    no ``ListMemory`` for (another line-up) is left as it is, said by a RuntimeWarning."""
+    from autogen_core.memory import ListMemory, MemoryContent
+
+    stored, out = _memory_configs(config), []
+    for agent in _agents(obj):
+        live = [m for m in (getattr(agent, "_memory", None) or []) if isinstance(m, ListMemory)]
+        if not live:
+            continue
+        kept = [c for c in stored.get(_name(agent), []) if isinstance(c, Mapping)
+                and str(c.get("provider", "")).rsplit(".", 1)[-1] == "ListMemory"]
+        if len(kept) != len(live):
+            warnings.warn(f"agent {_name(agent)!r}: the snapshot has {len(kept)} ListMemory and this agent "
+                          f"{len(live)}; its memory was not restored", RuntimeWarning, stacklevel=4)
+            continue
+        for memory, comp in zip(live, kept, strict=True):
+            contents = (comp.get("config") or {}).get("memory_contents") or []
+            out.append((memory, [MemoryContent.model_validate(c) for c in contents]))
+    return out
 
 
 def build(
@@ -365,6 +495,7 @@ def build(
     tools: Mapping[str, Any] | None = None,
     trust_code: bool = False,
     approval_funcs: Mapping[str, Any] | None = None,
+    functions: Mapping[str, Mapping[str, Any]] | None = None,
     _loaded_from: tuple[Repo, str, bool] | None = None,
 ) -> Any:
     """A fresh team or agent from the stored component config (without its state).
@@ -380,9 +511,14 @@ def build(
             store captured itself: its agent runs the code blocks in the snapshot's messages at the next run.
         approval_funcs: ``{agent name: fn}``, the approval function of each code executor agent that had one when
             snapshotted (never stored: AutoGen cannot serialize it); required for each, else :class:`MissingApproval`.
+        functions: ``{agent or team name: {argument: fn}}``, the functions AutoGen's config cannot hold that the
+            snapshot's team had (``selector_func`` / ``candidate_func`` of a SelectorGroupChat,
+            ``tool_call_summary_formatter`` of an AssistantAgent, ``input_func`` of a UserProxyAgent); required for
+            each, else :class:`MissingFunction`.
     """
     payload = check_payload(payload)
     approvals = _check_approval(payload, approval_funcs)
+    given_functions = _check_functions(payload, functions)
     config, live = prepare(payload["config"], model_clients, secrets, tools, trust_code)
     # (load: the repository, the snapshot and trust_settings; what a store captured itself loads without asking)
     repo, snapshot, trust_settings = _loaded_from or (None, "", True)
@@ -399,6 +535,7 @@ def build(
         if agent.name in approvals and hasattr(agent, "_approval_func"):  # (autogen-agentchat 0.7.5 CodeExecutorAgent)
             func = approvals[agent.name]
             agent._approval_func, agent._approval_func_is_async = func, inspect.iscoroutinefunction(func)
+    _give_functions(obj, given_functions)
     return obj
 
 
@@ -453,6 +590,7 @@ async def load(
     effects: Any = None,
     trust_settings: bool = False,
     approval_funcs: Mapping[str, Any] | None = None,
+    functions: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Any:
     """A FRESH team/agent built from snapshot ``spec``'s config, with its state loaded.
 
@@ -467,7 +605,7 @@ async def load(
     snap = repo.get(spec)
     payload = check_payload(repo.read_layer(snap, "state"))
     obj = build(payload, model_clients, secrets, tools=tools, trust_code=trust_code, approval_funcs=approval_funcs,
-                _loaded_from=(repo, snap.id, trust_settings))
+                functions=functions, _loaded_from=(repo, snap.id, trust_settings))
     await restore_state(obj, payload, own=True)  # (build refused a code executor it could not trust)
     if effects is not None:
         wrap_tools(obj, effects)
@@ -484,11 +622,7 @@ def wrap_tools(obj: Any, session: Any, **options: Any) -> list[str]:
     from autogen_core.tools import FunctionTool
 
     wrapped = []
-    agents = list(getattr(obj, "_participants", [])) if kind_of(obj) == "team" else [obj]
-    for agent in agents:
-        if kind_of(agent) == "team":
-            wrapped += wrap_tools(agent, session, **options)
-            continue
+    for agent in _agents(obj):  # (nested teams, a SocietyOfMindAgent's inner team and a MessageFilterAgent's agent too)
         for bench in getattr(agent, "_workbench", None) or []:
             for tool in getattr(bench, "_tools", []):
                 if isinstance(tool, FunctionTool) and not hasattr(tool._func, "__agentsnap_effect__"):
