@@ -105,3 +105,23 @@ def test_a_destructive_command_on_what_the_snapshot_holds_still_gets_its_undo(ho
     (ignoring / "node_modules" / "x.js").write_text("1\n")
     out = json.loads(run_hook(payload(ignoring, transcript, "PreToolUse", tool_name="Bash", tool_input={"command": command})).stdout or "{}")
     assert "undo with: " in out.get("systemMessage", ""), out
+
+
+def test_when_what_the_snapshot_leaves_out_cannot_be_told_a_destructive_command_is_asked_about(
+        home: Path, ignoring: Path, transcript: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: a failure while finding what the command takes that no snapshot holds asks, never promises."""
+    def broken(self, path, limit=1000):
+        raise OSError("simulated")
+
+    monkeypatch.setattr(Repo, "left_out_within", broken)
+    out = json.loads(run_hook(payload(ignoring, transcript, "PreToolUse", tool_name="Bash",
+                                      tool_input={"command": "rm -rf src"})).stdout or "{}")
+    assert out.get("hookSpecificOutput", {}).get("permissionDecision") == "ask", out
+    assert "it could not be told: simulated" in out["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_an_edit_without_a_store_and_auto_init_off_says_no_snapshot_as_before(home: Path, project: Path, transcript: Path) -> None:
+    (project / ".claude").mkdir(exist_ok=True)
+    (project / ".claude" / "agentsnap.json").write_text(json.dumps({"auto_init": False}))
+    out = json.loads(run_hook(payload(project, transcript, "PreToolUse", **_edit(project, "src/app.py"))).stdout or "{}")
+    assert out.get("systemMessage", "").startswith("agentsnap: no snapshot before Edit"), out

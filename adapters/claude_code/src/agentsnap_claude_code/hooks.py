@@ -326,7 +326,11 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
             log.write(event="PreToolUse", action="outside-project", tool=tool, file=target)  # and bring nothing back
             return _notice(f"agentsnap: {target} is outside the project {root}: no snapshot of it is taken, "
                            f"this {tool} cannot be undone with agentsnap")
-        why = _not_captured(cwd, settings, where)
+        try:
+            why = _not_captured(cwd, settings, where)
+        except Exception as exc:  # noqa: BLE001 - (no store yet and auto_init off, a broken one: the snapshot says)
+            log.write(event="PreToolUse", action="not-captured-failed", tool=tool, error=repr(exc))
+            why = None
         if why is not None:  # a snapshot would be listed as the point before this edit and not hold the file
             log.write(event="PreToolUse", action="not-captured", tool=tool, file=target, why=why)
             return _notice(f"agentsnap: {target} is not in this project's snapshots ({why}): no snapshot is taken, "
@@ -357,7 +361,11 @@ def _pre_tool_use(payload: dict[str, Any], settings: Settings, log: _Log) -> Hoo
     ms = round((time.perf_counter() - started) * 1000, 1)
     log.write(**{**meta, **info, "event": "PreToolUse", "action": "snapshot", "id": snap.id, "ms": ms})
     if destructive and targets:  # what the command deletes inside the project that the snapshot does not hold
-        lost += _left_out_targets(cwd, settings, targets, info.get("not_captured") or [])
+        try:
+            lost += _left_out_targets(cwd, settings, targets, info.get("not_captured") or [])
+        except Exception as exc:  # noqa: BLE001 - cannot tell: ask rather than promise an undo
+            log.write(event="PreToolUse", action="left-out-failed", error=repr(exc))
+            lost.append(f"what the snapshot leaves out of {', '.join(str(t) for t in targets[:3])} (it could not be told: {exc})")
     if lost:
         return _ask(
             f"agentsnap took snapshot {snap.id[:12]} of {root}, but this command also destroys what it cannot bring back: "
