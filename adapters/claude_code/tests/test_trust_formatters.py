@@ -243,3 +243,14 @@ def test_a_just_recipe_or_pyproject_script_is_judged_by_its_commands(recipes: Pa
                                      "pdm run test", "hatch run test", "hatch run lint:style", "rye run format"])
 def test_recipes_and_scripts_that_only_test_or_check_take_no_snapshot(recipes: Path, command: str) -> None:
     assert Matcher(cwd=str(recipes)).findings(command) == []
+
+
+@pytest.mark.parametrize(("name", "text", "command"), [
+    ("pyproject.toml", "[tool.hatch]\nenvs = ['not', 'a', 'table']\n", "hatch run fmt"),
+    ("pyproject.toml", "[tool.pdm]\nscripts = 3\n", "pdm run fmt"),
+    ("tox.ini", "[tox]\nenv_list = fix\n[testenv:fix]\ncommands\n", "tox -e fix"),
+])
+def test_a_configuration_of_an_unforeseen_shape_never_breaks_the_hook(tmp_path: Path, name: str, text: str, command: str) -> None:
+    (tmp_path / name).write_text(text)
+    findings = Matcher(cwd=str(tmp_path)).findings(command)  # never raises
+    assert all(f.rule == "unparsed" for f in findings)

@@ -343,18 +343,21 @@ class Matcher:
             return self._read_script(os.path.relpath(full, self.cwd), out, depth) if os.path.isfile(full) else None
 
         source = ""
-        if runner == "nox":
-            try:
+        try:
+            if runner == "nox":
                 commands, source = runners.nox_commands(self.cwd, args, read)
-            except ValueError as e:
-                out.append(Finding("unparsed", str(e)))
-                return
-        elif runner == "just":
-            commands, source = runners.just_commands(self.cwd, args, read)
-        elif runner == "tox":
-            commands = runners.tox_commands(self.cwd, args, read)
-        else:  # hatch run / pdm run / rye run SCRIPT
-            commands = runners.pyproject_commands(self.cwd, runner, args[1:], read)
+            elif runner == "just":
+                commands, source = runners.just_commands(self.cwd, args, read)
+            elif runner == "tox":
+                commands = runners.tox_commands(self.cwd, args, read)
+            else:  # hatch run / pdm run / rye run SCRIPT
+                commands = runners.pyproject_commands(self.cwd, runner, args[1:], read)
+        except ValueError as e:
+            out.append(Finding("unparsed", str(e)))
+            return
+        except Exception as e:  # noqa: BLE001 - a configuration of a shape not foreseen: snapshot rather than skip
+            out.append(Finding("unparsed", f"{' '.join([runner, *args])[:120]} (its configuration could not be read: {e})"))
+            return
         if source and _SCRIPT_DELETE.search(source):
             out.append(Finding("script-delete", f"{' '.join([runner, *args])[:120]} (a script in Python or another language)"))
         for line in commands:
