@@ -32,6 +32,11 @@ ROOT_REF_PREFIX = "refs/heads/langgraph/"
 NS_REF_PREFIX = "refs/langgraph-ns/"
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*$")
 
+#: ``lg_meta`` key prefix: ``fx:<snapshot id>``, a checkpoint this index adopted from elsewhere (a clone, a pull, a
+#: merge: ``PFSaver._adopt_branches``), read with LangGraph's strict msgpack allowlist (``PFSaver._strict``); a new
+#: snapshot written for such a checkpoint (``prune(keep_latest)`` re-roots it) is marked too
+FOREIGN = "fx:"
+
 Pending = tuple[str, str, tuple[str, ...]]
 ChannelMap = dict[str, tuple[str, str, str | None]]  # channel -> (version key, type, object id)
 

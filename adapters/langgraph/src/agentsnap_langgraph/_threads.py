@@ -14,7 +14,7 @@ from agentsnap_core.store import RefUpdate
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
-from ._store import ChannelMap, thread_ref
+from ._store import FOREIGN, ChannelMap, thread_ref
 from ._typed import expand
 from ._writes import STOPS
 
@@ -251,6 +251,10 @@ class ThreadVerbs:
             new = self._write_snapshot(doc, channels, [], meta, manifest["layers"].get("world"))
             keep_versions = [(ch, v[0]) for ch, v in channels.items()]
             with self.index.tx() as db:
+                # a checkpoint adopted from elsewhere (a clone, a pull) stays read as such on its new snapshot (was: read
+                # as this store's own, with LangGraph's default serializer: a crafted checkpoint's bytes ran code)
+                if db.execute("SELECT 1 FROM lg_meta WHERE key=?", (FOREIGN + snap,)).fetchone():
+                    db.execute("INSERT OR REPLACE INTO lg_meta VALUES (?,?)", (FOREIGN + new.id, "1"))
                 db.execute(
                     "DELETE FROM lg_checkpoints WHERE thread_id=? AND checkpoint_ns=? AND checkpoint_id<>?", (thread_id, ns, cid)
                 )
@@ -295,7 +299,11 @@ class ThreadVerbs:
         return row[4]
 
     def restore_world(self, config: RunnableConfig, *, to: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-        """Make ``world_root`` (or the empty directory ``to``) equal the files captured with a checkpoint."""
+        """Make ``world_root`` (or the empty directory ``to``) equal the files captured with a checkpoint.
+
+        ``to`` inside ``world_root`` (and not left out by its ``.agentsnapignore``) is refused, as
+        ``fork_thread(worktrees=...)`` is: the copy would be captured by the next checkpoints and deleted by an
+        in-place ``restore_world`` to an earlier one."""
         snap = self.repo.get(self.snapshot_id(config))
         rec = snap.layers.get("world")
         if rec is None:
@@ -304,6 +312,10 @@ class ThreadVerbs:
             )
         if to is not None:
             dest = Path(to).resolve()
+            # (the empty world_root itself is an in-place restore: allowed)
+            if self.world_root is not None and self.repo.inside_tree(dest, self.world_root):
+                inside = self.repo.inside_tree_line(dest, "restore_world(to=...)", "restored", self.world_root)
+                raise InvalidInput(inside or f"restore_world(to=...) {dest}: inside world_root {self.world_root}")
             if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
                 raise TargetNotEmpty(str(to))
             dest.mkdir(parents=True, exist_ok=True)

@@ -63,6 +63,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from ._index import CheckpointRow, version_key
 from ._store import (
+    FOREIGN,
     ROOT_REF_PREFIX,
     STATE_FORMAT,
     STATE_VERSION,
@@ -123,11 +124,6 @@ class FlushFailed(AgentSnapError):
 OTHER_FLUSH_WAIT = 5.0
 #: durable mode on the embedded store: seconds between group commits (each put is durable through its index row)
 DURABLE_GROUP_INTERVAL = 0.2
-
-
-#: ``lg_meta`` key prefix: ``fx:<snapshot id>``, a checkpoint this index adopted from elsewhere (a clone, a pull, a
-#: merge: ``_adopt_branches``), read with LangGraph's strict msgpack allowlist (``PFSaver._strict``)
-FOREIGN = "fx:"
 
 
 #: langgraph 1.2.22 ``langgraph._internal._constants``: in the ``configurable`` of a checkpoint a graph run stores
@@ -260,7 +256,11 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
 
         With a server store, ``path`` (default ``.``) is this worker's local directory: it keeps
         worktree state and is bound to the shared store, where objects, refs and the checkpoint
-        index live.
+        index live. The embedded store keeps all of that itself: with a path or ``file://`` URL,
+        ``path`` is not used.
+
+        The scheme is read in any case (``FILE://``, ``Postgresql://``), as RFC 3986 and core's
+        ``open_store`` read it; a ``file://`` URL without a path is refused.
         """
         if isinstance(url, os.PathLike):
             return cls(url, **kwargs)
@@ -272,6 +272,8 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
                 f"PFSaver.from_url does not know the scheme {scheme.group(1)!r} of {mask_url(url)}; use a path, "
                 "file:///path or postgresql://... (agentsnap-langgraph[postgres], with &objects=s3://... for S3)"
             )
+        if scheme:  # (was compared in the given case below: "Postgresql://..." became a local folder of that name)
+            url = scheme.group(1).lower() + url[scheme.end(1):]
         if url.startswith(("postgres://", "postgresql://", "s3://")):
             root = Path(path or ".").resolve()
             store_dir = root / STORE_DIR
@@ -293,6 +295,8 @@ class PFSaver(ThreadVerbs, CarriedWrites, BaseCheckpointSaver[str], AbstractCont
             parts = urlsplit(url)
             if parts.netloc not in ("", "localhost"):
                 raise InvalidInput(f"file URL {url!r} names host {parts.netloc!r}; use file:///path or a plain path")
+            if not parts.path:  # (was: a store in the current directory; core's open_store says the same)
+                raise InvalidInput(f"file URL {url!r} has no path; use file:///path or a plain path")
             url = unquote(parts.path)
         return cls(url, **kwargs)
 
