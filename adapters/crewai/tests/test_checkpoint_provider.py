@@ -82,6 +82,30 @@ def test_crew_from_checkpoint_resumes_after_the_first_task(checkpointed: tuple[R
     assert resumed.parents == [first]  # the resumed run's checkpoint descends from the one restored
 
 
+_RESOLVE_IN_ANOTHER_PROCESS = (
+    "import json, sys; from agentsnap_core import Repo; "
+    "from agentsnap_crewai.checkpoint import checkpoint_runtime, resolve_checkpoint; "
+    "repo = Repo.open(sys.argv[1]); oid = resolve_checkpoint(repo, sys.argv[2]); "
+    "tasks = checkpoint_runtime(repo, sys.argv[2])['entities'][0]['tasks']; "
+    "print(json.dumps([oid, [t['output']['raw'] if t['output'] else None for t in tasks]]))"
+)
+
+
+def test_a_checkpoint_a_resume_from_an_earlier_one_left_behind_stays_resolvable(
+        checkpointed: tuple[Repo, list[str]]) -> None:
+    """CrewAI resumes ``main~1`` on branch ``main`` (JsonProvider keeps the later checkpoint's file): the id CrewAI
+    gave the later checkpoint ("Resume with ...") still names it, in another process too."""
+    repo, (first, second) = checkpointed
+    later_id = repo.get(second).manifest["meta"]["crewai_id"]
+    run(resume_crew(repo, "crewai/main~1", llm=ScriptedLLM(answers={"population": "a different answer"})))
+    assert repo.get("crewai/main").parents == [first]  # the resumed run continued branch main from there
+    assert second not in [s.id for s in repo.log("crewai/main")]
+    out = subprocess.run([sys.executable, "-c", _RESOLVE_IN_ANOTHER_PROCESS, str(repo.root), later_id],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == [second, ["Poseidonia", "about 12000 souls"]]
+
+
 def test_crew_fork_writes_to_its_own_branch(checkpointed: tuple[Repo, list[str]]) -> None:
     repo, (first, second) = checkpointed
     llm = ScriptedLLM(answers={"population": "forked answer"})

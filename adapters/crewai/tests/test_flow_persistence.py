@@ -129,3 +129,63 @@ def test_a_new_flow_is_not_parented_on_a_flow_resumed_before_it(tmp_path: Path) 
     other = cls()
     other.kickoff(inputs={"label": "Z"})
     assert {h["flow_uuid"] for h in ours.history(str(other.state.id))} == {str(other.state.id)}
+
+
+
+def nested_flow_class(persistence: Any, inner_ids: list[str], *, same_task: bool) -> type[Flow[NoteState]]:
+    """An outer flow whose start method kicks off a fresh inner flow with the same ``@persist`` backend: from a sync
+    method (CrewAI runs it in a worker thread) or awaited in an async one (in the outer kickoff's own task)."""
+
+    @persist(persistence)
+    class Inner(Flow[NoteState]):
+        @start()
+        def go(self) -> None:
+            self.state.notes.append("inner")
+
+    if same_task:
+        @persist(persistence)
+        class OuterAsync(Flow[NoteState]):
+            @start()
+            async def first(self) -> None:
+                inner = Inner()
+                await inner.kickoff_async()
+                inner_ids.append(str(inner.state.id))
+                self.state.notes.append("outer")
+
+        return OuterAsync
+
+    @persist(persistence)
+    class Outer(Flow[NoteState]):
+        @start()
+        def first(self) -> None:
+            inner = Inner()
+            inner.kickoff()
+            inner_ids.append(str(inner.state.id))
+            self.state.notes.append("outer")
+
+    return Outer
+
+
+@pytest.mark.parametrize("same_task", [False, True], ids=["sync-method", "awaited-in-async-method"])
+def test_a_flow_kicked_off_inside_a_resumed_or_forked_flow_is_not_recorded_as_its_fork(tmp_path: Path,
+                                                                                         same_task: bool) -> None:
+    """A nested kickoff inherits CrewAI's ``current_flow_request_id``: the outer run's hydration (a resume, a
+    ``restore_from_state_id`` fork) must not make the fresh inner flow's first save a child of the outer's source
+    (its history would be the source's), nor be used up by it (the fork would lose its lineage)."""
+    ours = AgentsnapFlowPersistence(tmp_path / "repo")
+    inner_ids: list[str] = []
+    outer = nested_flow_class(ours, inner_ids, same_task=same_task)
+    outer().kickoff(inputs={"id": "src"})
+    outer().kickoff(inputs={"id": "src"})  # a resume of src
+    src_head = ours.head("src")
+    forked = outer()
+    forked.kickoff(restore_from_state_id="src")  # a fork of src
+    fork_id = str(forked.state.id)
+    assert fork_id != "src" and ours.load_state(fork_id)["notes"] == ["outer", "outer", "outer"]
+    assert len(inner_ids) == 3
+    for inner_id in inner_ids:
+        history = ours.history(inner_id)
+        assert [h["flow_uuid"] for h in history] == [inner_id], history  # its own save, no source flow's
+        assert ours.repo.get(history[0]["id"]).parents == []
+    own = [h for h in ours.history(fork_id) if h["flow_uuid"] == fork_id]
+    assert ours.repo.get(own[-1]["id"]).parents == [src_head]  # the fork's first save descends from its source

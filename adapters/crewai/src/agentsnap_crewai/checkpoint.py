@@ -135,11 +135,40 @@ def _failure_log(repo: Repo) -> Path:
     return repo.store_dir / "crewai" / "failed.jsonl"
 
 
-def _committed_ids(repo: Repo) -> dict[str, str]:
-    """Checkpoint id -> snapshot id of every written-behind checkpoint on a branch of ``repo`` (one walk)."""
+def _left_behind(repo: Repo, heads: list[str]) -> list[str]:
+    """Snapshots a branch pointed at before it moved elsewhere (the reflog), that no branch reaches any more.
+
+    A run resumed from an earlier checkpoint of its branch (``resume_crew(repo, "crewai/main~1")``,
+    ``Crew.from_checkpoint``) or a fork onto a branch that exists continues on that CrewAI branch, as CrewAI does:
+    the agentsnap branch moves to the new checkpoint, and the checkpoints after the one resumed are then on no
+    branch. JsonProvider keeps their files; here their ids must stay resolvable too (the reflog keeps them from gc).
+    """
+    on_branch = set(heads)
+    out = []
+    for entry in repo.refs.reflog():
+        for oid in (entry.old, entry.new):
+            if oid and oid not in on_branch and repo.objects.has(oid):
+                on_branch.add(oid)
+                out.append(oid)
+    return out
+
+
+def _checkpoint_snapshots(repo: Repo) -> Any:
+    """Every snapshot on a branch, newest first, then those only the reflog still names (:func:`_left_behind`)."""
     heads = list(repo.refs.list_refs("refs/heads/").values())
-    out = {}
+    seen: set[str] = set()
     for snap in repo.walk(heads):
+        seen.add(snap.id)
+        yield snap
+    for snap in repo.walk(_left_behind(repo, heads), past_unreadable=True):
+        if snap.id not in seen:
+            yield snap
+
+
+def _committed_ids(repo: Repo) -> dict[str, str]:
+    """Checkpoint id -> snapshot id of every written-behind checkpoint of ``repo`` (on a branch or left behind)."""
+    out = {}
+    for snap in _checkpoint_snapshots(repo):
         token = snap.manifest.get("meta", {}).get("crewai_id")
         if token:
             out[token] = snap.id
@@ -246,8 +275,7 @@ def _find_token(repo: Repo, token: str) -> str | None:
     known = known_ids(repo.root).get(token)
     if known:
         return known
-    heads = list(repo.refs.list_refs("refs/heads/").values())
-    for snap in repo.walk(heads):
+    for snap in _checkpoint_snapshots(repo):  # also one a resume from an earlier checkpoint left behind
         if snap.manifest.get("meta", {}).get("crewai_id") == token:
             return snap.id
     return None

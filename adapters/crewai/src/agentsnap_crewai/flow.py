@@ -33,11 +33,61 @@ if TYPE_CHECKING:
 #: the snapshot the current flow run was hydrated from, per run: CrewAI loads (``load_state``) and saves inside
 #: one kickoff's asyncio task, whose context ``asyncio.to_thread`` carries into worker threads; another
 #: kickoff (another ``asyncio.run``) never sees it. Consumed by the run's first save. Set only by a load inside a
-#: kickoff (CrewAI's ``current_flow_request_id`` is set; it is kept with the mark and must match at the save): a
+#: kickoff (CrewAI's ``current_flow_request_id`` is set; the run, :func:`_current_run`, is kept with the mark and must
+#: match at the save, so a flow kicked off inside this run's methods never takes it): a
 #: ``load_state`` called from plain code, to look at a saved state, would otherwise be copied into the next
 #: ``kickoff()``'s context and make a fresh flow look like a fork of the one looked at.
-_HYDRATED_FROM: contextvars.ContextVar[tuple[int, str, str] | None] = contextvars.ContextVar("agentsnap_crewai_hydrated",
-                                                                                           default=None)
+_HYDRATED_FROM: contextvars.ContextVar[tuple[int, str, object] | None] = contextvars.ContextVar("agentsnap_crewai_hydrated",
+                                                                                              default=None)
+
+#: the flow kickoff running in this context: a fresh object per kickoff, set by an ``EXECUTION_START`` hook and put
+#: back by its ``EXECUTION_END``. CrewAI's ``current_flow_request_id`` alone cannot tell runs apart: a flow kicked off
+#: inside another flow's method inherits it (it is only set when unset), and with it the outer run's mark, so a fresh
+#: inner flow was recorded as a fork of what the outer run was resumed or forked from.
+_RUN: contextvars.ContextVar[object | None] = contextvars.ContextVar("agentsnap_crewai_flow_run", default=None)
+_RUN_TOKENS: dict[int, list[contextvars.Token[object | None]]] = {}
+_RUN_LOCK = threading.Lock()
+
+
+def _run_started(ctx: Any) -> None:
+    flow = getattr(ctx, "flow", None)
+    if flow is not None and getattr(ctx, "crew", None) is None:
+        token = _RUN.set(object())
+        with _RUN_LOCK:
+            _RUN_TOKENS.setdefault(id(flow), []).append(token)
+
+
+def _run_ended(ctx: Any) -> None:
+    flow = getattr(ctx, "flow", None)
+    if flow is None:
+        return
+    with _RUN_LOCK:
+        tokens = _RUN_TOKENS.get(id(flow))
+        token = tokens.pop() if tokens else None
+        if tokens == []:
+            del _RUN_TOKENS[id(flow)]
+    if token is not None:
+        try:
+            _RUN.reset(token)
+        except ValueError:  # ended in another context than it started in: that context ends with the run
+            pass
+
+
+def _install_run_hooks() -> None:
+    """Register the hooks that scope :data:`_RUN` (again after CrewAI's ``hooks.dispatch.clear_all()``)."""
+    from crewai.hooks.dispatch import InterceptionPoint, get_global_hook_list
+
+    with _RUN_LOCK:
+        for point, hook in ((InterceptionPoint.EXECUTION_START, _run_started), (InterceptionPoint.EXECUTION_END, _run_ended)):
+            hooks = get_global_hook_list(point)
+            if hook not in hooks:
+                hooks.append(hook)
+
+
+def _current_run() -> object | None:
+    """This context's flow kickoff (:data:`_RUN`; CrewAI's request id where no hook ran), None outside any."""
+    run = current_flow_request_id.get()
+    return None if run is None else (_RUN.get() or run)
 
 
 def _json_default(obj: Any) -> Any:
@@ -93,6 +143,7 @@ class AgentsnapFlowPersistence(FlowPersistence):
     @model_validator(mode="after")
     def _setup(self) -> AgentsnapFlowPersistence:
         check_ref_name(self.branch_prefix)
+        _install_run_hooks()
         self.init_db()
         return self
 
@@ -121,7 +172,7 @@ class AgentsnapFlowPersistence(FlowPersistence):
             head = self.head(flow_uuid)
             parents = [head] if head else []
             loaded = _HYDRATED_FROM.get()
-            if loaded is not None and loaded[0] == id(self) and loaded[2] == current_flow_request_id.get():
+            if loaded is not None and loaded[0] == id(self) and loaded[2] == _current_run():
                 _HYDRATED_FROM.set(None)  # consumed: only this run's first save can be a fork's first save
                 if not parents:
                     parents = [loaded[1]]  # a fork: the state this run was hydrated from
@@ -153,7 +204,7 @@ class AgentsnapFlowPersistence(FlowPersistence):
         payload = self.repo.read_layer(head, "state")
         if not isinstance(payload, dict) or payload.get("kind") != FLOW_KIND:
             return None
-        run = current_flow_request_id.get()
+        run = _current_run()
         if run is not None:  # inside a kickoff: what this run was hydrated from (not a look from outside any run)
             _HYDRATED_FROM.set((id(self), head, run))
         return payload
