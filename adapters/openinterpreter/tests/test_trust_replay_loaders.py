@@ -70,3 +70,15 @@ def test_a_numpy_read_of_a_url_is_not_fetched_again_over_the_restored_file(work,
 
     assert downloaded.read_text() == "1 2 3\n"  # the snapshot's file, not fetched again over it
     assert [c["status"] for c in report.cells] == ["skipped"]
+
+
+def test_the_printed_report_says_when_a_replayed_cell_printed_something_else(work, repo, interpreters):
+    """``replay="pure"`` re-runs a pure cell whose output depends on chance or time; ``to_dict()`` had
+    ``output_matches: False`` but ``print(report)`` - what the README shows users - said only "replayed"."""
+    script = {"roll": "```python\nimport random\nroll = random.random()\nprint(roll)\n```"}
+    interp = attach(interpreters(scripted(script)), repo)
+    interp.chat("roll", display=False)
+    interp.snapshot("rolled")
+    report = attach(interpreters(scripted(script)), repo).checkout("rolled", replay="pure")
+    assert report.cells[0]["status"] == "replayed" and report.cells[0]["output_matches"] is False
+    assert "its output differs from the recorded one" in str(report), str(report)

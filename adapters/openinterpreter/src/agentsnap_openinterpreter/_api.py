@@ -128,7 +128,8 @@ class RestoreReport:
                      f"{len(self.skipped)} not re-run, {len(self.failed)} failed")
         for i, c in enumerate(self.cells):
             first = (c["code"].strip().splitlines() or [""])[0][:60]
-            lines.append(f"    [{i}] {c['status']:<12} {c['language']:<7} {c['kind']:<12} {first!r} ({c['reason']})")
+            differs = "; its output differs from the recorded one" if c.get("output_matches") is False else ""
+            lines.append(f"    [{i}] {c['status']:<12} {c['language']:<7} {c['kind']:<12} {first!r} ({c['reason']}{differs})")
         if self.restored_names:
             lines.append("  variables back: " + ", ".join(self.restored_names))
         if self.missing_names:
