@@ -115,6 +115,7 @@ TRICKY = [
     "deploy.sh --version", "./deploy --version", "python -v", "python --version x", "dotnet test clean",
     # sessions the project names: `nox -s blacken` formats, `tox -e fix` fixes (the helper reads noxfile / tox.ini)
     "tox -e py311", "nox -s lint", "nox -s blacken", "tox -e fix", "nox", "tox", "uv run nox -s format",
+    "file -C -m magic", "file --compile -m magic", "file -zC -m magic",
 ]
 
 

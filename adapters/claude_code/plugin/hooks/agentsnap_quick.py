@@ -27,7 +27,7 @@ _REDIRECTS = ("2>&1", "1>&2", ">&2", "2>/dev/null", ">/dev/null", "1>/dev/null",
 # read-only whatever their arguments (none writes a file or runs another command)
 _READ_ONLY = frozenset(
     "cd pwd ls cat head tail wc echo printf grep egrep fgrep which type stat du df whoami uname printenv true false"
-    " cmp diff basename dirname realpath readlink id nl cut tr jq date hostname nproc uptime sleep file"
+    " cmp diff basename dirname realpath readlink id nl cut tr jq date hostname nproc uptime sleep"
     " sha256sum sha1sum sha512sum md5sum cksum b2sum od hexdump strings column fold rev paste comm seq expr".split()
 )
 _GIT_READ_ONLY = frozenset(
@@ -117,6 +117,8 @@ def _read_only(words):
         return True
     if name == "rg":
         return not any(a.startswith("--pre") for a in args)
+    if name == "file":  # -C compiles the magic file named into NAME.mgc, over one that exists
+        return not any(a == "--compile" or a.startswith("-") and not a.startswith("--") and "C" in a for a in args)
     if name == "sort":  # -o FILE writes
         return not any(a.startswith("--o") or (a.startswith("-") and not a.startswith("--") and "o" in a) for a in args)
     if name == "uniq":  # a second file operand is written
