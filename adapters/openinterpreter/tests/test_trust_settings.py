@@ -132,3 +132,17 @@ def test_a_restored_conversation_filename_cannot_name_a_file_outside_the_convers
     plain.snapshot("plain-name")
     report = restore(repo, "plain-name", local, world=False)
     assert local.conversation_filename == "notes__December_08_2026.json"  # a plain name is restored
+
+
+def test_a_setting_that_was_not_stored_is_named_by_the_restore(work, repo, interpreters):
+    """A setting holding something that is not plain data (an object in ``loop_breakers``) is left out at capture
+    (``state["skipped"]``); the restore listed it neither as restored nor as kept, so the user could not tell that
+    the interpreter still had its own value."""
+    source = attach(interpreters(scripted({})), repo)
+    source.loop_breakers = ["Done.", object()]
+    source.snapshot("odd-setting")
+    local = interpreters(scripted({}))
+    report = restore(repo, "odd-setting", local, world=False)
+    assert "interpreter.loop_breakers" not in report.settings
+    assert any(k.startswith("interpreter.loop_breakers (not plain data") for k in report.kept), report.kept
+    assert "not restored: interpreter.loop_breakers (not plain data" in str(report)

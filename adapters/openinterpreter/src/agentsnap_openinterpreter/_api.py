@@ -371,7 +371,9 @@ def restore_layers(interpreter: Any, layers: dict[str, Any], context: dict[str, 
     interpreter.messages = plain_messages(trace)
     report.messages = len(trace)
     report.settings, kept, guarded = restore_settings(interpreter, state.get("settings", {}), session.trust_settings)
-    report.kept = sorted(set(kept) - {"llm.api_key"}) + NOT_STORED
+    report.kept = sorted(set(kept) - {"llm.api_key"}) + NOT_STORED + [
+        f"{name} (not plain data when snapshotted: not stored, the interpreter keeps its own)"
+        for name in state.get("skipped") or [] if isinstance(name, str)]
     report.notes += guarded
     # the snapshot's conversation (an older adapter stored none without attach(): one derived from the snapshot),
     # never the live one's: its ledger positions would hand this conversation's commands that one's recorded outputs
