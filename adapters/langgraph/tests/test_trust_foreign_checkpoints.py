@@ -61,14 +61,19 @@ def _teammates_store(tmp_path: Path, value: Any) -> Path:
     return tmp_path / "mine"
 
 
-def test_a_cloned_checkpoint_that_names_a_function_does_not_run_it(tmp_path: Path) -> None:
+def crafted_clone(tmp_path: Path) -> tuple[Path, Path]:
+    """(a clone of a teammate's thread whose checkpoint names ``os.system("touch MARKER")``, MARKER)."""
     marker = tmp_path / "ran"
 
     class Crafted(enum.Enum):  # encoded as ('os', 'system', its value): what a crafted checkpoint holds
         CMD = f"touch {marker}"
 
     Crafted.__module__, Crafted.__name__ = "os", "system"
-    mine = _teammates_store(tmp_path, Crafted.CMD)
+    return _teammates_store(tmp_path, Crafted.CMD), marker
+
+
+def test_a_cloned_checkpoint_that_names_a_function_does_not_run_it(tmp_path: Path) -> None:
+    mine, marker = crafted_clone(tmp_path)
     with PFSaver(mine) as saver:
         state = _graph(saver, None).get_state(CFG)
         list(saver.list(CFG))

@@ -11,21 +11,14 @@ checkpoint's new snapshot is now marked as adopted too when the one it replaces 
 
 from __future__ import annotations
 
-import enum
 from pathlib import Path
 
 from agentsnap_langgraph import PFSaver
-from test_trust_foreign_checkpoints import CFG, _graph, _teammates_store
+from test_trust_foreign_checkpoints import CFG, _graph, crafted_clone
 
 
 def test_prune_keep_latest_of_a_cloned_thread_does_not_make_its_bytes_run(tmp_path: Path) -> None:
-    marker = tmp_path / "ran"
-
-    class Crafted(enum.Enum):  # encoded as ('os', 'system', its value): what a crafted checkpoint holds
-        CMD = f"touch {marker}"
-
-    Crafted.__module__, Crafted.__name__ = "os", "system"
-    mine = _teammates_store(tmp_path, Crafted.CMD)
+    mine, marker = crafted_clone(tmp_path)
     with PFSaver(mine) as saver:
         graph = _graph(saver, None)
         assert graph.get_state(CFG).values["mode"] == f"touch {marker}"  # adopted: read as data

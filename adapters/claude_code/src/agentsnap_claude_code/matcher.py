@@ -384,15 +384,15 @@ class Matcher:
         rules, first, variables = _parse_makefile(text)
         variables.update(assigned)
         recipes: list[str] = []
-        todo, done = list(goals or ([first] if first else [])), set()
-        while todo:
-            goal = todo.pop(0)
-            if goal in done or goal not in rules:
-                continue
-            done.add(goal)
+
+        def visit(goal: str) -> list[str]:
+            if goal not in rules:
+                return []
             prereqs, lines = rules[goal]
-            todo.extend(_make_expand(p, variables) for p in prereqs)
             recipes.extend(_make_expand(line, variables).lstrip("@+- \t") for line in lines)
+            return [_make_expand(p, variables) for p in prereqs]
+
+        each_once(goals or ([first] if first else []), visit)
         cwd = self.cwd
         self.cwd = os.path.join(cwd, folder)
         try:
@@ -994,6 +994,17 @@ def _module_command(words: list[str]) -> list[str] | None:
     if i + 1 < len(words) and words[i] == "-m":
         return [_MODULE_COMMANDS.get(words[i + 1], words[i + 1]), *words[i + 2 :]]
     return None
+
+
+def each_once(start: Iterable[str], visit: Callable[[str], Iterable[str]]) -> None:
+    """Visit the names in ``start`` and those each visit leads to (a goal's prerequisites, a recipe's dependencies,
+    the sessions a nox session notifies), each name once, in order; ``visit(name)`` returns the names it leads to."""
+    todo, done = list(start), set()
+    while todo:
+        name = todo.pop(0)
+        if name not in done:
+            done.add(name)
+            todo.extend(visit(name))
 
 
 def _skip_options(words: list[str], takes_value: set[str]) -> list[str]:

@@ -80,15 +80,15 @@ def nox_commands(cwd: str, args: list[str], read) -> tuple[list[str], str | None
     chosen = _values(args, ("-s", "-e", "--session", "--sessions"))
     if chosen is None and _value(args, ("-k", "-t", "--keywords", "--tags")) is not None:
         chosen = list(sessions)  # selected by an expression or a tag: read them all
-    todo = [c.split("(", 1)[0].strip() for c in (chosen if chosen is not None else defaults)]
+    from agentsnap_claude_code.matcher import each_once
+
     commands: list[str] = []
     sources: list[str] = []
-    done: set[str] = set()
-    while todo:
-        name = todo.pop(0)
-        if name in done or name not in sessions:
-            continue
-        done.add(name)
+
+    def visit(name: str) -> list[str]:
+        notified: list[str] = []
+        if name not in sessions:
+            return notified
         read_fns: set[str] = set()
         stack = [sessions[name]]
         while stack:
@@ -102,10 +102,13 @@ def nox_commands(cwd: str, args: list[str], read) -> tuple[list[str], str | None
                     if words and words[0] != OPERAND:
                         commands.append(" ".join(shlex.quote(w) if w != OPERAND else w for w in words))
                 elif last == "notify" and call.args and isinstance(call.args[0], ast.Constant):
-                    todo.append(str(call.args[0].value).split("(", 1)[0])
+                    notified.append(str(call.args[0].value).split("(", 1)[0])
                 elif callee in functions and callee not in read_fns and functions[callee] is not fn:
                     read_fns.add(callee)
                     stack.append(functions[callee])
+        return notified
+
+    each_once((c.split("(", 1)[0].strip() for c in (chosen if chosen is not None else defaults)), visit)
     return commands, "\n".join(sources)
 
 
@@ -267,31 +270,31 @@ def just_commands(cwd: str, args: list[str], read) -> tuple[list[str], str]:
             current = []
             recipes[m.group(1)] = (deps, current)
             first = first or m.group(1)
-    from agentsnap_claude_code.matcher import _skip_valued
+    from agentsnap_claude_code.matcher import _skip_valued, each_once
 
     operands = [a for a in _skip_valued(args, {"-f", "--justfile", "-d", "--working-directory", "--set", "--shell",
                                                "--shell-arg", "--dotenv-filename", "--dotenv-path", "--command-color"})
                 if not a.startswith("-") and "=" not in a]
-    todo = [aliases.get(a, a) for a in operands if aliases.get(a, a) in recipes]
-    if not todo:
-        todo = ["default"] if "default" in recipes else [first] if first else []
+    start = [aliases.get(a, a) for a in operands if aliases.get(a, a) in recipes]
+    if not start:
+        start = ["default"] if "default" in recipes else [first] if first else []
     lines: list[str] = []
     source: list[str] = []
-    done: set[str] = set()
-    while todo:
-        name = todo.pop(0)
-        if name in done or name not in recipes:
-            continue
-        done.add(name)
+
+    def visit(name: str) -> list[str]:
+        if name not in recipes:
+            return []
         deps, body = recipes[name]
-        todo.extend(aliases.get(d, d) for d in deps)
         if body and body[0].startswith("#!") and not re.search(r"\b(ba|z|da|k)?sh\b", body[0]):
             source.append("\n".join(body))
-            continue
-        for line in body[1:] if body and body[0].startswith("#!") else body:
-            line = re.sub(r"\{\{[^}]*\}\}", OPERAND, line).lstrip("@-").strip()
-            if line and not line.startswith("#"):
-                lines.append(line)
+        else:
+            for line in body[1:] if body and body[0].startswith("#!") else body:
+                line = re.sub(r"\{\{[^}]*\}\}", OPERAND, line).lstrip("@-").strip()
+                if line and not line.startswith("#"):
+                    lines.append(line)
+        return [aliases.get(d, d) for d in deps]
+
+    each_once(start, visit)
     return lines, "\n".join(source)
 
 
