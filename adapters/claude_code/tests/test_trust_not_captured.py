@@ -125,3 +125,12 @@ def test_an_edit_without_a_store_and_auto_init_off_says_no_snapshot_as_before(ho
     (project / ".claude" / "agentsnap.json").write_text(json.dumps({"auto_init": False}))
     out = json.loads(run_hook(payload(project, transcript, "PreToolUse", **_edit(project, "src/app.py"))).stdout or "{}")
     assert out.get("systemMessage", "").startswith("agentsnap: no snapshot before Edit"), out
+
+
+def test_a_git_clean_whose_dry_run_fails_is_asked_about(home: Path, ignoring: Path, transcript: Path) -> None:
+    """What ``git clean`` takes is told by git's own dry run; when that fails (here: a bad option), the hook cannot
+    tell whether left-out files go with it, so it asks instead of promising the undo."""
+    out = json.loads(run_hook(payload(ignoring, transcript, "PreToolUse", tool_name="Bash",
+                                      tool_input={"command": "git clean -fd --no-such-option"})).stdout or "{}")
+    assert out.get("hookSpecificOutput", {}).get("permissionDecision") == "ask", out
+    assert "git's dry run of the same options failed" in out["hookSpecificOutput"]["permissionDecisionReason"]

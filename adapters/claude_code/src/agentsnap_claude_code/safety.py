@@ -91,7 +91,11 @@ def destroyed(findings: list[Finding], cwd: str, root: Path) -> tuple[list[str],
             continue
         here = cwd if f.where == "" else f.where  # (after a cd, a script's folder: where it runs)
         if f.rule == "git-clean" and here is not None:
-            inside += [p for p in git_clean_would_remove(f.command, here) if p == root or root in p.parents]
+            removed = git_clean_would_remove(f.command, here)
+            if removed is None:  # cannot be told: ask rather than promise an undo of what it takes
+                out.append(f"what `{f.command[:80]}` removes (git's dry run of the same options failed)")
+                continue
+            inside += [p for p in removed if p == root or root in p.parents]
             continue
         if f.rule not in _PATH_RULES:
             continue
@@ -109,20 +113,20 @@ def destroyed(findings: list[Finding], cwd: str, root: Path) -> tuple[list[str],
     return list(dict.fromkeys(out)), list(dict.fromkeys(inside))
 
 
-def git_clean_would_remove(command: str, cwd: str) -> list[Path]:
+def git_clean_would_remove(command: str, cwd: str) -> list[Path] | None:
     """What ``git clean -f...`` (``command``) would remove, from git's own dry run of the same options (``-n``).
 
     The snapshot holds what agentsnap captures, not what git tracks: a folder ``.agentsnapignore`` names that git
-    does not track is deleted by ``git clean -fd`` and comes back from no snapshot. Empty when git cannot tell.
+    does not track is deleted by ``git clean -fd`` and comes back from no snapshot. None when git cannot tell.
     """
     import subprocess
 
     try:
         words = shlex.split(command)
     except ValueError:
-        return []
+        return None
     if "clean" not in words:
-        return []
+        return None
     at = words.index("clean")
     before = [w for w in words[1:at]]
     args: list[str] = ["-n"]
@@ -137,9 +141,9 @@ def git_clean_would_remove(command: str, cwd: str) -> list[Path]:
     try:
         proc = subprocess.run(["git", *before, "clean", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.SubprocessError):
-        return []
+        return None
     if proc.returncode != 0:
-        return []
+        return None
     base = Path(cwd)
     if "-C" in before[:-1]:
         base = Path(os.path.normpath(os.path.join(cwd, before[before.index("-C") + 1])))
